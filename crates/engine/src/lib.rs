@@ -1,0 +1,4 @@
+//! needle's engine: given a [`needle_query::Plan`] and records, produce exactly the results the
+//! language promises. Expressions, aggregations with real sketches, windows, partials that merge
+//! across workers, post-aggregation and result metadata. No I/O and no threads here: the runtime
+//! drives it.

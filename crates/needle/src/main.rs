@@ -1,0 +1,36 @@
+//! The `needle` command line: one subcommand per file under `commands/`.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+mod commands;
+
+/// needle: a real-time query engine for live event streams.
+#[derive(Parser)]
+#[command(name = "needle", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check a query (BQL, or a Bullet JSON query); print its plan as JSON, or the error.
+    Validate(commands::validate::Args),
+    /// Describe in words what a query does.
+    Explain(commands::explain::Args),
+    /// Run one query over a finite NDJSON input.
+    Query(commands::query::Args),
+    /// Write a workload of WORKLOADS.md as NDJSON.
+    Gen(commands::gen::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Validate(args) => commands::validate::run(args),
+        Command::Explain(args) => commands::explain::run(args),
+        Command::Query(args) => commands::query::run(args),
+        Command::Gen(args) => commands::gen::run(args),
+    }
+}

@@ -1,0 +1,302 @@
+//! The syntax tree of a BQL query, exactly as written (before validation), with the byte span of
+//! every node so that errors can point at the text. Bullet JSON queries are translated into this
+//! same tree, so both forms share one validator and produce the same [`crate::Plan`].
+
+use needle_record::{Type, Value};
+use serde::Serialize;
+
+/// A byte range `[start, end)` in the query text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash, Serialize)]
+pub struct Span {
+    pub start: usize,
+    pub end: usize,
+}
+
+impl Span {
+    pub fn new(start: usize, end: usize) -> Self {
+        Self { start, end }
+    }
+
+    /// The smallest span covering both.
+    pub fn to(self, other: Span) -> Span {
+        Span::new(self.start.min(other.start), self.end.max(other.end))
+    }
+}
+
+/// A name as written, with where it was written.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Ident {
+    pub name: String,
+    pub span: Span,
+}
+
+/// One query: `SELECT ... FROM STREAM(...)` or `SELECT ... FROM (inner query)`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Query {
+    pub select: Select,
+    pub from: From,
+    /// `LATERAL VIEW [OUTER] EXPLODE(...) AS ...`, in order.
+    pub lateral_views: Vec<TableFunction>,
+    pub where_clause: Option<Expr>,
+    pub group_by: Vec<Expr>,
+    pub having: Option<Expr>,
+    pub order_by: Vec<OrderItem>,
+    pub window: Option<Window>,
+    pub limit: Option<Limit>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Select {
+    pub distinct: bool,
+    pub items: Vec<SelectItem>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum SelectItem {
+    /// `*`
+    All { span: Span },
+    /// `e [[AS] alias]`
+    Expr { expr: Expr, alias: Option<Ident> },
+    /// `[OUTER] EXPLODE(e) AS ...` in the select list.
+    TableFunction(TableFunction),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum From {
+    Stream(Stream),
+    Subquery(Box<Query>),
+}
+
+/// `STREAM()`, `STREAM(n, TIME)` or `STREAM(MAX, TIME)`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stream {
+    pub duration: StreamDuration,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamDuration {
+    /// `STREAM()`: the configured default duration.
+    Default,
+    /// `STREAM(n, TIME)`: n milliseconds.
+    Millis(u64),
+    /// `STREAM(MAX, TIME)`: the configured maximum duration.
+    Max,
+}
+
+/// `[OUTER] EXPLODE(e) AS alias` or `[OUTER] EXPLODE(e) AS (key_alias, value_alias)`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableFunction {
+    pub outer: bool,
+    pub expr: Expr,
+    pub alias: ExplodeAlias,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExplodeAlias {
+    /// A list explodes into one value per element.
+    Value(Ident),
+    /// A map explodes into one key and one value per entry.
+    KeyValue(Ident, Ident),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct OrderItem {
+    pub expr: Expr,
+    pub descending: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limit {
+    pub value: u64,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum WindowUnit {
+    Time,
+    Record,
+}
+
+/// What an EVERY window covers each time it emits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Include {
+    /// Everything since the query started.
+    All,
+    /// The first `count` units of each window.
+    First { count: u64, unit: WindowUnit },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum WindowKind {
+    /// `TUMBLING(n, unit)`
+    Tumbling { every: u64, unit: WindowUnit },
+    /// `EVERY(n, unit, ALL | FIRST, m, unit)`
+    Every { every: u64, unit: WindowUnit, include: Include },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub kind: WindowKind,
+    pub span: Span,
+}
+
+/// An expression and where it was written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Expr {
+    pub kind: ExprKind,
+    pub span: Span,
+}
+
+impl Expr {
+    pub fn new(kind: ExprKind, span: Span) -> Self {
+        Self { kind, span }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExprKind {
+    /// NULL, TRUE/FALSE, `5` (INTEGER), `5L` (LONG), `5.0` (DOUBLE), `5.0f` (FLOAT), `'s'`.
+    Literal(Value),
+    /// `[e, ...]`
+    List(Vec<Expr>),
+    /// `NOW`: the current time in ms.
+    Now,
+    Field(Field),
+    Unary { op: UnaryOp, operand: Box<Expr> },
+    /// Arithmetic and logic: `* / % + - AND OR XOR`.
+    Binary { op: BinaryOp, left: Box<Expr>, right: Box<Expr> },
+    /// `a op b`, or `a op ANY|ALL list`.
+    Compare { op: CompareOp, quantifier: Option<Quantifier>, left: Box<Expr>, right: Box<Expr> },
+    /// `value [NOT] RLIKE [ANY] pattern` (whole-value match; with ANY, `pattern` is a list).
+    Rlike { negated: bool, any: bool, value: Box<Expr>, pattern: Box<Expr> },
+    /// `value [NOT] IN list` or `value [NOT] IN (e, ...)` (the latter as an [`ExprKind::List`]).
+    In { negated: bool, value: Box<Expr>, list: Box<Expr> },
+    /// `value [NOT] BETWEEN (low, high)` and `BETWEEN(value, low, high)`; inclusive.
+    Between { negated: bool, value: Box<Expr>, low: Box<Expr>, high: Box<Expr> },
+    /// `value IS [NOT] NULL`
+    IsNull { negated: bool, value: Box<Expr> },
+    /// A scalar function call.
+    Call { function: Function, args: Vec<Expr> },
+    /// `CAST(value AS to)`
+    Cast { value: Box<Expr>, to: Type },
+    /// An aggregate call (only where the validator allows one).
+    Aggregate(Aggregate),
+}
+
+/// A field reference: `a`, `a.b`, `a[0]`, `a['k']`, `a[expr]`, `a[0].b`, `a.b['c']`, `"123col"`,
+/// with an optional type hint `a : LIST[MAP[STRING]]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Field {
+    pub name: String,
+    pub path: Vec<Accessor>,
+    pub hint: Option<Type>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Accessor {
+    /// `.b` or `['b']`: a map key.
+    Key(String),
+    /// `[0]`: a list index.
+    Index(i64),
+    /// `[expr]`: an index or key computed per record.
+    Expr(Box<Expr>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum UnaryOp {
+    Not,
+    Negate,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum BinaryOp {
+    Mul,
+    Div,
+    Mod,
+    Add,
+    Sub,
+    And,
+    Xor,
+    Or,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum CompareOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Quantifier {
+    Any,
+    All,
+}
+
+/// The scalar functions of LANGUAGE.md (`BETWEEN(x, lo, hi)` becomes [`ExprKind::Between`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Function {
+    SizeOf,
+    Abs,
+    Trim,
+    Lower,
+    Upper,
+    Hash,
+    SizeIs,
+    ContainsKey,
+    ContainsValue,
+    Filter,
+    If,
+    Substring,
+    UnixTimestamp,
+}
+
+/// Aggregate calls.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Aggregate {
+    /// `COUNT(*)`
+    Count,
+    Sum(Box<Expr>),
+    Min(Box<Expr>),
+    Max(Box<Expr>),
+    Avg(Box<Expr>),
+    /// `COUNT(DISTINCT e, ...)`
+    CountDistinct(Vec<Expr>),
+    /// `QUANTILE|FREQ|CUMFREQ(e, LINEAR, n | REGION, start, end, step | MANUAL, p, ...)`
+    Distribution { kind: DistributionKind, value: Box<Expr>, points: Points },
+    /// `TOP(k[, threshold], e, ...)`
+    Top { k: u64, threshold: Option<u64>, fields: Vec<Expr> },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum DistributionKind {
+    Quantile,
+    Freq,
+    CumFreq,
+}
+
+/// Where a distribution is evaluated.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Points {
+    /// `LINEAR, n`: n evenly spaced points (quantiles: fractions 0..=1; FREQ/CUMFREQ: over the
+    /// observed min..max).
+    Linear { count: u64 },
+    /// `REGION, start, end, step`
+    Region { start: f64, end: f64, step: f64 },
+    /// `MANUAL, p, ...`
+    Manual { points: Vec<f64> },
+}

@@ -1,0 +1,16 @@
+//! needle's query language: BQL (Bullet 1.x's SQL-like language) and Bullet's legacy JSON
+//! queries, turned into one validated [`Plan`] the engine runs.
+//!
+//! The path of a query: text → [`ast::Query`] (syntax, with byte spans) → [`Plan`] (validated,
+//! aliases resolved, the aggregation kind chosen, limits from [`QueryConfig`] applied). Every
+//! failure is one [`QueryError`] that knows where in the text it happened and how to fix it.
+
+pub mod ast;
+pub mod config;
+pub mod display;
+pub mod error;
+pub mod plan;
+
+pub use config::QueryConfig;
+pub use error::{QueryError, QueryErrorKind};
+pub use plan::Plan;

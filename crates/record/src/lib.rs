@@ -1,0 +1,16 @@
+//! needle's data model: the typed [`Value`]s a record holds, the [`Record`] itself, the
+//! [`Type`]s a query can name (casts, hints), and decoding records from JSON.
+//!
+//! Everything above this crate (the query language, the engine, the runtime) speaks these types.
+//! Values follow Bullet's typing: INTEGER, LONG, FLOAT, DOUBLE, BOOLEAN, STRING, lists and maps.
+//! A JSON integer that fits in 64 bits decodes as a LONG, any other number as a DOUBLE.
+
+pub mod decode;
+pub mod error;
+pub mod types;
+pub mod value;
+
+pub use decode::{decode_record, decode_value};
+pub use error::RecordError;
+pub use types::Type;
+pub use value::{Map, Record, Value};

@@ -1,0 +1,254 @@
+//! [`Value`]: one typed datum (null, boolean, the four numeric types, string, list, map), and
+//! [`Record`]: the named top-level fields of one event.
+
+use crate::types::Type;
+use indexmap::IndexMap;
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
+
+/// A map value, and the fields of a record: keys keep their insertion order so that results print
+/// fields in the order they arrived or were projected.
+pub type Map = IndexMap<String, Value>;
+
+/// One typed value. NULL stands for both a JSON `null` and a missing field.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Value {
+    #[default]
+    Null,
+    Bool(bool),
+    Int(i32),
+    Long(i64),
+    Float(f32),
+    Double(f64),
+    String(String),
+    List(Vec<Value>),
+    Map(Map),
+}
+
+impl Value {
+    /// The value's type, or `None` for NULL. A list's or map's element type is taken from its
+    /// first non-null element (STRING when empty).
+    pub fn type_of(&self) -> Option<Type> {
+        fn element<'a>(mut values: impl Iterator<Item = &'a Value>) -> Type {
+            values.find_map(Value::type_of).unwrap_or(Type::String)
+        }
+        Some(match self {
+            Value::Null => return None,
+            Value::Bool(_) => Type::Boolean,
+            Value::Int(_) => Type::Integer,
+            Value::Long(_) => Type::Long,
+            Value::Float(_) => Type::Float,
+            Value::Double(_) => Type::Double,
+            Value::String(_) => Type::String,
+            Value::List(items) => Type::List(Box::new(element(items.iter()))),
+            Value::Map(map) => Type::Map(Box::new(element(map.values()))),
+        })
+    }
+
+    pub fn is_null(&self) -> bool {
+        matches!(self, Value::Null)
+    }
+
+    /// True for INTEGER, LONG, FLOAT and DOUBLE values.
+    pub fn is_numeric(&self) -> bool {
+        matches!(self, Value::Int(_) | Value::Long(_) | Value::Float(_) | Value::Double(_))
+    }
+
+    /// The value as a double, for any numeric value; `None` otherwise.
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            Value::Int(v) => Some(*v as f64),
+            Value::Long(v) => Some(*v as f64),
+            Value::Float(v) => Some(*v as f64),
+            Value::Double(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The value as a long, for INTEGER and LONG values; `None` otherwise.
+    pub fn as_i64(&self) -> Option<i64> {
+        match self {
+            Value::Int(v) => Some(*v as i64),
+            Value::Long(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn as_bool(&self) -> Option<bool> {
+        match self {
+            Value::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+
+    pub fn as_list(&self) -> Option<&[Value]> {
+        match self {
+            Value::List(items) => Some(items),
+            _ => None,
+        }
+    }
+
+    pub fn as_map(&self) -> Option<&Map> {
+        match self {
+            Value::Map(map) => Some(map),
+            _ => None,
+        }
+    }
+
+    /// The value as JSON text (compact).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a Value always serializes")
+    }
+}
+
+impl From<&str> for Value {
+    fn from(s: &str) -> Self {
+        Value::String(s.to_owned())
+    }
+}
+impl From<String> for Value {
+    fn from(s: String) -> Self {
+        Value::String(s)
+    }
+}
+impl From<i64> for Value {
+    fn from(v: i64) -> Self {
+        Value::Long(v)
+    }
+}
+impl From<f64> for Value {
+    fn from(v: f64) -> Self {
+        Value::Double(v)
+    }
+}
+impl From<bool> for Value {
+    fn from(v: bool) -> Self {
+        Value::Bool(v)
+    }
+}
+
+impl Serialize for Value {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Value::Null => s.serialize_unit(),
+            Value::Bool(b) => s.serialize_bool(*b),
+            Value::Int(v) => s.serialize_i32(*v),
+            Value::Long(v) => s.serialize_i64(*v),
+            // JSON has no NaN or infinities; they print as null.
+            Value::Float(v) if !v.is_finite() => s.serialize_unit(),
+            Value::Float(v) => s.serialize_f32(*v),
+            Value::Double(v) if !v.is_finite() => s.serialize_unit(),
+            Value::Double(v) => s.serialize_f64(*v),
+            Value::String(v) => s.serialize_str(v),
+            Value::List(items) => {
+                let mut seq = s.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(item)?;
+                }
+                seq.end()
+            }
+            Value::Map(map) => serialize_map(map, s),
+        }
+    }
+}
+
+fn serialize_map<S: Serializer>(map: &Map, s: S) -> Result<S::Ok, S::Error> {
+    let mut out = s.serialize_map(Some(map.len()))?;
+    for (k, v) in map {
+        out.serialize_entry(k, v)?;
+    }
+    out.end()
+}
+
+/// One event: its top-level fields by name, in arrival order.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Record {
+    fields: Map,
+}
+
+impl Record {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn from_map(fields: Map) -> Self {
+        Self { fields }
+    }
+
+    /// The field's value; a missing field is `None` (the engine treats it as NULL).
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        self.fields.get(name)
+    }
+
+    /// Sets a field, replacing any earlier value and keeping its position.
+    pub fn insert(&mut self, name: impl Into<String>, value: Value) {
+        self.fields.insert(name.into(), value);
+    }
+
+    pub fn remove(&mut self, name: &str) -> Option<Value> {
+        self.fields.shift_remove(name)
+    }
+
+    pub fn len(&self) -> usize {
+        self.fields.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.fields.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &Value)> {
+        self.fields.iter()
+    }
+
+    pub fn fields(&self) -> &Map {
+        &self.fields
+    }
+
+    pub fn into_map(self) -> Map {
+        self.fields
+    }
+
+    /// The record as compact JSON text.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a Record always serializes")
+    }
+}
+
+impl Serialize for Record {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        serialize_map(&self.fields, s)
+    }
+}
+
+impl FromIterator<(String, Value)> for Record {
+    fn from_iter<I: IntoIterator<Item = (String, Value)>>(iter: I) -> Self {
+        Self { fields: iter.into_iter().collect() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serializes_nan_as_null_and_keeps_field_order() {
+        let mut r = Record::new();
+        r.insert("z", Value::Double(f64::NAN));
+        r.insert("a", Value::List(vec![Value::Long(1), Value::from("x")]));
+        assert_eq!(r.to_json(), r#"{"z":null,"a":[1,"x"]}"#);
+    }
+
+    #[test]
+    fn type_of_containers_uses_first_non_null_element() {
+        let v = Value::List(vec![Value::Null, Value::Long(3)]);
+        assert_eq!(v.type_of(), Some(Type::List(Box::new(Type::Long))));
+        assert_eq!(Value::Null.type_of(), None);
+    }
+}
