@@ -171,23 +171,58 @@ pub enum ExprKind {
     /// `NOW`: the current time in ms.
     Now,
     Field(Field),
-    Unary { op: UnaryOp, operand: Box<Expr> },
+    Unary {
+        op: UnaryOp,
+        operand: Box<Expr>,
+    },
     /// Arithmetic and logic: `* / % + - AND OR XOR`.
-    Binary { op: BinaryOp, left: Box<Expr>, right: Box<Expr> },
+    Binary {
+        op: BinaryOp,
+        left: Box<Expr>,
+        right: Box<Expr>,
+    },
     /// `a op b`, or `a op ANY|ALL list`.
-    Compare { op: CompareOp, quantifier: Option<Quantifier>, left: Box<Expr>, right: Box<Expr> },
+    Compare {
+        op: CompareOp,
+        quantifier: Option<Quantifier>,
+        left: Box<Expr>,
+        right: Box<Expr>,
+    },
     /// `value [NOT] RLIKE [ANY] pattern` (whole-value match; with ANY, `pattern` is a list).
-    Rlike { negated: bool, any: bool, value: Box<Expr>, pattern: Box<Expr> },
+    Rlike {
+        negated: bool,
+        any: bool,
+        value: Box<Expr>,
+        pattern: Box<Expr>,
+    },
     /// `value [NOT] IN list` or `value [NOT] IN (e, ...)` (the latter as an [`ExprKind::List`]).
-    In { negated: bool, value: Box<Expr>, list: Box<Expr> },
+    In {
+        negated: bool,
+        value: Box<Expr>,
+        list: Box<Expr>,
+    },
     /// `value [NOT] BETWEEN (low, high)` and `BETWEEN(value, low, high)`; inclusive.
-    Between { negated: bool, value: Box<Expr>, low: Box<Expr>, high: Box<Expr> },
+    Between {
+        negated: bool,
+        value: Box<Expr>,
+        low: Box<Expr>,
+        high: Box<Expr>,
+    },
     /// `value IS [NOT] NULL`
-    IsNull { negated: bool, value: Box<Expr> },
+    IsNull {
+        negated: bool,
+        value: Box<Expr>,
+    },
     /// A scalar function call.
-    Call { function: Function, args: Vec<Expr> },
+    Call {
+        function: Function,
+        args: Vec<Expr>,
+    },
     /// `CAST(value AS to)`
-    Cast { value: Box<Expr>, to: Type },
+    Cast {
+        value: Box<Expr>,
+        to: Type,
+    },
     /// An aggregate call (only where the validator allows one).
     Aggregate(Aggregate),
 }
@@ -275,9 +310,17 @@ pub enum Aggregate {
     /// `COUNT(DISTINCT e, ...)`
     CountDistinct(Vec<Expr>),
     /// `QUANTILE|FREQ|CUMFREQ(e, LINEAR, n | REGION, start, end, step | MANUAL, p, ...)`
-    Distribution { kind: DistributionKind, value: Box<Expr>, points: Points },
+    Distribution {
+        kind: DistributionKind,
+        value: Box<Expr>,
+        points: Points,
+    },
     /// `TOP(k[, threshold], e, ...)`
-    Top { k: u64, threshold: Option<u64>, fields: Vec<Expr> },
+    Top {
+        k: u64,
+        threshold: Option<u64>,
+        fields: Vec<Expr>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
