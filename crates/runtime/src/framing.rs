@@ -1,0 +1,164 @@
+//! Cutting a byte stream into [`Batch`]es of whole NDJSON lines.
+//!
+//! Sources read whatever the OS gives them (64 KiB at a time, or a few bytes from a socket); the
+//! [`LineFramer`] keeps the unfinished tail and hands on only complete lines, so a worker never
+//! sees half a record. A line longer than the configured maximum is dropped whole and counted,
+//! rather than growing memory without bound.
+
+use std::time::Instant;
+
+/// Whole lines of input, as read, for one worker to decode.
+#[derive(Debug, Clone)]
+pub struct Batch {
+    data: Vec<u8>,
+    /// When the bytes were read: the start of the read→matched latency.
+    pub read_at: Instant,
+}
+
+impl Batch {
+    pub fn new(data: Vec<u8>) -> Self {
+        Self { data, read_at: Instant::now() }
+    }
+
+    /// The raw bytes: zero or more lines, each ending in `\n` (except possibly the last line of a
+    /// finished input).
+    pub fn bytes(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// The non-empty lines, without their `\n` or `\r\n`.
+    pub fn lines(&self) -> impl Iterator<Item = &[u8]> {
+        self.data
+            .split(|&b| b == b'\n')
+            .map(|line| line.strip_suffix(b"\r").unwrap_or(line))
+            .filter(|line| !line.iter().all(u8::is_ascii_whitespace))
+    }
+}
+
+/// Keeps the unfinished tail of a stream and hands on complete lines.
+#[derive(Debug)]
+pub struct LineFramer {
+    pending: Vec<u8>,
+    max_line_bytes: usize,
+    /// Inside a line that was too long: drop bytes until its end.
+    skipping: bool,
+    oversized_lines: u64,
+}
+
+impl LineFramer {
+    /// `max_line_bytes`: longer lines are dropped and counted in [`Self::oversized_lines`].
+    pub fn new(max_line_bytes: usize) -> Self {
+        Self { pending: Vec::new(), max_line_bytes, skipping: false, oversized_lines: 0 }
+    }
+
+    /// Lines dropped so far because they were longer than the maximum.
+    pub fn oversized_lines(&self) -> u64 {
+        self.oversized_lines
+    }
+
+    /// Adds bytes read from the stream; returns a batch of the lines they completed, if any.
+    pub fn push(&mut self, mut chunk: &[u8]) -> Option<Batch> {
+        if self.skipping {
+            match memchr::memchr(b'\n', chunk) {
+                Some(end) => {
+                    self.skipping = false;
+                    chunk = &chunk[end + 1..];
+                }
+                None => return None,
+            }
+        }
+        self.pending.extend_from_slice(chunk);
+        let batch = match memchr::memrchr(b'\n', &self.pending) {
+            Some(last) => {
+                let rest = self.pending.split_off(last + 1);
+                Some(std::mem::replace(&mut self.pending, rest))
+            }
+            None => None,
+        };
+        let batch = batch.map(|data| self.drop_oversized(data));
+        if self.pending.len() > self.max_line_bytes {
+            self.pending.clear();
+            self.skipping = true;
+            self.oversized_lines += 1;
+        }
+        batch.filter(|data| !data.is_empty()).map(Batch::new)
+    }
+
+    /// The end of the stream: the last line, if it had no newline.
+    pub fn finish(&mut self) -> Option<Batch> {
+        self.skipping = false;
+        let data = std::mem::take(&mut self.pending);
+        if data.len() > self.max_line_bytes {
+            self.oversized_lines += 1;
+            return None;
+        }
+        (!data.is_empty()).then(|| Batch::new(data))
+    }
+
+    /// Removes complete lines longer than the maximum from a batch (rare: only when one read
+    /// brought a whole oversized line at once).
+    fn drop_oversized(&mut self, data: Vec<u8>) -> Vec<u8> {
+        if data.len() <= self.max_line_bytes
+            || data.split(|&b| b == b'\n').all(|l| l.len() <= self.max_line_bytes)
+        {
+            return data;
+        }
+        let mut kept = Vec::with_capacity(data.len());
+        for line in data.split_inclusive(|&b| b == b'\n') {
+            if line.len() - usize::from(line.ends_with(b"\n")) > self.max_line_bytes {
+                self.oversized_lines += 1;
+            } else {
+                kept.extend_from_slice(line);
+            }
+        }
+        kept
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(batches: &[Batch]) -> Vec<String> {
+        batches
+            .iter()
+            .flat_map(|b| b.lines().map(|l| String::from_utf8_lossy(l).into_owned()))
+            .collect()
+    }
+
+    fn frame(chunks: &[&[u8]], max: usize) -> (Vec<String>, u64) {
+        let mut framer = LineFramer::new(max);
+        let mut out: Vec<Batch> = chunks.iter().filter_map(|c| framer.push(c)).collect();
+        out.extend(framer.finish());
+        (lines(&out), framer.oversized_lines())
+    }
+
+    #[test]
+    fn lines_split_across_reads_arrive_whole() {
+        let (got, _) = frame(&[b"{\"a\":", b"1}\n{\"a\"", b":2}\n{\"a\":3}"], 100);
+        assert_eq!(got, ["{\"a\":1}", "{\"a\":2}", "{\"a\":3}"]);
+    }
+
+    #[test]
+    fn crlf_and_blank_lines_are_handled() {
+        let (got, _) = frame(&[b"x\r\n\n  \ny\n"], 100);
+        assert_eq!(got, ["x", "y"]);
+    }
+
+    #[test]
+    fn oversized_lines_are_dropped_and_counted_without_losing_neighbours() {
+        // A long line spread over several reads, then one arriving whole in a single read.
+        let long = vec![b'z'; 50];
+        let whole = [b"ok1\n".as_slice(), &long, b"\nok2\n"].concat();
+        let (got, dropped) = frame(&[b"a\nzzzz", &long, &long, b"zz\nb\n", &whole, b"tail"], 10);
+        assert_eq!(got, ["a", "b", "ok1", "ok2", "tail"]);
+        assert_eq!(dropped, 2);
+    }
+
+    #[test]
+    fn an_oversized_last_line_is_dropped_at_finish() {
+        let (got, dropped) = frame(&[b"a\n", b"0123456789ab"], 10);
+        assert_eq!(got, ["a"]);
+        assert_eq!(dropped, 1);
+    }
+}

@@ -1,0 +1,12 @@
+//! needle's runtime in one process: sources read bytes and cut them into batches of whole lines;
+//! workers (one per core) decode, match and aggregate them; the joiner merges partials and emits
+//! results. Every hand-off is a bounded queue, so a slow consumer slows the source instead of
+//! losing accepted data.
+//!
+//! This crate owns threads and I/O; the engine crate owns query semantics.
+
+pub mod error;
+pub mod framing;
+pub mod source;
+
+pub use error::RuntimeError;

@@ -1,0 +1,287 @@
+//! Sources: where records come from. A source reads bytes, cuts them into [`Batch`]es of whole
+//! lines ([`LineFramer`]) and hands them to the workers through a [`BatchSink`], a bounded queue:
+//! when the workers fall behind, `send` blocks and the source reads no further (backpressure),
+//! so nothing accepted is dropped.
+//!
+//! Sources are named by a spec string and built by the [`SourceRegistry`]:
+//!
+//! | spec | source |
+//! |---|---|
+//! | `file:PATH` | an NDJSON file, read to its end |
+//! | `file:PATH?follow=true` | a growing file, tailed until the runtime stops (`--follow`) |
+//! | `stdin` | standard input, to its end |
+//! | `tcp:HOST:PORT` | a listener; every client sends newline-delimited records |
+//!
+//! Other crates register more schemes (the generators, Kafka) with [`SourceRegistry::register`].
+
+mod file;
+mod stdin;
+mod tcp;
+
+pub use file::FileSource;
+pub use stdin::StdinSource;
+pub use tcp::TcpSource;
+
+use crate::framing::{Batch, LineFramer};
+use crate::RuntimeError;
+use crossbeam_channel::{SendTimeoutError, Sender};
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Settings every source shares.
+#[derive(Debug, Clone)]
+pub struct SourceOptions {
+    /// Longer lines are dropped and counted (default 1 MiB).
+    pub max_line_bytes: usize,
+    /// Bytes asked of the OS per read (default 64 KiB).
+    pub read_bytes: usize,
+    /// Tail files (`--follow`) even without `?follow=true`.
+    pub follow: bool,
+}
+
+impl Default for SourceOptions {
+    fn default() -> Self {
+        Self { max_line_bytes: 1 << 20, read_bytes: 64 << 10, follow: false }
+    }
+}
+
+/// Raised once to ask every source (and the rest of the runtime) to stop.
+#[derive(Debug, Clone, Default)]
+pub struct StopSignal(Arc<AtomicBool>);
+
+impl StopSignal {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn stop(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+    pub fn is_stopped(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// What the sources have read, for metrics.
+#[derive(Debug, Default)]
+pub struct SourceCounters {
+    pub bytes: AtomicU64,
+    pub batches: AtomicU64,
+    pub oversized_lines: AtomicU64,
+}
+
+/// Where a source puts its batches: a bounded queue to the workers, plus the stop signal and the
+/// counters. Cheap to clone (one per TCP client, say).
+#[derive(Debug, Clone)]
+pub struct BatchSink {
+    tx: Sender<Batch>,
+    stop: StopSignal,
+    counters: Arc<SourceCounters>,
+}
+
+impl BatchSink {
+    pub fn new(tx: Sender<Batch>, stop: StopSignal, counters: Arc<SourceCounters>) -> Self {
+        Self { tx, stop, counters }
+    }
+
+    /// Hands a batch on, waiting while the queue is full. `false` when the runtime is stopping
+    /// (or nobody is reading any more): the source should end.
+    pub fn send(&self, batch: Batch) -> bool {
+        self.counters.bytes.fetch_add(batch.bytes().len() as u64, Ordering::Relaxed);
+        self.counters.batches.fetch_add(1, Ordering::Relaxed);
+        let mut batch = batch;
+        loop {
+            if self.stop.is_stopped() {
+                return false;
+            }
+            match self.tx.send_timeout(batch, Duration::from_millis(100)) {
+                Ok(()) => return true,
+                Err(SendTimeoutError::Timeout(b)) => batch = b,
+                Err(SendTimeoutError::Disconnected(_)) => return false,
+            }
+        }
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.stop.is_stopped()
+    }
+
+    pub fn count_oversized(&self, lines: u64) {
+        if lines > 0 {
+            self.counters.oversized_lines.fetch_add(lines, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A producer of records.
+pub trait Source: Send {
+    /// What it reads, for logs and `/api/v1/...` status.
+    fn describe(&self) -> String;
+    /// Reads until the input ends or the sink says stop. Returns normally at the end of a finite
+    /// input.
+    fn run(self: Box<Self>, sink: BatchSink) -> Result<(), RuntimeError>;
+}
+
+/// Builds a source from the part of a spec after its scheme (`file:PATH` → `PATH`).
+pub type SourceFactory =
+    fn(rest: &str, options: &SourceOptions) -> Result<Box<dyn Source>, RuntimeError>;
+
+/// The known source schemes.
+#[derive(Clone)]
+pub struct SourceRegistry {
+    factories: BTreeMap<&'static str, SourceFactory>,
+}
+
+impl Default for SourceRegistry {
+    fn default() -> Self {
+        let mut registry = Self { factories: BTreeMap::new() };
+        registry.register("file", FileSource::from_spec);
+        registry.register("stdin", StdinSource::from_spec);
+        registry.register("tcp", TcpSource::from_spec);
+        registry
+    }
+}
+
+impl SourceRegistry {
+    /// Adds (or replaces) a scheme.
+    pub fn register(&mut self, scheme: &'static str, factory: SourceFactory) {
+        self.factories.insert(scheme, factory);
+    }
+
+    /// The schemes known, for help texts.
+    pub fn schemes(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.factories.keys().copied()
+    }
+
+    /// Builds the source a spec names: `scheme:rest` or a bare scheme (`stdin`).
+    pub fn open(
+        &self,
+        spec: &str,
+        options: &SourceOptions,
+    ) -> Result<Box<dyn Source>, RuntimeError> {
+        let (scheme, rest) = spec.split_once(':').unwrap_or((spec, ""));
+        match self.factories.get(scheme) {
+            Some(factory) => factory(rest, options),
+            None => Err(RuntimeError::bad_source(
+                spec,
+                format!(
+                    "unknown source kind '{scheme}'; known: {}",
+                    self.schemes().collect::<Vec<_>>().join(", ")
+                ),
+            )),
+        }
+    }
+}
+
+/// Splits `path?key=value&key2=value2` into the path and its options.
+pub(crate) fn split_query(rest: &str) -> (&str, Vec<(&str, &str)>) {
+    match rest.split_once('?') {
+        Some((path, query)) => (
+            path,
+            query
+                .split('&')
+                .filter(|kv| !kv.is_empty())
+                .map(|kv| kv.split_once('=').unwrap_or((kv, "")))
+                .collect(),
+        ),
+        None => (rest, Vec::new()),
+    }
+}
+
+/// Reads a stream to its end through a framer into the sink. `Ok(true)` at the end of the input,
+/// `Ok(false)` when the sink said stop.
+pub(crate) fn pump(
+    reader: &mut dyn Read,
+    framer: &mut LineFramer,
+    sink: &BatchSink,
+    read_bytes: usize,
+    context: &str,
+) -> Result<bool, RuntimeError> {
+    let mut buf = vec![0u8; read_bytes];
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(0) => return Ok(true),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(RuntimeError::io(context, e)),
+        };
+        let before = framer.oversized_lines();
+        let batch = framer.push(&buf[..n]);
+        sink.count_oversized(framer.oversized_lines() - before);
+        if let Some(batch) = batch {
+            if !sink.send(batch) {
+                return Ok(false);
+            }
+        }
+    }
+}
+
+/// Sends the framer's last unfinished line, if any.
+pub(crate) fn flush_last_line(framer: &mut LineFramer, sink: &BatchSink) -> bool {
+    let before = framer.oversized_lines();
+    let last = framer.finish();
+    sink.count_oversized(framer.oversized_lines() - before);
+    last.is_none_or(|batch| sink.send(batch))
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+    use crossbeam_channel::Receiver;
+
+    /// A sink with a queue of `capacity`, and what reads from it.
+    pub fn sink(capacity: usize) -> (BatchSink, Receiver<Batch>, StopSignal, Arc<SourceCounters>) {
+        let (tx, rx) = crossbeam_channel::bounded(capacity);
+        let stop = StopSignal::new();
+        let counters = Arc::new(SourceCounters::default());
+        (BatchSink::new(tx, stop.clone(), counters.clone()), rx, stop, counters)
+    }
+
+    pub fn lines_of(batches: impl IntoIterator<Item = Batch>) -> Vec<String> {
+        batches
+            .into_iter()
+            .flat_map(|b| {
+                b.lines().map(|l| String::from_utf8_lossy(l).into_owned()).collect::<Vec<_>>()
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_schemes_are_refused_with_the_known_ones() {
+        let err = SourceRegistry::default().open("kafak:x", &SourceOptions::default()).err();
+        let text = err.expect("refused").to_string();
+        assert!(text.contains("unknown source kind 'kafak'"), "{text}");
+        assert!(text.contains("file, stdin, tcp"), "{text}");
+    }
+
+    #[test]
+    fn query_options_are_split_from_the_path() {
+        assert_eq!(
+            split_query("/a/b?follow=true&x"),
+            ("/a/b", vec![("follow", "true"), ("x", "")])
+        );
+        assert_eq!(split_query("/a/b"), ("/a/b", vec![]));
+    }
+
+    #[test]
+    fn a_full_queue_blocks_the_source_until_stop() {
+        let (sink, rx, stop, _) = testing::sink(1);
+        assert!(sink.send(Batch::new(b"a\n".to_vec())));
+        let sender = {
+            let sink = sink.clone();
+            std::thread::spawn(move || sink.send(Batch::new(b"b\n".to_vec())))
+        };
+        std::thread::sleep(Duration::from_millis(150));
+        assert!(!sender.is_finished(), "the second send must wait for room");
+        stop.stop();
+        assert!(!sender.join().unwrap(), "a stopped sink refuses");
+        assert_eq!(rx.len(), 1);
+    }
+}
