@@ -5,8 +5,10 @@
 //!
 //! This crate owns threads and I/O; the engine crate owns query semantics.
 
+pub mod config;
 pub mod error;
 pub mod framing;
 pub mod source;
 
+pub use config::NeedleConfig;
 pub use error::RuntimeError;

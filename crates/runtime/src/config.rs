@@ -1,0 +1,269 @@
+//! needle's configuration: defaults, then `needle.toml`, then `NEEDLE_*` environment variables,
+//! then command-line flags, each overriding the one before. Unknown keys are refused by name, so
+//! a typo never silently leaves a default in force. `needle config` prints the result as TOML.
+//!
+//! Environment variables name a key by its section and field joined by a double underscore:
+//! `NEEDLE_SERVER__LISTEN=127.0.0.1:9999`, `NEEDLE_QUERY__MAX_DURATION_MS=60000`.
+
+use figment::providers::{Format, Serialized, Toml};
+use figment::value::{Dict, Map, Value};
+use figment::Figment;
+use figment::Profile;
+use needle_query::QueryConfig;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// Everything `needle serve` can be told.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NeedleConfig {
+    pub server: ServerConfig,
+    pub runtime: RuntimeConfig,
+    pub source: SourceConfig,
+    /// Limits and defaults every query is validated against.
+    pub query: QueryConfig,
+}
+
+/// The HTTP API.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Where the API listens. Loopback by default: exposing it is a deliberate choice.
+    pub listen: String,
+    /// Bearer tokens accepted; empty: no authentication (fine on loopback).
+    pub tokens: Vec<String>,
+    /// Origins allowed by CORS; empty: CORS off.
+    pub cors_origins: Vec<String>,
+    /// Largest request body accepted, in bytes.
+    pub max_request_bytes: usize,
+    /// Queries one client (token, or address without tokens) may run at once.
+    pub max_queries_per_client: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:9900".into(),
+            tokens: Vec::new(),
+            cors_origins: Vec::new(),
+            max_request_bytes: 1 << 20,
+            max_queries_per_client: 1_000,
+        }
+    }
+}
+
+/// Threads, queues and the limits that protect the process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RuntimeConfig {
+    /// Worker threads; 0 means one per core.
+    pub workers: usize,
+    /// How often partials flush to the joiner and windows are checked, in ms.
+    pub tick_ms: u64,
+    /// Batches waiting between the sources and the workers (the backpressure bound).
+    pub queue_batches: usize,
+    /// Longest input line accepted, in bytes; longer lines are dropped and counted.
+    pub max_line_bytes: usize,
+    /// Queries running at once, over all clients.
+    pub max_queries: usize,
+    /// RAW records one query may emit per second; past it records are coalesced into the next
+    /// emission or dropped, and the metadata says how many.
+    pub raw_records_per_sec: u64,
+    /// Emissions buffered for a slow subscriber before older ones are dropped (and reported).
+    pub subscriber_buffer: usize,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            workers: 0,
+            tick_ms: 100,
+            queue_batches: 64,
+            max_line_bytes: 1 << 20,
+            max_queries: 100_000,
+            raw_records_per_sec: 10_000,
+            subscriber_buffer: 256,
+        }
+    }
+}
+
+/// Where records come from (see the source registry for the spec forms).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SourceConfig {
+    /// `file:PATH`, `stdin`, `tcp:HOST:PORT`, `gen:bullet?rate=20000`, ...
+    pub spec: String,
+    /// Tail file sources as they grow.
+    pub follow: bool,
+}
+
+impl Default for SourceConfig {
+    fn default() -> Self {
+        Self { spec: "gen:bullet?rate=20000".into(), follow: false }
+    }
+}
+
+/// A configuration that cannot be used, and why (the file, key and problem).
+#[derive(Debug, thiserror::Error)]
+#[error("bad configuration: {0}")]
+pub struct ConfigError(String);
+
+impl NeedleConfig {
+    /// Defaults ← `file` (when given; a missing file is an error) ← `NEEDLE_*` from `env`.
+    /// Flags are applied by the caller on the result.
+    pub fn load(
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
+        let mut figment = Figment::from(Serialized::defaults(NeedleConfig::default()));
+        if let Some(path) = file {
+            if !path.is_file() {
+                return Err(ConfigError(format!("{}: no such file", path.display())));
+            }
+            figment = figment.merge(Toml::file_exact(path));
+        }
+        // Only the variables given (not the process's), so tests and callers decide.
+        let vars: Vec<(String, String)> =
+            env.into_iter().filter(|(k, _)| k.starts_with("NEEDLE_")).collect();
+        let mut config: NeedleConfig =
+            figment.merge(EnvOverrides(vars)).extract().map_err(|e| ConfigError(describe(e)))?;
+        config.normalize();
+        Ok(config)
+    }
+
+    /// The configuration as TOML, as `needle config` prints it.
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot print: {e}\n"))
+    }
+
+    /// Worker threads to start: the configured number, or one per core.
+    pub fn worker_threads(&self) -> usize {
+        if self.runtime.workers > 0 {
+            self.runtime.workers
+        } else {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        }
+    }
+
+    fn normalize(&mut self) {
+        self.runtime.tick_ms = self.runtime.tick_ms.max(1);
+        self.runtime.queue_batches = self.runtime.queue_batches.max(1);
+        self.runtime.subscriber_buffer = self.runtime.subscriber_buffer.max(1);
+    }
+}
+
+/// `NEEDLE_SECTION__KEY=value` pairs as overrides of `section.key`. (figment's own `Env`
+/// provider reads the process environment; taking the pairs explicitly lets callers and tests
+/// decide what is seen.)
+struct EnvOverrides(Vec<(String, String)>);
+
+impl figment::Provider for EnvOverrides {
+    fn metadata(&self) -> figment::Metadata {
+        figment::Metadata::named("NEEDLE_* environment variables")
+    }
+
+    fn data(&self) -> Result<Map<Profile, Dict>, figment::Error> {
+        let mut root = Dict::new();
+        for (key, raw) in &self.0 {
+            let path = key["NEEDLE_".len()..].to_lowercase();
+            let mut parts: Vec<&str> = path.split("__").collect();
+            let leaf = parts.pop().unwrap_or_default();
+            let mut dict = &mut root;
+            for part in parts {
+                let entry = dict.entry(part.to_owned()).or_insert_with(|| Dict::new().into());
+                if !matches!(entry, Value::Dict(..)) {
+                    *entry = Dict::new().into();
+                }
+                let Value::Dict(_, inner) = entry else { unreachable!("made a dict just above") };
+                dict = inner;
+            }
+            dict.insert(leaf.to_owned(), Value::serialize(parse_env_value(raw))?);
+        }
+        Ok(Profile::Default.collect(root))
+    }
+}
+
+/// An environment value as TOML would read it (numbers, booleans, arrays), else a string.
+fn parse_env_value(raw: &str) -> toml::Value {
+    toml::from_str::<toml::Table>(&format!("v = {raw}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_owned()))
+}
+
+fn describe(error: figment::Error) -> String {
+    error
+        .into_iter()
+        .map(|e| {
+            let key =
+                if e.path.is_empty() { String::new() } else { format!("{}: ", e.path.join(".")) };
+            let origin =
+                e.metadata.as_ref().map(|m| format!(" (from {})", m.name)).unwrap_or_default();
+            format!("{key}{}{origin}", e.kind)
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn defaults_are_safe() {
+        let c = NeedleConfig::load(None, env(&[])).unwrap();
+        assert_eq!(c.server.listen, "127.0.0.1:9900");
+        assert!(c.server.tokens.is_empty() && c.server.cors_origins.is_empty());
+        assert_eq!(c.query, QueryConfig::default());
+        assert!(c.worker_threads() >= 1);
+    }
+
+    #[test]
+    fn file_then_environment_override_defaults() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        writeln!(f, "[server]\nlisten = \"127.0.0.1:1234\"\n[query]\nmax_duration_ms = 5000")
+            .unwrap();
+        let c = NeedleConfig::load(
+            Some(f.path()),
+            env(&[
+                ("NEEDLE_QUERY__MAX_DURATION_MS", "7000"),
+                ("NEEDLE_RUNTIME__WORKERS", "3"),
+                ("HOME", "/x"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(c.server.listen, "127.0.0.1:1234");
+        assert_eq!(c.query.max_duration_ms, 7000);
+        assert_eq!(c.runtime.workers, 3);
+        assert_eq!(c.worker_threads(), 3);
+    }
+
+    #[test]
+    fn unknown_keys_and_wrong_types_are_named() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        writeln!(f, "[server]\nlisten_on = \"x\"").unwrap();
+        let e = NeedleConfig::load(Some(f.path()), env(&[])).unwrap_err().to_string();
+        assert!(e.contains("listen_on"), "{e}");
+        let e = NeedleConfig::load(None, env(&[("NEEDLE_RUNTIME__WORKERS", "many")]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("runtime.workers") && e.contains("environment"), "{e}");
+        let e = NeedleConfig::load(Some(Path::new("/no/needle.toml")), env(&[])).unwrap_err();
+        assert!(e.to_string().contains("no such file"));
+    }
+
+    #[test]
+    fn printed_toml_loads_back_the_same() {
+        let c =
+            NeedleConfig::load(None, env(&[("NEEDLE_SERVER__TOKENS", "[\"a\", \"b\"]")])).unwrap();
+        assert_eq!(c.server.tokens, ["a", "b"]);
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        write!(f, "{}", c.to_toml()).unwrap();
+        assert_eq!(NeedleConfig::load(Some(f.path()), env(&[])).unwrap(), c);
+    }
+}
