@@ -8,6 +8,7 @@
 pub mod config;
 pub mod error;
 pub mod framing;
+pub mod metrics;
 pub mod source;
 
 pub use config::NeedleConfig;

@@ -1,0 +1,147 @@
+//! The runtime's metrics, exposed on `/metrics` in the Prometheus text format.
+//!
+//! Counters are shared atomics: workers add their per-batch counts once per batch, never once
+//! per record, so the hot path does not fight over cache lines. Latencies are histograms in
+//! seconds, as Prometheus expects.
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use std::time::Duration;
+
+/// Every metric needle exports. Clone-cheap handles; share one `Metrics` per process.
+pub struct Metrics {
+    registry: Registry,
+    /// Records read from all sources (decoded or not).
+    pub records_read: Counter,
+    /// Bytes read from all sources.
+    pub bytes_read: Counter,
+    /// Input lines that were not a JSON object, or too long; skipped.
+    pub records_malformed: Counter,
+    /// Records that matched at least one query.
+    pub records_matched: Counter,
+    /// Queries running now.
+    pub queries_active: Gauge,
+    /// Queries started since the process began.
+    pub queries_started: Counter,
+    /// Queries refused (limits, invalid).
+    pub queries_rejected: Counter,
+    /// Time from a record being read to it matching a query: Bullet's "filter latency".
+    pub read_to_match_seconds: Histogram,
+    /// Time from a query being received to its first result going out.
+    pub query_first_result_seconds: Histogram,
+    /// Batches waiting between the sources and the workers.
+    pub source_queue_depth: Gauge,
+    /// Emissions dropped because a subscriber read too slowly.
+    pub results_dropped: Counter,
+    /// RAW records not emitted because a query's emission rate limit was reached.
+    pub raw_records_rate_limited: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("needle");
+        let latency = || Histogram::new(exponential_buckets(0.000_05, 2.0, 20));
+        let metrics = Self {
+            records_read: Counter::default(),
+            bytes_read: Counter::default(),
+            records_malformed: Counter::default(),
+            records_matched: Counter::default(),
+            queries_active: Gauge::default(),
+            queries_started: Counter::default(),
+            queries_rejected: Counter::default(),
+            read_to_match_seconds: latency(),
+            query_first_result_seconds: latency(),
+            source_queue_depth: Gauge::default(),
+            results_dropped: Counter::default(),
+            raw_records_rate_limited: Counter::default(),
+            registry: Registry::default(),
+        };
+        let m = &metrics;
+        registry.register("records_read", "Records read from all sources", m.records_read.clone());
+        registry.register("bytes_read", "Bytes read from all sources", m.bytes_read.clone());
+        registry.register(
+            "records_malformed",
+            "Input lines skipped: not a JSON object, or too long",
+            m.records_malformed.clone(),
+        );
+        registry.register(
+            "records_matched",
+            "Records that matched at least one query",
+            m.records_matched.clone(),
+        );
+        registry.register("queries_active", "Queries running now", m.queries_active.clone());
+        registry.register("queries_started", "Queries started", m.queries_started.clone());
+        registry.register(
+            "queries_rejected",
+            "Queries refused: invalid, or past a limit",
+            m.queries_rejected.clone(),
+        );
+        registry.register(
+            "read_to_match_seconds",
+            "Time from a record being read to it matching a query",
+            m.read_to_match_seconds.clone(),
+        );
+        registry.register(
+            "query_first_result_seconds",
+            "Time from a query being received to its first result",
+            m.query_first_result_seconds.clone(),
+        );
+        registry.register(
+            "source_queue_depth",
+            "Batches waiting between the sources and the workers",
+            m.source_queue_depth.clone(),
+        );
+        registry.register(
+            "results_dropped",
+            "Emissions dropped because a subscriber read too slowly",
+            m.results_dropped.clone(),
+        );
+        registry.register(
+            "raw_records_rate_limited",
+            "RAW records held back by a query's emission rate limit",
+            m.raw_records_rate_limited.clone(),
+        );
+        Self { registry, ..metrics }
+    }
+
+    /// Records one latency observation.
+    pub fn observe(histogram: &Histogram, elapsed: Duration) {
+        histogram.observe(elapsed.as_secs_f64());
+    }
+
+    /// The Prometheus text exposition (`/metrics`).
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_every_metric_with_its_current_value() {
+        let m = Metrics::new();
+        m.records_read.inc_by(41);
+        m.records_read.inc();
+        m.queries_active.set(3);
+        Metrics::observe(&m.read_to_match_seconds, Duration::from_micros(300));
+        let text = m.render();
+        assert!(text.contains("needle_records_read_total 42"), "{text}");
+        assert!(text.contains("needle_queries_active 3"), "{text}");
+        assert!(text.contains("needle_read_to_match_seconds_count 1"), "{text}");
+        assert!(text.contains("# HELP needle_results_dropped"), "{text}");
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+}
