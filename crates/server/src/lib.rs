@@ -1,0 +1,55 @@
+//! needle's HTTP API. Routes live one file per area under `routes/`; every failure, including
+//! the framework's own (unknown path, wrong method, body too large), answers with a JSON body
+//! ([`error::ApiError`]); tokens, body limits and CORS come from [`needle_runtime::NeedleConfig`].
+//! The OpenAPI document is generated from the handlers' annotations ([`openapi`]).
+
+pub mod auth;
+pub mod error;
+pub mod openapi;
+pub mod routes;
+pub mod state;
+
+pub use error::{ApiError, ServerError};
+pub use state::AppState;
+
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderValue, Method};
+use axum::Router;
+use std::future::Future;
+use tower_http::cors::{AllowOrigin, CorsLayer};
+
+/// The whole API, ready to serve.
+pub fn router(state: AppState) -> Router {
+    let config = &state.config().server;
+    let mut app = routes::routes()
+        .fallback(error::not_found)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_token))
+        .layer(axum::middleware::from_fn(error::json_errors))
+        .layer(DefaultBodyLimit::max(config.max_request_bytes));
+    if !config.cors_origins.is_empty() {
+        let origins: Vec<HeaderValue> =
+            config.cors_origins.iter().filter_map(|o| HeaderValue::from_str(o).ok()).collect();
+        app = app.layer(
+            CorsLayer::new()
+                .allow_origin(AllowOrigin::list(origins))
+                .allow_methods([Method::GET, Method::POST, Method::DELETE])
+                .allow_headers([
+                    axum::http::header::AUTHORIZATION,
+                    axum::http::header::CONTENT_TYPE,
+                ]),
+        );
+    }
+    app.with_state(state)
+}
+
+/// Serves the API on `listener` until `shutdown` completes.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(ServerError::Serve)
+}
