@@ -2,3 +2,8 @@
 //! language promises. Expressions, aggregations with real sketches, windows, partials that merge
 //! across workers, post-aggregation and result metadata. No I/O and no threads here: the runtime
 //! drives it.
+
+pub mod compare;
+pub mod error;
+
+pub use error::EngineError;
