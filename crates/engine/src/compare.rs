@@ -86,7 +86,7 @@ mod tests {
 
     #[test]
     fn total_order_puts_null_first_and_nan_last_among_numbers() {
-        let mut v = vec![Value::Double(f64::NAN), Value::from("a"), Value::Long(2), Value::Null];
+        let mut v = [Value::Double(f64::NAN), Value::from("a"), Value::Long(2), Value::Null];
         v.sort_by(total_cmp);
         assert!(v[0].is_null());
         assert_eq!(v[1], Value::Long(2));
