@@ -5,5 +5,6 @@
 
 pub mod compare;
 pub mod error;
+pub mod exec;
 
 pub use error::EngineError;

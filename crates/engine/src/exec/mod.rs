@@ -1,0 +1,4 @@
+//! Running a query (module doc being written with the join side).
+
+pub mod result;
+pub mod window;
