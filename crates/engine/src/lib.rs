@@ -5,6 +5,8 @@
 
 pub mod compare;
 pub mod error;
+pub mod eval;
 pub mod exec;
 
 pub use error::EngineError;
+pub use eval::{lookup_field, CompiledExpr, EvalContext};
