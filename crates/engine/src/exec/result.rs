@@ -13,6 +13,8 @@
 //! | `Window` → `Expected Emit Time` | time windows: when the window was due (ms) |
 //! | `Window` → `Final` *needle* | `true` on the query's last emission |
 //! | `Sketch` | the aggregation's sketch facts, passed through from [`crate::aggregate`] (`Was Estimated`, `Standard Deviations`, `Family`, `Theta`, `Normalized Rank Error`, `Maximum Count Error`, ...) |
+//! | `Groups`, `Ignored Values` | from the aggregation: GROUP BY past its group limit, inputs of the wrong type skipped (see [`crate::aggregate`]) |
+//! | `Outer Query` *needle* | the outer query's aggregation metadata (its `Sketch`, ...), when it has any |
 //! | `Stats` *needle* | `Records Seen`, `Records Matched` (after explode and WHERE), `Records Dropped` (RAW records past the LIMIT or outside a window's FIRST part), cumulative since the start |
 //! | `Errors`, `Warnings` | lists of `{"error": ..., "resolutions": [...]}` (Bullet's `BulletError` shape): what went wrong and what the user can do |
 
@@ -39,6 +41,7 @@ pub mod keys {
     pub const RECORDS_MATCHED: &str = "Records Matched";
     pub const RECORDS_DROPPED: &str = "Records Dropped";
     pub const ERRORS: &str = "Errors";
+    pub const OUTER_QUERY: &str = "Outer Query";
     pub const WARNINGS: &str = "Warnings";
 }
 
