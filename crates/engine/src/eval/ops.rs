@@ -44,7 +44,8 @@ pub fn arith(op: ArithOp, a: &Value, b: &Value) -> Value {
                 ArithOp::Sub => x.checked_sub(*y),
                 ArithOp::Mul => x.checked_mul(*y),
                 ArithOp::Div => x.checked_div(*y),
-                ArithOp::Rem => x.checked_rem(*y),
+                // MIN % -1 is 0 (representable), unlike MIN / -1.
+                ArithOp::Rem => (*y != 0).then(|| x.wrapping_rem(*y)),
             };
             r.map_or(Value::Null, Value::Int)
         }
@@ -57,7 +58,7 @@ pub fn arith(op: ArithOp, a: &Value, b: &Value) -> Value {
                 ArithOp::Sub => x.checked_sub(y),
                 ArithOp::Mul => x.checked_mul(y),
                 ArithOp::Div => x.checked_div(y),
-                ArithOp::Rem => x.checked_rem(y),
+                ArithOp::Rem => (y != 0).then(|| x.wrapping_rem(y)),
             };
             r.map_or(Value::Null, Value::Long)
         }
