@@ -12,3 +12,4 @@ pub mod exec;
 pub use aggregate::{AggregateOutput, Aggregator, PartialState};
 pub use error::EngineError;
 pub use eval::{lookup_field, CompiledExpr, EvalContext};
+pub use exec::{CompiledQuery, Emission, LocalQuery, Partial, QueryRun, WorkerState};
