@@ -10,7 +10,9 @@ pub mod config;
 pub mod display;
 pub mod error;
 pub mod plan;
+pub mod validate;
 
 pub use config::QueryConfig;
 pub use error::{QueryError, QueryErrorKind};
 pub use plan::Plan;
+pub use validate::validate;
