@@ -6,12 +6,15 @@
 //! failure is one [`QueryError`] that knows where in the text it happened and how to fix it.
 
 pub mod ast;
+pub mod compile;
 pub mod config;
 pub mod display;
 pub mod error;
+pub mod json;
 pub mod plan;
 pub mod validate;
 
+pub use compile::compile;
 pub use config::QueryConfig;
 pub use error::{QueryError, QueryErrorKind};
 pub use plan::Plan;

@@ -304,6 +304,20 @@ fn no_aggregate(e: &Expr, clause: &str) -> Result<(), QueryError> {
     Ok(())
 }
 
+/// The name of a column without alias: a field's own name (`123col`, `a.b`, without any type
+/// hint), else the expression's canonical text (`COUNT(*)`, `AVG(x) + 5`).
+pub fn column_name(e: &Expr) -> String {
+    match &e.kind {
+        ExprKind::Field(f) if f.path.is_empty() => f.name.clone(),
+        ExprKind::Field(f) => {
+            // The accessors as BQL prints them (`.b`, `[0]`, `['c d']`), after the bare name.
+            let path = Field { name: "x".into(), path: f.path.clone(), hint: None }.to_string();
+            format!("{}{}", f.name, &path[1..])
+        }
+        _ => e.to_string(),
+    }
+}
+
 fn field_ref(name: &str, span: ast::Span) -> Expr {
     Expr::new(ExprKind::Field(Field { name: name.to_string(), path: vec![], hint: None }), span)
 }
@@ -350,7 +364,7 @@ fn check_type(e: &Expr, clause: &str, want_bool: bool) -> Result<(), QueryError>
                 _ => "a number".into(),
             };
             return Err(QueryError::semantic(
-                format!("{clause} needs a BOOLEAN condition, but '{e}' is {shown}"),
+                format!("{clause} needs a BOOLEAN condition, but {} is {shown}", types::shown(e)),
                 Some(e.span),
             )
             .with_hint("write a condition such as 'x > 5' or 'x IS NOT NULL'"));
@@ -416,7 +430,7 @@ fn validate_stage(
             );
             if !ok {
                 return Err(QueryError::semantic(
-                    format!("cannot explode '{}' ({t})", tf.expr),
+                    format!("cannot explode {} ({t})", types::shown(&tf.expr)),
                     Some(tf.expr.span),
                 )
                 .with_hint("EXPLODE(list) AS value explodes a list; EXPLODE(map) AS (key, value) explodes a map"));
@@ -680,7 +694,7 @@ fn raw_stage(q: &Query, config: &QueryConfig) -> Result<StageOut, QueryError> {
             }
             SelectItem::TableFunction(_) => {}
             SelectItem::Expr { expr, alias } => {
-                let name = alias.as_ref().map_or_else(|| expr.to_string(), |a| a.name.clone());
+                let name = alias.as_ref().map_or_else(|| column_name(expr), |a| a.name.clone());
                 check_unique(&name, alias.as_ref().map_or(expr.span, |a| a.span), &mut seen)?;
                 if alias.is_some() {
                     aliases.insert(name.clone(), name.clone());
@@ -705,7 +719,7 @@ fn raw_stage(q: &Query, config: &QueryConfig) -> Result<StageOut, QueryError> {
             e.clone()
         } else {
             // Not projected: project it as a hidden column, sort on it, leave it out of the output.
-            let mut name = e.to_string();
+            let mut name = column_name(e);
             while seen.contains(&name) {
                 name.push('_');
             }
@@ -854,7 +868,7 @@ fn group_stage(q: &Query, config: &QueryConfig) -> Result<StageOut, QueryError> 
         })
         .collect::<Result<_, _>>()?;
     let name_of = |e: &Expr, alias: Option<&ast::Ident>| {
-        alias.map_or_else(|| e.to_string(), |a| a.name.clone())
+        alias.map_or_else(|| column_name(e), |a| a.name.clone())
     };
 
     if q.select.distinct {
@@ -887,7 +901,7 @@ fn group_stage(q: &Query, config: &QueryConfig) -> Result<StageOut, QueryError> 
         let name = items
             .iter()
             .find(|(e, _)| e.to_string() == text)
-            .map_or_else(|| text.clone(), |(e, a)| name_of(e, *a));
+            .map_or_else(|| column_name(k), |(e, a)| name_of(e, *a));
         if !ctx.used.insert(name.clone()) {
             return Err(QueryError::semantic(
                 format!("duplicate column name '{name}'"),
@@ -1101,7 +1115,7 @@ fn count_distinct_stage(
     let mut computations = Vec::new();
     let mut direct = false;
     for (e, alias) in &items {
-        let col = alias.map_or_else(|| e.to_string(), |a| a.name.clone());
+        let col = alias.map_or_else(|| column_name(e), |a| a.name.clone());
         check_unique(&col, alias.map_or(e.span, |a| a.span), &mut seen)?;
         if col == name && e.to_string() == text {
             direct = true;
@@ -1319,12 +1333,16 @@ fn top_stage(
 ) -> Result<StageOut, QueryError> {
     no_order_or_limit(q, "TOP")?;
     let alias = only_item(q, agg, "TOP")?;
-    if k == 0 || k > config.max_top_k {
+    if k == 0 {
+        return Err(QueryError::semantic("TOP needs k of at least 1", Some(agg.span))
+            .with_hint("write TOP(k, field, ...) with k >= 1"));
+    }
+    if k > config.max_top_k {
         return Err(QueryError::limit(
-            format!("TOP {k} is outside 1..={}", config.max_top_k),
+            format!("TOP {k} is more than the maximum of {} items", config.max_top_k),
             Some(agg.span),
         )
-        .with_hint(format!("ask for between 1 and {} items", config.max_top_k)));
+        .with_hint(format!("ask for at most {} items", config.max_top_k)));
     }
     if fields.is_empty() {
         return Err(QueryError::semantic("TOP needs at least one field", Some(agg.span))
@@ -1334,7 +1352,7 @@ fn top_stage(
     let mut seen = HashSet::new();
     let mut named = Vec::new();
     for f in fields {
-        let name = f.to_string();
+        let name = column_name(f);
         check_unique(&name, f.span, &mut seen)?;
         named.push(NamedExpr { name, expr: f.clone() });
     }

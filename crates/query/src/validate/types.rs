@@ -51,6 +51,16 @@ impl Ty {
     }
 }
 
+/// An expression quoted for a message: string literals already carry their quotes.
+pub fn shown(e: &Expr) -> String {
+    let text = e.to_string();
+    if text.starts_with('\'') {
+        text
+    } else {
+        format!("'{text}'")
+    }
+}
+
 fn type_error(e: &Expr, message: String, hint: &str) -> QueryError {
     QueryError::semantic(message, Some(e.span)).with_hint(hint)
 }
@@ -60,7 +70,7 @@ fn need_numeric(what: &str, e: &Expr) -> Result<Ty, QueryError> {
     if ty.is_numeric() == Some(false) {
         return Err(type_error(
             e,
-            format!("{what} needs a number, but '{e}' is {}", ty.describe()),
+            format!("{what} needs a number, but {} is {}", shown(e), ty.describe()),
             "use a numeric field or literal, or CAST(... AS DOUBLE)",
         ));
     }
@@ -72,7 +82,7 @@ fn need_boolean(what: &str, e: &Expr) -> Result<Ty, QueryError> {
     if ty.is(|t| *t == Type::Boolean) == Some(false) {
         return Err(type_error(
             e,
-            format!("{what} needs a BOOLEAN, but '{e}' is {}", ty.describe()),
+            format!("{what} needs a BOOLEAN, but {} is {}", shown(e), ty.describe()),
             "write a condition such as 'x = 5' or 'x IS NOT NULL'",
         ));
     }
@@ -84,7 +94,7 @@ fn need_string(what: &str, e: &Expr) -> Result<Ty, QueryError> {
     if ty.is(|t| *t == Type::String) == Some(false) {
         return Err(type_error(
             e,
-            format!("{what} needs a STRING, but '{e}' is {}", ty.describe()),
+            format!("{what} needs a STRING, but {} is {}", shown(e), ty.describe()),
             "use a string field or literal, or CAST(... AS STRING)",
         ));
     }
@@ -96,7 +106,7 @@ fn need_list(what: &str, e: &Expr) -> Result<Ty, QueryError> {
     if ty.is(|t| matches!(t, Type::List(_))) == Some(false) {
         return Err(type_error(
             e,
-            format!("{what} needs a list, but '{e}' is {}", ty.describe()),
+            format!("{what} needs a list, but {} is {}", shown(e), ty.describe()),
             "write a list such as [1, 2] or use a LIST field",
         ));
     }
@@ -146,7 +156,8 @@ pub fn check_pattern(p: &Expr) -> Result<(), QueryError> {
         ExprKind::Literal(Value::String(s)) => {
             if let Err(err) = regex::Regex::new(&format!("^(?:{s})$")) {
                 let detail = err.to_string();
-                let last = detail.lines().last().unwrap_or("").trim().to_string();
+                let last = detail.lines().last().unwrap_or("").trim();
+                let last = last.strip_prefix("error: ").unwrap_or(last).to_string();
                 return Err(QueryError::semantic(
                     format!("invalid regular expression {p}: {last}"),
                     Some(p.span),
@@ -271,6 +282,7 @@ pub fn infer(e: &Expr) -> Result<Ty, QueryError> {
             let hi = infer(high)?;
             comparable(value, &v, low, &lo)?;
             comparable(value, &v, high, &hi)?;
+            comparable(low, &lo, high, &hi)?;
             Ty::Known(Type::Boolean)
         }
         ExprKind::IsNull { value, .. } => {
@@ -283,14 +295,14 @@ pub fn infer(e: &Expr) -> Result<Ty, QueryError> {
             if let Ty::Known(t) = &from {
                 if t.is_primitive() != to.is_primitive() {
                     return Err(QueryError::semantic(
-                        format!("cannot cast '{value}' ({t}) to {to}"),
+                        format!("cannot cast {} ({t}) to {to}", shown(value)),
                         Some(e.span),
                     )
                     .with_hint("casts convert between INTEGER, LONG, FLOAT, DOUBLE, BOOLEAN and STRING; lists and maps cannot be cast to or from them"));
                 }
                 if !t.is_primitive() && t != to {
                     return Err(QueryError::semantic(
-                        format!("cannot cast '{value}' ({t}) to {to}"),
+                        format!("cannot cast {} ({t}) to {to}", shown(value)),
                         Some(e.span),
                     )
                     .with_hint("a list or map can only be cast to its own type"));
@@ -319,8 +331,10 @@ fn comparable(l_expr: &Expr, l: &Ty, r_expr: &Expr, r: &Ty) -> Result<(), QueryE
         if a != b {
             return Err(QueryError::semantic(
                 format!(
-                    "cannot compare '{l_expr}' ({}) with '{r_expr}' ({})",
+                    "cannot compare {} ({}) with {} ({})",
+                    shown(l_expr),
                     l.describe(),
+                    shown(r_expr),
                     r.describe()
                 ),
                 Some(l_expr.span.to(r_expr.span)),
@@ -351,8 +365,8 @@ fn call(function: Function, args: &[Expr], e: &Expr) -> Result<Ty, QueryError> {
                 return Err(type_error(
                     &args[0],
                     format!(
-                        "{name} needs a list, map or string, but '{}' is {}",
-                        args[0],
+                        "{name} needs a list, map or string, but {} is {}",
+                        shown(&args[0]),
                         t.describe()
                     ),
                     signature(function),
@@ -380,7 +394,7 @@ fn call(function: Function, args: &[Expr], e: &Expr) -> Result<Ty, QueryError> {
             {
                 return Err(type_error(
                     &args[0],
-                    format!("CONTAINSKEY needs a map, but '{}' is {}", args[0], t.describe()),
+                    format!("CONTAINSKEY needs a map, but {} is {}", shown(&args[0]), t.describe()),
                     signature(function),
                 ));
             }
@@ -394,8 +408,8 @@ fn call(function: Function, args: &[Expr], e: &Expr) -> Result<Ty, QueryError> {
                 return Err(type_error(
                     &args[0],
                     format!(
-                        "CONTAINSVALUE needs a list or map, but '{}' is {}",
-                        args[0],
+                        "CONTAINSVALUE needs a list or map, but {} is {}",
+                        shown(&args[0]),
                         t.describe()
                     ),
                     signature(function),
