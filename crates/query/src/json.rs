@@ -820,7 +820,7 @@ mod tests {
         let e = err(r#"{"filter": []}"#);
         assert_eq!(e.hint.as_deref(), Some("did you mean 'filters'?"));
         let e = err("{\n  \"filters\": [,]\n}");
-        assert_eq!(e.line_column("{\n  \"filters\": [,]\n}"), (2, 16));
+        assert_eq!(e.line_column("{\n  \"filters\": [,]\n}"), (2, 15));
     }
 
     #[test]

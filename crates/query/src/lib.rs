@@ -10,6 +10,7 @@ pub mod compile;
 pub mod config;
 pub mod display;
 pub mod error;
+pub mod explain;
 pub mod json;
 pub mod plan;
 pub mod validate;
