@@ -576,6 +576,13 @@ fn validate_stage(
         }
         check_type(h, "HAVING", true)?;
     }
+    if let Some(o) = q.order_by.iter().find(|o| matches!(o.expr.kind, ExprKind::Literal(_))) {
+        return Err(QueryError::semantic(
+            format!("ORDER BY {} sorts by a constant", o.expr),
+            Some(o.expr.span),
+        )
+        .with_hint("order by a column or an expression; BQL has no ORDER BY position numbers"));
+    }
     if let Some(l) = &q.limit {
         if l.value == 0 {
             return Err(QueryError::semantic("LIMIT must be at least 1", Some(l.span))
@@ -719,9 +726,12 @@ fn raw_stage(q: &Query, config: &QueryConfig) -> Result<StageOut, QueryError> {
             e.clone()
         } else {
             // Not projected: project it as a hidden column, sort on it, leave it out of the output.
-            let mut name = column_name(e);
+            let base = column_name(e);
+            let mut name = base.clone();
+            let mut n = 2;
             while seen.contains(&name) {
-                name.push('_');
+                name = format!("{base}#{n}");
+                n += 1;
             }
             seen.insert(name.clone());
             by_text.insert(e.to_string(), name.clone());
@@ -937,18 +947,22 @@ fn group_stage(q: &Query, config: &QueryConfig) -> Result<StageOut, QueryError> 
         };
         cols.push(col);
     }
+    // Computed columns' names are taken before hidden aggregates are named, so that a hidden
+    // column never takes a name the user chose.
+    for (i, (e, alias)) in items.iter().enumerate() {
+        if cols[i].is_none() && !ctx.used.insert(name_of(e, *alias)) {
+            return Err(QueryError::semantic(
+                format!("duplicate column name '{}'", name_of(e, *alias)),
+                Some(e.span),
+            )
+            .with_hint("give one of the columns another name with AS"));
+        }
+    }
     let mut computations = Vec::new();
     for (i, (e, alias)) in items.iter().enumerate() {
         if cols[i].is_none() {
             let name = name_of(e, *alias);
             let rewritten = ctx.post_expr(e, false)?;
-            if !ctx.used.insert(name.clone()) {
-                return Err(QueryError::semantic(
-                    format!("duplicate column name '{name}'"),
-                    Some(e.span),
-                )
-                .with_hint("give one of the columns another name with AS"));
-            }
             computations.push(NamedExpr { name: name.clone(), expr: rewritten.clone() });
             cols[i] = Some(Col::Comp(name, rewritten));
         }
@@ -1106,32 +1120,37 @@ fn count_distinct_stage(
     no_order_or_limit(q, "COUNT DISTINCT")?;
     let text = agg.to_string();
     let items = select_exprs(q);
-    let name = items
+    let cols: Vec<String> = items
         .iter()
-        .find(|(e, _)| e.to_string() == text)
-        .map_or_else(|| text.clone(), |(e, a)| a.map_or_else(|| e.to_string(), |a| a.name.clone()));
+        .map(|(e, alias)| alias.map_or_else(|| column_name(e), |a| a.name.clone()))
+        .collect();
     let mut seen = HashSet::new();
-    let mut visible = Vec::new();
+    for ((e, alias), col) in items.iter().zip(&cols) {
+        check_unique(col, alias.map_or(e.span, |a| a.span), &mut seen)?;
+    }
+    // The column holding the count: the select item that is exactly the COUNT DISTINCT, else a
+    // hidden column named by its text (made unique if an alias already uses that name).
+    let direct = items.iter().position(|(e, _)| e.to_string() == text);
+    let name = match direct {
+        Some(i) => cols[i].clone(),
+        None => {
+            let mut name = text.clone();
+            let mut n = 2;
+            while seen.contains(&name) {
+                name = format!("{text}#{n}");
+                n += 1;
+            }
+            name
+        }
+    };
     let mut computations = Vec::new();
-    let mut direct = false;
-    for (e, alias) in &items {
-        let col = alias.map_or_else(|| column_name(e), |a| a.name.clone());
-        check_unique(&col, alias.map_or(e.span, |a| a.span), &mut seen)?;
-        if col == name && e.to_string() == text {
-            direct = true;
-        } else {
+    for (i, ((e, _), col)) in items.iter().zip(&cols).enumerate() {
+        if Some(i) != direct {
             let rewritten = replace_special(e, &text, &name, "COUNT DISTINCT")?;
             computations.push(NamedExpr { name: col.clone(), expr: rewritten });
         }
-        visible.push(col);
     }
-    if !direct && seen.contains(&name) {
-        return Err(QueryError::semantic(
-            format!("duplicate column name '{name}'"),
-            Some(agg.span),
-        )
-        .with_hint("give the column another name with AS"));
-    }
+    let visible = cols;
     let natural: Vec<String> =
         std::iter::once(name.clone()).chain(computations.iter().map(|c| c.name.clone())).collect();
     let output = output_if_needed(visible.clone(), natural);
@@ -1353,7 +1372,10 @@ fn top_stage(
     let mut named = Vec::new();
     for f in fields {
         let name = column_name(f);
-        check_unique(&name, f.span, &mut seen)?;
+        if !seen.insert(name.clone()) {
+            return Err(QueryError::semantic(format!("TOP lists '{f}' twice"), Some(f.span))
+                .with_hint("list each field once"));
+        }
         named.push(NamedExpr { name, expr: f.clone() });
     }
     check_unique(&count_name, alias.map_or(agg.span, |a| a.span), &mut seen)?;
