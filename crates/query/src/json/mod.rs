@@ -13,7 +13,9 @@
 //! be cast, so false" of Bullet (see docs/language.md for the one difference, under NOT).
 //!
 //! Errors name the JSON path (`filters[0].operation: unknown operation '=~'`); JSON syntax errors
-//! point at the line and column serde_json reports, other errors span the whole text.
+//! point at the line and column serde_json reports, other errors at the value concerned (found by
+//! [`locate`]), and the tree's nodes carry the spans of the JSON they came from, so that errors of
+//! the shared validator point into the JSON too.
 
 use crate::ast::{
     Accessor, Aggregate, CompareOp, DistributionKind, Expr, ExprKind, Field, From, Function, Ident,
@@ -23,6 +25,9 @@ use crate::ast::{
 use crate::error::QueryError;
 use needle_record::Value;
 use serde_json::{Map, Value as Json};
+use std::cell::Cell;
+
+mod locate;
 
 /// Translates a Bullet JSON query into a syntax tree.
 pub fn parse_json(text: &str) -> Result<Query, QueryError> {
@@ -33,7 +38,8 @@ pub fn parse_json(text: &str) -> Result<Query, QueryError> {
         QueryError::syntax(format!("invalid JSON query: {message}"), Span::new(offset, (offset + 1).min(text.len()).max(offset)))
             .with_hint("a Bullet JSON query is an object such as {\"filters\": [...], \"aggregation\": {\"type\": \"RAW\", \"size\": 10}}")
     })?;
-    Translator { span: Span::new(0, text.len()) }.query(&json)
+    let whole = Span::new(0, text.len());
+    Translator { text, span: whole, cur: Cell::new(whole) }.query(&json)
 }
 
 fn offset_of(text: &str, line: usize, column: usize) -> usize {
@@ -47,23 +53,46 @@ fn offset_of(text: &str, line: usize, column: usize) -> usize {
     text.len()
 }
 
-struct Translator {
+struct Translator<'a> {
+    text: &'a str,
+    /// The whole query.
     span: Span,
+    /// Where the part being translated is: the span given to the nodes built now.
+    cur: Cell<Span>,
 }
 
 const TOP_KEYS: &[&str] = &["filters", "projection", "aggregation", "window", "duration"];
 
-impl Translator {
+impl Translator<'_> {
+    /// The span of the value at `path`, or of the nearest enclosing value that exists.
+    fn at(&self, path: &str) -> Span {
+        let mut p = path;
+        loop {
+            if let Some(span) = locate::locate(self.text, p, false) {
+                return span;
+            }
+            match p.rfind(['.', '[']) {
+                Some(i) => p = &p[..i],
+                None => return self.span,
+            }
+        }
+    }
+
+    /// Builds the next nodes with the span of `path`.
+    fn enter(&self, path: &str) {
+        self.cur.set(self.at(path));
+    }
+
     fn err(&self, path: &str, message: impl AsRef<str>) -> QueryError {
-        QueryError::semantic(format!("{path}: {}", message.as_ref()), Some(self.span))
+        QueryError::semantic(format!("{path}: {}", message.as_ref()), Some(self.at(path)))
     }
 
     fn e(&self, kind: ExprKind) -> Expr {
-        Expr::new(kind, self.span)
+        Expr::new(kind, self.cur.get())
     }
 
     fn ident(&self, name: &str) -> Ident {
-        Ident { name: name.to_string(), span: self.span }
+        Ident { name: name.to_string(), span: self.cur.get() }
     }
 
     fn object<'a>(
@@ -76,6 +105,10 @@ impl Translator {
         for key in obj.keys() {
             if !allowed.contains(&key.as_str()) {
                 let mut e = self.err(path, format!("unknown key '{key}'"));
+                let key_path = if path == "query" { key.clone() } else { format!("{path}.{key}") };
+                if let Some(span) = locate::locate(self.text, &key_path, true) {
+                    e.span = Some(span);
+                }
                 let best = allowed
                     .iter()
                     .map(|a| (strsim::jaro_winkler(&key.to_lowercase(), &a.to_lowercase()), a))
@@ -127,8 +160,12 @@ impl Translator {
                 .err(path, format!("invalid field name '{name}'"))
                 .with_hint("write a field as \"name\" or \"map.key\""));
         }
+        let saved = self.cur.get();
+        self.enter(path);
         let path = parts.map(|p| Accessor::Key(p.to_string())).collect();
-        Ok(self.e(ExprKind::Field(Field { name: first.to_string(), path, hint: None })))
+        let e = self.e(ExprKind::Field(Field { name: first.to_string(), path, hint: None }));
+        self.cur.set(saved);
+        Ok(e)
     }
 
     fn query(&self, json: &Json) -> Result<Query, QueryError> {
@@ -154,7 +191,7 @@ impl Translator {
         };
         let mut q = Query {
             select: Select { distinct: false, items: vec![], span: self.span },
-            from: From::Stream(Stream { duration, span: self.span }),
+            from: From::Stream(Stream { duration, span: self.at("duration") }),
             lateral_views: vec![],
             where_clause,
             group_by: vec![],
@@ -210,7 +247,7 @@ impl Translator {
                 .err("projection", format!("a projection only applies to RAW queries, not {kind}"))
                 .with_hint("name the fields in the aggregation's \"fields\" instead"));
         }
-        let limit = |n: u64| Some(Limit { value: n, span: self.span });
+        let limit = |n: u64| Some(Limit { value: n, span: self.at("aggregation.size") });
         match kind.as_str() {
             "RAW" | "LIMIT" => {
                 q.select.items =
@@ -235,6 +272,7 @@ impl Translator {
                 }
                 for (name, new) in &fields {
                     let key = self.field(&format!("aggregation.fields.{name}"), name)?;
+                    self.enter(&format!("aggregation.fields.{name}"));
                     q.select.items.push(self.select(key.clone(), new));
                     q.group_by.push(key);
                 }
@@ -246,6 +284,7 @@ impl Translator {
                 q.limit = size.and_then(limit);
             }
             "COUNT DISTINCT" => {
+                self.enter("aggregation");
                 self.check_attributes(attributes, &["newName"])?;
                 if fields.is_empty() {
                     return Err(
@@ -262,6 +301,7 @@ impl Translator {
                 q.select.items.push(SelectItem::Expr { expr: agg, alias: Some(self.ident(&name)) });
             }
             "DISTRIBUTION" => {
+                self.enter("aggregation");
                 self.check_attributes(
                     attributes,
                     &["type", "numberOfPoints", "start", "end", "increment", "points"],
@@ -310,6 +350,7 @@ impl Translator {
                 });
             }
             "TOP K" => {
+                self.enter("aggregation");
                 self.check_attributes(attributes, &["threshold", "newName"])?;
                 let k = size.ok_or_else(|| {
                     self.err("aggregation.size", "TOP K needs a size (the k)")
@@ -418,12 +459,14 @@ impl Translator {
                         )
                     }
                 };
+                self.enter(&path);
                 Ok(self.select(self.field(&path, old)?, new))
             })
             .collect()
     }
 
     fn operation(&self, path: &str, op: &Json) -> Result<SelectItem, QueryError> {
+        self.enter(path);
         let obj = self.object(path, op, &["type", "field", "newName"])?;
         let kind = self
             .string(&format!("{path}.type"), obj.get("type").unwrap_or(&Json::Null))?
@@ -540,7 +583,7 @@ impl Translator {
                 WindowKind::Every { every, unit, include }
             }
         };
-        Ok(Window { kind, span: self.span })
+        Ok(Window { kind, span: self.at("window") })
     }
 
     fn unit(&self, path: &str, v: Option<&Json>) -> Result<WindowUnit, QueryError> {
@@ -576,6 +619,7 @@ impl Translator {
     }
 
     fn filter(&self, path: &str, c: &Json) -> Result<Expr, QueryError> {
+        self.enter(path);
         let obj = self.object(path, c, &["field", "operation", "values", "clauses"])?;
         let op = self
             .string(&format!("{path}.operation"), obj.get("operation").unwrap_or(&Json::Null))?
@@ -592,6 +636,7 @@ impl Translator {
                     .enumerate()
                     .map(|(i, c)| self.filter(&format!("{path}.clauses[{i}]"), c))
                     .collect::<Result<Vec<_>, _>>()?;
+                self.enter(path);
                 let bop = if op == "OR" { crate::ast::BinaryOp::Or } else { crate::ast::BinaryOp::And };
                 let mut it = exprs.into_iter();
                 let first = it.next().expect("non-empty: checked");
@@ -670,7 +715,24 @@ impl Translator {
             self.e(ExprKind::Call { function, args: vec![field.clone(), arg] })
         };
         let nulls = values.iter().filter(|v| self.typed(v).is_none()).count();
-        let typed: Vec<Expr> = values.iter().filter_map(|v| self.typed(v)).collect();
+        // Each literal points at its value in the text; the tests at the whole clause.
+        let typed: Vec<Expr> = values
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| {
+                self.enter(&format!("{path}.values[{i}]"));
+                self.typed(v)
+            })
+            .collect();
+        let patterns: Vec<Expr> = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                self.enter(&format!("{path}.values[{i}]"));
+                lit(Value::String(self.text_of(v)))
+            })
+            .collect();
+        self.enter(path);
         let is_null =
             |negated: bool| self.e(ExprKind::IsNull { negated, value: Box::new(field.clone()) });
         let compare = |op: CompareOp, r: Expr| {
@@ -720,8 +782,6 @@ impl Translator {
                 self.any_of(typed.into_iter().map(|v| compare(cop, v)).collect())
             }
             "RLIKE" => {
-                let patterns: Vec<Expr> =
-                    values.iter().map(|v| lit(Value::String(self.text_of(v)))).collect();
                 if patterns.len() == 1 {
                     self.e(ExprKind::Rlike {
                         negated: false,
