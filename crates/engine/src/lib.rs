@@ -2,3 +2,14 @@
 //! language promises. Expressions, aggregations with real sketches, windows, partials that merge
 //! across workers, post-aggregation and result metadata. No I/O and no threads here: the runtime
 //! drives it.
+
+pub mod aggregate;
+pub mod compare;
+pub mod error;
+pub mod eval;
+pub mod exec;
+
+pub use aggregate::{AggregateOutput, Aggregator, PartialState};
+pub use error::EngineError;
+pub use eval::{lookup_field, CompiledExpr, EvalContext};
+pub use exec::{CompiledQuery, Emission, LocalQuery, Partial, QueryRun, WorkerState};

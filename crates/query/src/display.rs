@@ -69,10 +69,10 @@ pub fn write_literal(f: &mut impl Write, v: &Value) -> fmt::Result {
     }
 }
 
+/// A name that reads back as itself unquoted: a plain word that is not reserved (so a field
+/// named `from` prints as `"from"`).
 fn is_plain_ident(s: &str) -> bool {
-    let mut chars = s.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    !crate::lexer::needs_quotes(s)
 }
 
 impl Display for Field {

@@ -6,11 +6,21 @@
 //! failure is one [`QueryError`] that knows where in the text it happened and how to fix it.
 
 pub mod ast;
+pub mod compile;
 pub mod config;
 pub mod display;
 pub mod error;
+pub mod hint;
+pub mod explain;
+pub mod json;
+pub mod lexer;
+pub mod parser;
 pub mod plan;
+pub mod validate;
 
+pub use compile::compile;
 pub use config::QueryConfig;
 pub use error::{QueryError, QueryErrorKind};
+pub use parser::parse_bql;
 pub use plan::Plan;
+pub use validate::validate;

@@ -1,0 +1,637 @@
+//! GROUP ALL and GROUP BY (and SELECT DISTINCT, a GROUP BY without aggregates): exact,
+//! mergeable accumulators for COUNT, SUM, MIN, MAX and AVG, per group.
+//!
+//! - COUNT(*) counts records; COUNT(e) (not in BQL, but a plan may hold it) counts non-NULL `e`.
+//! - SUM and AVG take numeric inputs; NULL is skipped silently, any other non-numeric value is
+//!   skipped and counted in the metadata (`"Ignored Values": {column: n}`). INTEGER and LONG
+//!   inputs are summed exactly in 128 bits, FLOAT and DOUBLE inputs in an `f64`; the result is a
+//!   DOUBLE, NULL when no numeric input was seen. AVG keeps that sum and the count, so merging is
+//!   exact (up to `f64` rounding of non-integral inputs).
+//! - MIN and MAX order by [`crate::compare::total_cmp`] (numbers across numeric types, strings by
+//!   bytes, booleans; across kinds NULL < booleans < numbers < strings < lists < maps), with ties
+//!   between equal-comparing values of different types broken by type so that any merge order
+//!   picks the same value. NULL and NaN inputs are skipped (NaN counted as ignored). The value
+//!   keeps its type; NULL when there was none.
+//! - GROUP BY keys are the [`super::key`] canonical keys; output records are the key columns then
+//!   the aggregate columns, sorted by key. At most `max_groups` groups are kept: a record of a new
+//!   group past the limit is dropped and counted, and the metadata says
+//!   `"Groups": {"Limit": max_groups, "Dropped Records": n}`.
+
+use super::codec::{corrupt, Reader, Writer};
+use super::key::{canonical, cmp_tuples, key_of, strict_cmp};
+use crate::eval::{CompiledExpr, EvalContext};
+use crate::EngineError;
+use needle_query::plan::{AggregateFunction, NamedAggregate, NamedExpr};
+use needle_record::{Record, Value};
+use std::borrow::Cow;
+use std::cmp::Ordering;
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+
+/// The compiled aggregate columns shared by GROUP ALL and GROUP BY.
+#[derive(Debug)]
+pub struct Aggregates {
+    columns: Vec<Column>,
+}
+
+#[derive(Debug)]
+struct Column {
+    name: String,
+    function: AggregateFunction,
+    input: Option<CompiledExpr>,
+}
+
+/// One aggregate's running value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Acc {
+    Count(u64),
+    /// SUM and AVG.
+    Sum {
+        ints: i128,
+        floats: f64,
+        n: u64,
+    },
+    /// MIN or MAX: the best value so far.
+    Extreme(Option<Value>),
+}
+
+/// What one update did to an aggregate: counted, skipped (NULL) or ignored (wrong type).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Used,
+    Skipped,
+    Ignored,
+}
+
+impl Aggregates {
+    pub fn compile(aggregates: &[NamedAggregate]) -> Result<Self, EngineError> {
+        let columns = aggregates
+            .iter()
+            .map(|a| {
+                let input = a.input.as_ref().map(CompiledExpr::compile).transpose()?;
+                if input.is_none() && a.function != AggregateFunction::Count {
+                    return Err(EngineError::Unsupported(format!(
+                        "{:?} of nothing (column {:?})",
+                        a.function, a.name
+                    )));
+                }
+                Ok(Column { name: a.name.clone(), function: a.function, input })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self { columns })
+    }
+
+    pub fn count(&self) -> usize {
+        self.columns.len()
+    }
+
+    pub fn new_accs(&self) -> Vec<Acc> {
+        self.columns
+            .iter()
+            .map(|c| match c.function {
+                AggregateFunction::Count => Acc::Count(0),
+                AggregateFunction::Sum | AggregateFunction::Avg => {
+                    Acc::Sum { ints: 0, floats: 0.0, n: 0 }
+                }
+                AggregateFunction::Min | AggregateFunction::Max => Acc::Extreme(None),
+            })
+            .collect()
+    }
+
+    /// Folds one record into `accs`, counting wrong-typed inputs into `ignored`.
+    pub fn update(
+        &self,
+        accs: &mut [Acc],
+        ignored: &mut [u64],
+        record: &Record,
+        ctx: &EvalContext,
+    ) {
+        for ((column, acc), ignored) in self.columns.iter().zip(accs).zip(ignored) {
+            let value = column.input.as_ref().map(|e| e.eval_cow(record, ctx));
+            if column.fold(acc, value.as_deref()) == Outcome::Ignored {
+                *ignored += 1;
+            }
+        }
+    }
+
+    pub fn merge(&self, into: &mut [Acc], other: &[Acc]) {
+        for ((column, a), b) in self.columns.iter().zip(into).zip(other) {
+            match (a, b) {
+                (Acc::Count(x), Acc::Count(y)) => *x += y,
+                (Acc::Sum { ints, floats, n }, Acc::Sum { ints: i2, floats: f2, n: n2 }) => {
+                    *ints = ints.wrapping_add(*i2);
+                    *floats += f2;
+                    *n += n2;
+                }
+                (Acc::Extreme(a), Acc::Extreme(Some(b))) => column.offer(a, b),
+                _ => {}
+            }
+        }
+    }
+
+    /// Appends the aggregate columns of `accs` to `record`.
+    pub fn finish_into(&self, accs: &[Acc], record: &mut Record) {
+        for (column, acc) in self.columns.iter().zip(accs) {
+            let value = match (column.function, acc) {
+                (_, Acc::Count(n)) => Value::Long(i64::try_from(*n).unwrap_or(i64::MAX)),
+                (_, Acc::Sum { n: 0, .. }) => Value::Null,
+                (AggregateFunction::Avg, Acc::Sum { ints, floats, n }) => {
+                    Value::Double((*ints as f64 + floats) / *n as f64)
+                }
+                (_, Acc::Sum { ints, floats, .. }) => Value::Double(*ints as f64 + floats),
+                (_, Acc::Extreme(v)) => v.clone().unwrap_or(Value::Null),
+            };
+            record.insert(column.name.clone(), value);
+        }
+    }
+
+    /// Metadata for ignored inputs: `{"Ignored Values": {column: n}}` when any were ignored.
+    pub fn ignored_meta(
+        &self,
+        ignored: &[u64],
+        meta: &mut serde_json::Map<String, serde_json::Value>,
+    ) {
+        let counts: serde_json::Map<String, serde_json::Value> = self
+            .columns
+            .iter()
+            .zip(ignored)
+            .filter(|(_, n)| **n > 0)
+            .map(|(c, n)| (c.name.clone(), (*n).into()))
+            .collect();
+        if !counts.is_empty() {
+            meta.insert("Ignored Values".into(), counts.into());
+        }
+    }
+
+    pub fn encode_accs(&self, accs: &[Acc], w: &mut Writer) {
+        for acc in accs {
+            match acc {
+                Acc::Count(n) => w.varint(*n),
+                Acc::Sum { ints, floats, n } => {
+                    w.i128(*ints);
+                    w.f64(*floats);
+                    w.varint(*n);
+                }
+                Acc::Extreme(v) => match v {
+                    None => w.u8(0),
+                    Some(v) => {
+                        w.u8(1);
+                        w.value(v);
+                    }
+                },
+            }
+        }
+    }
+
+    pub fn decode_accs(&self, r: &mut Reader<'_>) -> Result<Vec<Acc>, EngineError> {
+        self.new_accs()
+            .into_iter()
+            .map(|acc| {
+                Ok(match acc {
+                    Acc::Count(_) => Acc::Count(r.varint()?),
+                    Acc::Sum { .. } => {
+                        Acc::Sum { ints: r.i128()?, floats: r.f64()?, n: r.varint()? }
+                    }
+                    Acc::Extreme(_) => match r.u8()? {
+                        0 => Acc::Extreme(None),
+                        1 => Acc::Extreme(Some(r.value()?)),
+                        t => return Err(corrupt(format!("bad MIN/MAX presence byte {t}"))),
+                    },
+                })
+            })
+            .collect()
+    }
+}
+
+impl Column {
+    fn fold(&self, acc: &mut Acc, value: Option<&Value>) -> Outcome {
+        match acc {
+            Acc::Count(n) => {
+                if value.is_none_or(|v| !v.is_null()) {
+                    *n += 1;
+                }
+                Outcome::Used
+            }
+            Acc::Sum { ints, floats, n } => match value.unwrap_or(&Value::Null) {
+                Value::Null => Outcome::Skipped,
+                Value::Int(x) => {
+                    *ints += i128::from(*x);
+                    *n += 1;
+                    Outcome::Used
+                }
+                Value::Long(x) => {
+                    *ints += i128::from(*x);
+                    *n += 1;
+                    Outcome::Used
+                }
+                Value::Float(x) => {
+                    *floats += f64::from(*x);
+                    *n += 1;
+                    Outcome::Used
+                }
+                Value::Double(x) => {
+                    *floats += x;
+                    *n += 1;
+                    Outcome::Used
+                }
+                _ => Outcome::Ignored,
+            },
+            Acc::Extreme(best) => match value.unwrap_or(&Value::Null) {
+                Value::Null => Outcome::Skipped,
+                v if v.as_f64().is_some_and(f64::is_nan) => Outcome::Ignored,
+                v => {
+                    self.offer(best, v);
+                    Outcome::Used
+                }
+            },
+        }
+    }
+
+    /// Keeps the smaller (MIN) or larger (MAX) of `best` and `candidate`.
+    fn offer(&self, best: &mut Option<Value>, candidate: &Value) {
+        let wanted = if self.function == AggregateFunction::Min {
+            Ordering::Less
+        } else {
+            Ordering::Greater
+        };
+        match best {
+            Some(b) if strict_cmp(candidate, b) != wanted => {}
+            _ => *best = Some(candidate.clone()),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// GROUP ALL
+
+#[derive(Debug)]
+pub struct GroupAll {
+    aggregates: Aggregates,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupAllState {
+    pub accs: Vec<Acc>,
+    pub ignored: Vec<u64>,
+}
+
+impl GroupAll {
+    pub fn new(aggregates: &[NamedAggregate]) -> Result<Self, EngineError> {
+        Ok(Self { aggregates: Aggregates::compile(aggregates)? })
+    }
+
+    pub fn new_state(&self) -> GroupAllState {
+        GroupAllState {
+            accs: self.aggregates.new_accs(),
+            ignored: vec![0; self.aggregates.count()],
+        }
+    }
+
+    pub fn update(&self, state: &mut GroupAllState, record: &Record, ctx: &EvalContext) {
+        self.aggregates.update(&mut state.accs, &mut state.ignored, record, ctx);
+    }
+
+    pub fn merge(&self, into: &mut GroupAllState, other: &GroupAllState) {
+        self.aggregates.merge(&mut into.accs, &other.accs);
+        for (a, b) in into.ignored.iter_mut().zip(&other.ignored) {
+            *a += b;
+        }
+    }
+
+    pub fn finish(
+        &self,
+        state: &GroupAllState,
+        meta: &mut serde_json::Map<String, serde_json::Value>,
+    ) -> Vec<Record> {
+        let mut record = Record::new();
+        self.aggregates.finish_into(&state.accs, &mut record);
+        self.aggregates.ignored_meta(&state.ignored, meta);
+        vec![record]
+    }
+
+    pub fn encode(&self, state: &GroupAllState, w: &mut Writer) {
+        self.aggregates.encode_accs(&state.accs, w);
+        for n in &state.ignored {
+            w.varint(*n);
+        }
+    }
+
+    pub fn decode(&self, r: &mut Reader<'_>) -> Result<GroupAllState, EngineError> {
+        let accs = self.aggregates.decode_accs(r)?;
+        let ignored = (0..self.aggregates.count()).map(|_| r.varint()).collect::<Result<_, _>>()?;
+        Ok(GroupAllState { accs, ignored })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// GROUP BY
+
+#[derive(Debug)]
+pub struct GroupBy {
+    keys: Vec<(String, CompiledExpr)>,
+    aggregates: Aggregates,
+    max_groups: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Group {
+    /// The canonical key values, one per key column.
+    pub keys: Vec<Value>,
+    pub accs: Vec<Acc>,
+    /// Records folded into this group (what is dropped if it cannot be kept in a merge).
+    pub records: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct GroupByState {
+    pub groups: HashMap<String, Group>,
+    pub ignored: Vec<u64>,
+    /// Records not aggregated because their group was new past `max_groups`.
+    pub dropped: u64,
+}
+
+impl GroupBy {
+    pub fn new(
+        keys: &[NamedExpr],
+        aggregates: &[NamedAggregate],
+        max_groups: u64,
+    ) -> Result<Self, EngineError> {
+        let keys = keys
+            .iter()
+            .map(|k| Ok((k.name.clone(), CompiledExpr::compile(&k.expr)?)))
+            .collect::<Result<Vec<_>, EngineError>>()?;
+        Ok(Self { keys, aggregates: Aggregates::compile(aggregates)?, max_groups })
+    }
+
+    pub fn new_state(&self) -> GroupByState {
+        GroupByState { ignored: vec![0; self.aggregates.count()], ..Default::default() }
+    }
+
+    fn room(&self, state: &GroupByState) -> bool {
+        (state.groups.len() as u64) < self.max_groups
+    }
+
+    pub fn update(&self, state: &mut GroupByState, record: &Record, ctx: &EvalContext) {
+        let values: Vec<Cow<'_, Value>> =
+            self.keys.iter().map(|(_, e)| e.eval_cow(record, ctx)).collect();
+        let room = self.room(state);
+        let group = match state.groups.entry(key_of(&values)) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) if room => e.insert(Group {
+                keys: values.iter().map(|v| canonical(v)).collect(),
+                accs: self.aggregates.new_accs(),
+                records: 0,
+            }),
+            Entry::Vacant(_) => {
+                state.dropped += 1;
+                return;
+            }
+        };
+        group.records += 1;
+        self.aggregates.update(&mut group.accs, &mut state.ignored, record, ctx);
+    }
+
+    pub fn merge(&self, into: &mut GroupByState, other: &GroupByState) {
+        // Visit the other side's groups in key order so that which groups survive a full merge
+        // does not depend on hash order.
+        let mut incoming: Vec<(&String, &Group)> = other.groups.iter().collect();
+        incoming.sort_by(|a, b| cmp_tuples(&a.1.keys, &b.1.keys).then_with(|| a.0.cmp(b.0)));
+        for (key, group) in incoming {
+            if let Some(mine) = into.groups.get_mut(key) {
+                self.aggregates.merge(&mut mine.accs, &group.accs);
+                mine.records += group.records;
+            } else if self.room(into) {
+                into.groups.insert(key.clone(), group.clone());
+            } else {
+                into.dropped += group.records;
+            }
+        }
+        into.dropped += other.dropped;
+        for (a, b) in into.ignored.iter_mut().zip(&other.ignored) {
+            *a += b;
+        }
+    }
+
+    pub fn finish(
+        &self,
+        state: &GroupByState,
+        meta: &mut serde_json::Map<String, serde_json::Value>,
+    ) -> Vec<Record> {
+        let mut groups: Vec<(&String, &Group)> = state.groups.iter().collect();
+        groups.sort_by(|a, b| cmp_tuples(&a.1.keys, &b.1.keys).then_with(|| a.0.cmp(b.0)));
+        let records = groups
+            .into_iter()
+            .map(|(_, group)| {
+                let mut record = Record::new();
+                for ((name, _), value) in self.keys.iter().zip(&group.keys) {
+                    record.insert(name.clone(), value.clone());
+                }
+                self.aggregates.finish_into(&group.accs, &mut record);
+                record
+            })
+            .collect();
+        self.aggregates.ignored_meta(&state.ignored, meta);
+        if state.dropped > 0 {
+            meta.insert(
+                "Groups".into(),
+                serde_json::json!({"Limit": self.max_groups, "Dropped Records": state.dropped}),
+            );
+        }
+        records
+    }
+
+    pub fn encode(&self, state: &GroupByState, w: &mut Writer) {
+        w.varint(state.dropped);
+        for n in &state.ignored {
+            w.varint(*n);
+        }
+        let mut groups: Vec<(&String, &Group)> = state.groups.iter().collect();
+        groups.sort_by(|a, b| a.0.cmp(b.0));
+        w.varint(groups.len() as u64);
+        for (key, group) in groups {
+            w.str(key);
+            for v in &group.keys {
+                w.value(v);
+            }
+            w.varint(group.records);
+            self.aggregates.encode_accs(&group.accs, w);
+        }
+    }
+
+    pub fn decode(&self, r: &mut Reader<'_>) -> Result<GroupByState, EngineError> {
+        let dropped = r.varint()?;
+        let ignored = (0..self.aggregates.count()).map(|_| r.varint()).collect::<Result<_, _>>()?;
+        let n = r.len(2)?;
+        let mut groups = HashMap::with_capacity(n);
+        for _ in 0..n {
+            let key = r.string()?;
+            let keys = (0..self.keys.len()).map(|_| r.value()).collect::<Result<Vec<_>, _>>()?;
+            if key_of(&keys) != key {
+                return Err(corrupt("group key does not match its values"));
+            }
+            let records = r.varint()?;
+            let accs = self.aggregates.decode_accs(r)?;
+            if groups.insert(key, Group { keys, accs, records }).is_some() {
+                return Err(corrupt("duplicate group"));
+            }
+        }
+        Ok(GroupByState { groups, ignored, dropped })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use needle_query::plan::AggregateFunction::{Avg, Count, Max, Min, Sum};
+    use needle_query::plan::{Aggregation, NamedAggregate};
+    use needle_record::{Record, Value};
+
+    fn all_five(input: &str) -> Vec<NamedAggregate> {
+        vec![
+            agg("COUNT(*)", Count, None),
+            agg("s", Sum, Some(input)),
+            agg("lo", Min, Some(input)),
+            agg("hi", Max, Some(input)),
+            agg("avg", Avg, Some(input)),
+        ]
+    }
+
+    fn records() -> Vec<Record> {
+        vec![
+            rec(&[("x", Value::Long(4)), ("g", "a".into())]),
+            rec(&[("x", Value::Double(1.5)), ("g", "b".into())]),
+            rec(&[("x", Value::Null), ("g", "a".into())]),
+            rec(&[("g", Value::Null)]),
+            rec(&[("x", "oops".into()), ("g", "b".into())]),
+            rec(&[("x", Value::Int(-2)), ("g", "a".into())]),
+        ]
+    }
+
+    #[test]
+    fn group_all_is_exact_and_skips_nulls_and_wrong_types() {
+        let aggregation = Aggregation::GroupAll { aggregates: all_five("x") };
+        for out in [run(&aggregation, &records()), run_split(&aggregation, &records())] {
+            let r = &out.records[0];
+            assert_eq!(out.records.len(), 1);
+            assert_eq!(r.get("COUNT(*)"), Some(&Value::Long(6)));
+            assert_eq!(r.get("s"), Some(&Value::Double(3.5)));
+            assert_eq!(r.get("lo"), Some(&Value::Int(-2)));
+            // "oops" is not numeric but MIN/MAX order every kind: strings sort after numbers.
+            assert_eq!(r.get("hi"), Some(&Value::from("oops")));
+            assert_eq!(r.get("avg"), Some(&Value::Double(3.5 / 3.0)));
+            assert_eq!(out.meta["Ignored Values"], serde_json::json!({"s": 1, "avg": 1}));
+        }
+    }
+
+    #[test]
+    fn group_all_of_nothing_counts_zero_and_the_rest_is_null() {
+        let out = run(&Aggregation::GroupAll { aggregates: all_five("x") }, &[]);
+        let r = &out.records[0];
+        assert_eq!(r.get("COUNT(*)"), Some(&Value::Long(0)));
+        for column in ["s", "lo", "hi", "avg"] {
+            assert_eq!(r.get(column), Some(&Value::Null), "{column}");
+        }
+        assert!(out.meta.is_empty());
+    }
+
+    #[test]
+    fn min_and_max_compare_strings_and_across_numeric_types() {
+        let rs = vec![
+            rec(&[("x", "pear".into())]),
+            rec(&[("x", "apple".into())]),
+            rec(&[("x", "zoo".into())]),
+        ];
+        let aggregates = vec![agg("lo", Min, Some("x")), agg("hi", Max, Some("x"))];
+        let out = run(&Aggregation::GroupAll { aggregates: aggregates.clone() }, &rs);
+        assert_eq!(out.records[0].get("lo"), Some(&Value::from("apple")));
+        assert_eq!(out.records[0].get("hi"), Some(&Value::from("zoo")));
+        let rs = vec![
+            rec(&[("x", Value::Double(2.5))]),
+            rec(&[("x", Value::Long(3))]),
+            rec(&[("x", Value::Double(f64::NAN))]),
+        ];
+        let out = run(&Aggregation::GroupAll { aggregates }, &rs);
+        assert_eq!(out.records[0].get("lo"), Some(&Value::Double(2.5)));
+        assert_eq!(out.records[0].get("hi"), Some(&Value::Long(3)));
+        assert_eq!(out.meta["Ignored Values"], serde_json::json!({"lo": 1, "hi": 1}));
+    }
+
+    #[test]
+    fn sums_of_large_longs_do_not_lose_exactness_before_the_end() {
+        let rs = vec![
+            rec(&[("x", Value::Long(i64::MAX))]),
+            rec(&[("x", Value::Long(i64::MAX))]),
+            rec(&[("x", Value::Long(-i64::MAX))]),
+            rec(&[("x", Value::Long(-i64::MAX))]),
+            rec(&[("x", Value::Long(1))]),
+        ];
+        let out = run(&Aggregation::GroupAll { aggregates: vec![agg("s", Sum, Some("x"))] }, &rs);
+        assert_eq!(out.records[0].get("s"), Some(&Value::Double(1.0)));
+    }
+
+    #[test]
+    fn group_by_gives_a_record_per_key_sorted_with_null_first() {
+        let aggregation = Aggregation::GroupBy {
+            keys: vec![named("g")],
+            aggregates: all_five("x"),
+            max_groups: 100,
+        };
+        for out in [run(&aggregation, &records()), run_split(&aggregation, &records())] {
+            let got: Vec<String> = out.records.iter().map(Record::to_json).collect();
+            assert_eq!(
+                got,
+                [
+                    r#"{"g":null,"COUNT(*)":1,"s":null,"lo":null,"hi":null,"avg":null}"#,
+                    r#"{"g":"a","COUNT(*)":3,"s":2.0,"lo":-2,"hi":4,"avg":1.0}"#,
+                    r#"{"g":"b","COUNT(*)":2,"s":1.5,"lo":1.5,"hi":"oops","avg":1.5}"#,
+                ]
+            );
+            assert!(!out.meta.contains_key("Groups"));
+        }
+    }
+
+    #[test]
+    fn distinct_keeps_long_and_double_apart_and_widens_int() {
+        let rs = vec![
+            rec(&[("k", Value::Long(1))]),
+            rec(&[("k", Value::Double(1.0))]),
+            rec(&[("k", Value::Int(1))]),
+            rec(&[("k", Value::Long(1))]),
+        ];
+        let aggregation =
+            Aggregation::GroupBy { keys: vec![named("k")], aggregates: vec![], max_groups: 10 };
+        let out = run(&aggregation, &rs);
+        // Equal by value, so the tie is broken by the key text: "[1.0]" < "[1]".
+        assert_eq!(
+            out.records,
+            vec![rec(&[("k", Value::Double(1.0))]), rec(&[("k", Value::Long(1))])]
+        );
+    }
+
+    #[test]
+    fn groups_past_the_limit_are_dropped_and_reported() {
+        let rs: Vec<Record> = (0..10).map(|i| rec(&[("k", Value::Long(i % 5))])).collect();
+        let aggregation = Aggregation::GroupBy {
+            keys: vec![named("k")],
+            aggregates: vec![agg("n", Count, None)],
+            max_groups: 3,
+        };
+        let out = run(&aggregation, &rs);
+        // Keys 0, 1, 2 arrive first; 3 and 4 (two records each) are dropped.
+        let keys: Vec<&Value> = out.records.iter().map(|r| r.get("k").unwrap()).collect();
+        assert_eq!(keys, [&Value::Long(0), &Value::Long(1), &Value::Long(2)]);
+        assert!(out.records.iter().all(|r| r.get("n") == Some(&Value::Long(2))));
+        assert_eq!(out.meta["Groups"], serde_json::json!({"Limit": 3, "Dropped Records": 4}));
+
+        // Merging two partials that each hold 3 groups: the union has 5, so 2 groups' records
+        // (counted from both sides) are dropped.
+        let a = super::super::Aggregator::new(&aggregation).unwrap();
+        let left: Vec<Record> = (0..3).map(|i| rec(&[("k", Value::Long(i))])).collect();
+        let right: Vec<Record> = (2..5).map(|i| rec(&[("k", Value::Long(i))])).collect();
+        let mut s = state_of(&a, &left);
+        a.merge(&mut s, &state_of(&a, &right)).unwrap();
+        let out = a.finish(&s);
+        assert_eq!(out.records.len(), 3);
+        assert_eq!(out.meta["Groups"]["Dropped Records"], 2);
+    }
+}

@@ -1,0 +1,210 @@
+//! The compiled form of an expression ([`Node`]) and its per-record evaluation. Values are passed
+//! as `Cow` so that field lookups and literals are borrowed, not copied; boolean contexts go
+//! through [`Node::eval_bool`], which never builds a `Value`.
+
+use super::{cast, functions, ops, regex_cache, EvalContext};
+use needle_query::ast::{CompareOp, Function, Quantifier};
+use needle_record::{Record, Type, Value};
+use regex::Regex;
+use std::borrow::Cow;
+
+pub(crate) static NULL: Value = Value::Null;
+
+/// Arithmetic operators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArithOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+}
+
+/// One step of a field path.
+#[derive(Debug)]
+pub(crate) enum Step {
+    Key(String),
+    Index(i64),
+    Expr(Node),
+}
+
+/// A compiled field reference.
+#[derive(Debug)]
+pub(crate) struct FieldRef {
+    pub name: String,
+    pub path: Vec<Step>,
+    pub hint: Option<Type>,
+}
+
+impl FieldRef {
+    pub fn lookup<'a>(&'a self, record: &'a Record, ctx: &EvalContext) -> Cow<'a, Value> {
+        let Some(mut current) = record.get(&self.name) else {
+            return Cow::Borrowed(&NULL);
+        };
+        for step in &self.path {
+            let next = match step {
+                Step::Key(k) => ops::get_key(current, k),
+                Step::Index(i) => ops::get_index(current, *i),
+                Step::Expr(e) => match &*e.eval(record, ctx) {
+                    Value::Int(i) => ops::get_index(current, *i as i64),
+                    Value::Long(i) => ops::get_index(current, *i),
+                    Value::String(k) => ops::get_key(current, k),
+                    _ => None,
+                },
+            };
+            match next {
+                Some(v) => current = v,
+                None => return Cow::Borrowed(&NULL),
+            }
+        }
+        match &self.hint {
+            Some(t) if !cast::conforms(current, t) => Cow::Owned(cast::cast(current, t)),
+            _ => Cow::Borrowed(current),
+        }
+    }
+}
+
+/// The pattern side of RLIKE.
+#[derive(Debug)]
+pub(crate) enum Pattern {
+    /// A literal pattern, compiled at compile time.
+    Static(Regex),
+    /// A literal list of patterns for RLIKE ANY; `None` for an element that is not a string.
+    StaticAny(Vec<Option<Regex>>),
+    /// A pattern (or list of patterns) computed per record.
+    Dynamic(Box<Node>),
+}
+
+/// A compiled expression node.
+#[derive(Debug)]
+pub(crate) enum Node {
+    Const(Value),
+    Now,
+    Field(FieldRef),
+    List(Vec<Node>),
+    Negate(Box<Node>),
+    Not(Box<Node>),
+    Arith(ArithOp, Box<Node>, Box<Node>),
+    And(Box<Node>, Box<Node>),
+    Or(Box<Node>, Box<Node>),
+    Xor(Box<Node>, Box<Node>),
+    Compare(CompareOp, Box<Node>, Box<Node>),
+    Quantified(CompareOp, Quantifier, Box<Node>, Box<Node>),
+    Rlike { any: bool, value: Box<Node>, pattern: Pattern },
+    Between(Box<Node>, Box<Node>, Box<Node>),
+    IsNull(Box<Node>),
+    Call(Function, Vec<Node>),
+    Cast(Box<Node>, Type),
+}
+
+fn boolean<'a>(b: Option<bool>) -> Cow<'a, Value> {
+    Cow::Owned(b.map_or(Value::Null, Value::Bool))
+}
+
+impl Node {
+    /// True when this node's value does not depend on the record or the context.
+    pub fn is_const(&self) -> bool {
+        matches!(self, Node::Const(_))
+    }
+
+    pub fn eval<'a>(&'a self, record: &'a Record, ctx: &EvalContext) -> Cow<'a, Value> {
+        match self {
+            Node::Const(v) => Cow::Borrowed(v),
+            Node::Now => Cow::Owned(Value::Long(ctx.now_ms)),
+            Node::Field(f) => f.lookup(record, ctx),
+            Node::List(items) => Cow::Owned(Value::List(
+                items.iter().map(|n| n.eval(record, ctx).into_owned()).collect(),
+            )),
+            Node::Negate(n) => Cow::Owned(ops::negate(&n.eval(record, ctx))),
+            Node::Arith(op, l, r) => {
+                Cow::Owned(ops::arith(*op, &l.eval(record, ctx), &r.eval(record, ctx)))
+            }
+            Node::Not(_)
+            | Node::And(..)
+            | Node::Or(..)
+            | Node::Xor(..)
+            | Node::Compare(..)
+            | Node::Quantified(..)
+            | Node::Rlike { .. }
+            | Node::Between(..)
+            | Node::IsNull(_) => boolean(self.eval_bool(record, ctx)),
+            Node::Call(f, args) => functions::call(*f, args, record, ctx),
+            Node::Cast(n, t) => {
+                let v = n.eval(record, ctx);
+                if cast::conforms(&v, t) {
+                    v
+                } else {
+                    Cow::Owned(cast::cast(&v, t))
+                }
+            }
+        }
+    }
+
+    /// The node's value as three-valued logic: `None` for NULL and for non-booleans.
+    pub fn eval_bool(&self, record: &Record, ctx: &EvalContext) -> Option<bool> {
+        match self {
+            Node::Not(n) => n.eval_bool(record, ctx).map(|b| !b),
+            Node::And(l, r) => match l.eval_bool(record, ctx) {
+                Some(false) => Some(false),
+                left => match r.eval_bool(record, ctx) {
+                    Some(false) => Some(false),
+                    Some(true) => left,
+                    None => None,
+                },
+            },
+            Node::Or(l, r) => match l.eval_bool(record, ctx) {
+                Some(true) => Some(true),
+                left => match r.eval_bool(record, ctx) {
+                    Some(true) => Some(true),
+                    Some(false) => left,
+                    None => None,
+                },
+            },
+            Node::Xor(l, r) => {
+                let left = l.eval_bool(record, ctx)?;
+                Some(left ^ r.eval_bool(record, ctx)?)
+            }
+            Node::Compare(op, l, r) => {
+                ops::compare_op(*op, &l.eval(record, ctx), &r.eval(record, ctx))
+            }
+            Node::Quantified(op, q, l, r) => {
+                ops::quantified(*op, *q, &l.eval(record, ctx), &r.eval(record, ctx))
+            }
+            Node::Rlike { any, value, pattern } => {
+                let value = value.eval(record, ctx);
+                let Value::String(s) = &*value else {
+                    return None;
+                };
+                match pattern {
+                    Pattern::Static(re) => Some(re.is_match(s)),
+                    Pattern::StaticAny(res) => {
+                        ops::any3(res.iter().map(|re| re.as_ref().map(|re| re.is_match(s))))
+                    }
+                    Pattern::Dynamic(p) => {
+                        let p = p.eval(record, ctx);
+                        if *any {
+                            let list = p.as_list()?;
+                            ops::any3(list.iter().map(|p| regex_cache::dynamic_match(p, s)))
+                        } else {
+                            regex_cache::dynamic_match(&p, s)
+                        }
+                    }
+                }
+            }
+            Node::Between(v, lo, hi) => {
+                let v = v.eval(record, ctx);
+                let low = ops::compare_op(CompareOp::Ge, &v, &lo.eval(record, ctx));
+                if low == Some(false) {
+                    return Some(false);
+                }
+                match ops::compare_op(CompareOp::Le, &v, &hi.eval(record, ctx)) {
+                    Some(false) => Some(false),
+                    Some(true) => low,
+                    None => None,
+                }
+            }
+            Node::IsNull(n) => Some(n.eval(record, ctx).is_null()),
+            other => other.eval(record, ctx).as_bool(),
+        }
+    }
+}

@@ -1,0 +1,588 @@
+//! The join side of one query ([`QueryRun`]): merges the workers' [`Partial`]s, keeps the window,
+//! the duration, the RAW limit, counters and metadata, and makes the [`Emission`]s.
+//!
+//! Time is always the caller's `now_ms` (the injected clock); the engine never reads the system
+//! clock. The query ends at `receive_ms + duration`: the first [`QueryRun::tick`] (or
+//! [`QueryRun::merge`]) at or after that time makes the final emission. A windowless RAW query
+//! also ends as soon as `size` records have arrived.
+//!
+//! Decisions where LANGUAGE.md is silent:
+//! - **The last window is always emitted**, even partial or empty, as the final emission (it
+//!   carries `Finish Time`, so a client knows the query ended). Bullet's join does the same: an
+//!   expired query emits whatever its current window holds. When the duration ends exactly on
+//!   a window boundary, that window *is* the final emission (no extra empty one).
+//! - **RAW and windows**: `size` caps each window. A window that holds `size` records is emitted
+//!   at once and the next one starts (Bullet's RAW strategy closes its window when full); for
+//!   time windows the schedule is unchanged. Without a window, `size` caps the whole query and
+//!   reaching it ends the query early. Records past the cap are dropped and counted in
+//!   `Stats.Records Dropped`.
+//! - **Record windows** count records arriving at the join, in the order partials are merged
+//!   (so with several workers, which records share a window depends on flush order). A partial
+//!   larger than what is left of a window is split across windows: one `merge` can emit several.
+//! - **FIRST m of a time window** admits a partial when it is merged within the first m ms of
+//!   the window; later ones are dropped (counted). Workers flush on the runtime's tick, so this
+//!   is as precise as that tick.
+//! - **A late tick** (the joiner was busy past a boundary) emits once what arrived, and the
+//!   schedule skips the missed boundaries; a warning in that emission's metadata says how many
+//!   windows late it was.
+//! - After the query is done, `merge` ignores partials (counted in `Stats` only) and `tick`
+//!   returns nothing.
+
+use super::result::{keys, Emission, Notice};
+use super::window::{WindowClock, WindowPlan};
+use super::worker::Partial;
+use super::CompiledQuery;
+use crate::aggregate::PartialState;
+use crate::eval::EvalContext;
+use crate::EngineError;
+use needle_record::Record;
+use serde_json::{json, Map, Value as Json};
+use std::sync::Arc;
+
+/// One running query on the join side. Single-threaded: the joiner owns it.
+#[derive(Debug)]
+pub struct QueryRun {
+    query: Arc<CompiledQuery>,
+    id: String,
+    receive_ms: i64,
+    end_ms: i64,
+    clock: WindowClock,
+    /// The merged aggregation (not RAW).
+    state: PartialState,
+    /// RAW: the current window's records.
+    raw: Vec<Record>,
+    /// RAW without a window: records collected so far (the LIMIT counts these).
+    window_matched: u64,
+    seen: u64,
+    matched: u64,
+    dropped: u64,
+    done: bool,
+}
+
+impl QueryRun {
+    /// Starts a query received at `receive_ms` (the injected clock); `id` names it in metadata.
+    pub fn new(query: Arc<CompiledQuery>, id: impl Into<String>, receive_ms: i64) -> Self {
+        let duration = i64::try_from(query.plan.duration_ms).unwrap_or(i64::MAX);
+        Self {
+            state: query.inner.aggregator.new_state(),
+            clock: WindowClock::new(query.window, receive_ms),
+            end_ms: receive_ms.saturating_add(duration),
+            query,
+            id: id.into(),
+            receive_ms,
+            raw: Vec::new(),
+            window_matched: 0,
+            seen: 0,
+            matched: 0,
+            dropped: 0,
+            done: false,
+        }
+    }
+
+    pub fn query(&self) -> &Arc<CompiledQuery> {
+        &self.query
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// True once the final emission has been made.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// When the query ends by its duration (ms, the injected clock).
+    pub fn end_ms(&self) -> i64 {
+        self.end_ms
+    }
+
+    /// The next time [`QueryRun::tick`] has something to do: the next time window's boundary or
+    /// the end of the query, whichever is first; `None` when done.
+    pub fn next_deadline_ms(&self) -> Option<i64> {
+        if self.done {
+            return None;
+        }
+        Some(self.clock.expected_emit_ms().map_or(self.end_ms, |t| t.min(self.end_ms)))
+    }
+
+    /// Merges a worker's partial at `now_ms`. Returns the emissions it completes: RAW record
+    /// windows that filled, a RAW window that reached `size`, or the final emission when a
+    /// windowless RAW query reaches its LIMIT or the query's time is up.
+    pub fn merge(&mut self, partial: Partial, now_ms: i64) -> Result<Vec<Emission>, EngineError> {
+        self.seen += partial.seen;
+        self.matched += partial.matched;
+        if self.done {
+            self.dropped += partial.matched;
+            return Ok(Vec::new());
+        }
+        let mut out = Vec::new();
+        if self.query.is_raw() {
+            let mut state = partial.state;
+            let records = self.query.inner.aggregator.take_raw(&mut state);
+            self.merge_raw(records, now_ms, &mut out);
+        } else {
+            let admitted = match self.clock.plan() {
+                WindowPlan::Time { .. } => self.clock.admit(now_ms).keep,
+                _ => true,
+            };
+            if admitted {
+                self.query.inner.aggregator.merge(&mut self.state, &partial.state)?;
+                self.window_matched += partial.matched;
+            } else {
+                self.dropped += partial.matched;
+            }
+        }
+        if !self.done && now_ms >= self.end_ms {
+            out.push(self.emit(now_ms, true));
+        }
+        Ok(out)
+    }
+
+    /// [`QueryRun::merge`] of a partial encoded by [`CompiledQuery::encode_partial`].
+    pub fn merge_bytes(&mut self, bytes: &[u8], now_ms: i64) -> Result<Vec<Emission>, EngineError> {
+        let partial = self.query.decode_partial(bytes)?;
+        self.merge(partial, now_ms)
+    }
+
+    fn merge_raw(&mut self, records: Vec<Record>, now_ms: i64, out: &mut Vec<Emission>) {
+        let size = self.query.inner.raw_size.unwrap_or(u64::MAX);
+        let windowless = matches!(self.clock.plan(), WindowPlan::None);
+        let mut records = records.into_iter();
+        for record in records.by_ref() {
+            let admission = self.clock.admit(now_ms);
+            if admission.keep {
+                self.raw.push(record);
+                self.window_matched += 1;
+            } else {
+                self.dropped += 1;
+            }
+            let full = self.raw.len() as u64 >= size;
+            if windowless && full {
+                out.push(self.emit(now_ms, true));
+                break;
+            }
+            if admission.closes || full {
+                let is_final = now_ms >= self.end_ms;
+                out.push(self.emit(now_ms, is_final));
+                if is_final {
+                    break;
+                }
+            }
+        }
+        self.dropped += records.len() as u64;
+    }
+
+    /// Advances the clock to `now_ms`: emits a due time window, or the final emission when the
+    /// query's duration is over.
+    pub fn tick(&mut self, now_ms: i64) -> Vec<Emission> {
+        if self.done {
+            return Vec::new();
+        }
+        if now_ms >= self.end_ms {
+            return vec![self.emit(now_ms, true)];
+        }
+        if self.clock.due(now_ms) {
+            return vec![self.emit(now_ms, false)];
+        }
+        Vec::new()
+    }
+
+    /// Ends the query now (input exhausted, cancelled, shutting down): the final emission, with
+    /// whatever the current window holds. `None` when the query was already done.
+    pub fn finish(&mut self, now_ms: i64) -> Option<Emission> {
+        if self.done {
+            return None;
+        }
+        Some(self.emit(now_ms, true))
+    }
+
+    /// Makes the current window's emission and starts the next window (or ends the query).
+    fn emit(&mut self, now_ms: i64, is_final: bool) -> Emission {
+        let ctx = EvalContext::new(now_ms);
+        let stage = &self.query.inner;
+        let (records, sketch) = if self.query.is_raw() {
+            let window = if self.clock.plan().resets() {
+                std::mem::take(&mut self.raw)
+            } else {
+                self.raw.clone()
+            };
+            (stage.post.apply(window, &ctx), Map::new())
+        } else {
+            stage.results(&self.state, &ctx)
+        };
+        let (records, outer_sketch) = match &self.query.outer {
+            Some(outer) => {
+                let (records, meta) = outer.run_batch(&records, &ctx);
+                (records, Some(meta))
+            }
+            None => (records, None),
+        };
+        // the window boundaries this emission is late for: their data is merged into it
+        let late = match (self.clock.expected_emit_ms(), self.clock.plan()) {
+            (Some(due), WindowPlan::Time { every_ms, .. }) if !is_final => {
+                u64::try_from((now_ms - due) / every_ms as i64).unwrap_or(0)
+            }
+            _ => 0,
+        };
+        let meta = self.meta(now_ms, is_final, late, sketch, outer_sketch);
+        if is_final {
+            self.done = true;
+        } else {
+            self.clock.advance(now_ms);
+            if self.clock.plan().resets() {
+                self.state = stage.aggregator.new_state();
+                self.window_matched = 0;
+            }
+        }
+        Emission { records, meta, is_final }
+    }
+
+    fn meta(
+        &self,
+        now_ms: i64,
+        is_final: bool,
+        late: u64,
+        sketch: Map<String, Json>,
+        outer_sketch: Option<Map<String, Json>>,
+    ) -> Map<String, Json> {
+        let mut meta = Map::new();
+        let mut query = Map::new();
+        query.insert(keys::ID.into(), json!(self.id));
+        query.insert(keys::BODY.into(), json!(self.query.plan.text));
+        query.insert(keys::RECEIVE_TIME.into(), json!(self.receive_ms));
+        if is_final {
+            query.insert(keys::FINISH_TIME.into(), json!(now_ms));
+        }
+        meta.insert(keys::QUERY.into(), Json::Object(query));
+
+        let mut window = Map::new();
+        window.insert(keys::NAME.into(), json!(self.clock.plan().name()));
+        window.insert(keys::NUMBER.into(), json!(self.clock.number()));
+        window.insert(keys::SIZE.into(), json!(self.window_matched));
+        window.insert(keys::EMIT_TIME.into(), json!(now_ms));
+        if let Some(expected) = self.clock.expected_emit_ms() {
+            window.insert(keys::EXPECTED_EMIT_TIME.into(), json!(expected.min(self.end_ms)));
+        }
+        window.insert(keys::FINAL.into(), json!(is_final));
+        meta.insert(keys::WINDOW.into(), Json::Object(window));
+
+        let mut warnings: Vec<Json> = Vec::new();
+        // the aggregator's metadata ("Sketch", "Groups", "Ignored Values") passes through
+        for (key, value) in sketch {
+            if key == "Groups" {
+                warnings.push(
+                    Notice::new(
+                        format!(
+                            "GROUP BY reached its limit of {} groups; {} record(s) of further \
+                             groups were dropped",
+                            value.get("Limit").unwrap_or(&Json::Null),
+                            value.get("Dropped Records").unwrap_or(&Json::Null)
+                        ),
+                        "Narrow the query with WHERE, group by fewer or coarser keys, or raise \
+                         the max_groups setting",
+                    )
+                    .to_json(),
+                );
+            }
+            meta.insert(key, value);
+        }
+        if let Some(outer) = outer_sketch {
+            if !outer.is_empty() {
+                meta.insert(keys::OUTER_QUERY.into(), Json::Object(outer));
+            }
+        }
+
+        let mut stats = Map::new();
+        stats.insert(keys::RECORDS_SEEN.into(), json!(self.seen));
+        stats.insert(keys::RECORDS_MATCHED.into(), json!(self.matched));
+        stats.insert(keys::RECORDS_DROPPED.into(), json!(self.dropped));
+        meta.insert(keys::STATS.into(), Json::Object(stats));
+
+        if late > 0 {
+            warnings.push(
+                Notice::new(
+                    format!(
+                        "this result was {late} window(s) late: it also holds the data of the \
+                         windows that should have been emitted before it"
+                    ),
+                    "Use a longer window, or give the query engine more capacity",
+                )
+                .to_json(),
+            );
+        }
+        if !warnings.is_empty() {
+            meta.insert(keys::WARNINGS.into(), Json::Array(warnings));
+        }
+        meta
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::LocalQuery;
+    use needle_query::ast::{
+        BinaryOp, CompareOp, Expr, ExprKind, Field, Include, Span, StreamDuration, WindowKind,
+        WindowUnit,
+    };
+    use needle_query::plan::{
+        AggregateFunction, Aggregation, NamedAggregate, NamedExpr, Plan, PostAggregation,
+        Projection, Stage,
+    };
+    use needle_record::Value;
+
+    fn field(name: &str) -> Expr {
+        Expr::new(
+            ExprKind::Field(Field { name: name.into(), path: vec![], hint: None }),
+            Span::default(),
+        )
+    }
+
+    fn count() -> Aggregation {
+        Aggregation::GroupAll {
+            aggregates: vec![NamedAggregate {
+                name: "COUNT(*)".into(),
+                function: AggregateFunction::Count,
+                input: None,
+            }],
+        }
+    }
+
+    fn raw(size: u64) -> Aggregation {
+        Aggregation::Raw {
+            projection: Projection::Fields {
+                fields: vec![NamedExpr { name: "id".into(), expr: field("id") }],
+            },
+            size,
+        }
+    }
+
+    fn stage(aggregation: Aggregation) -> Stage {
+        Stage { explode: vec![], filter: None, aggregation, post: PostAggregation::default() }
+    }
+
+    fn plan(aggregation: Aggregation, window: Option<WindowKind>, duration_ms: u64) -> Plan {
+        Plan {
+            text: "test".into(),
+            duration_ms,
+            requested_duration: StreamDuration::Millis(duration_ms),
+            window,
+            stage: stage(aggregation),
+            outer: None,
+        }
+    }
+
+    fn rec(id: i64) -> Record {
+        let mut r = Record::new();
+        r.insert("id", Value::Long(id));
+        r.insert("g", Value::from(if id % 2 == 0 { "even" } else { "odd" }));
+        r
+    }
+
+    fn ids(e: &Emission) -> Vec<i64> {
+        e.records.iter().map(|r| r.get("id").and_then(Value::as_i64).unwrap()).collect()
+    }
+
+    fn count_of(e: &Emission) -> i64 {
+        e.records[0].get("COUNT(*)").and_then(Value::as_i64).unwrap()
+    }
+
+    fn window(e: &Emission, key: &str) -> Json {
+        e.meta[keys::WINDOW][key].clone()
+    }
+
+    #[test]
+    fn windowless_raw_ends_when_the_limit_is_reached() {
+        let mut q = LocalQuery::new(&plan(raw(2), None, 10_000), "q", 0).unwrap();
+        assert!(q.push(&rec(1), 5).unwrap().is_empty());
+        let out = q.push(&rec(2), 6).unwrap();
+        assert_eq!(out.len(), 1);
+        assert!(out[0].is_final && q.is_done());
+        assert_eq!(ids(&out[0]), [1, 2]);
+        assert_eq!(out[0].meta[keys::QUERY][keys::FINISH_TIME], 6);
+        assert!(q.push(&rec(3), 7).unwrap().is_empty());
+        assert!(q.finish(8).unwrap().is_empty());
+    }
+
+    #[test]
+    fn tumbling_time_windows_reset_and_the_last_partial_window_is_final() {
+        let w = WindowKind::Tumbling { every: 1000, unit: WindowUnit::Time };
+        let mut q = LocalQuery::new(&plan(count(), Some(w), 2500), "q", 0).unwrap();
+        let mut out = Vec::new();
+        out.extend(q.push(&rec(1), 100).unwrap());
+        out.extend(q.push(&rec(2), 900).unwrap());
+        out.extend(q.push(&rec(3), 1200).unwrap());
+        out.extend(q.advance(2000).unwrap());
+        out.extend(q.advance(2600).unwrap());
+        assert_eq!(out.iter().map(count_of).collect::<Vec<_>>(), [2, 1, 0]);
+        assert_eq!(out.iter().map(|e| window(e, keys::NUMBER)).collect::<Vec<_>>(), [1, 2, 3]);
+        assert_eq!(out.iter().map(|e| window(e, keys::SIZE)).collect::<Vec<_>>(), [2, 1, 0]);
+        assert_eq!(
+            out.iter().map(|e| window(e, keys::EXPECTED_EMIT_TIME)).collect::<Vec<_>>(),
+            [1000, 2000, 2500]
+        );
+        assert_eq!(out.iter().map(|e| e.is_final).collect::<Vec<_>>(), [false, false, true]);
+        assert!(q.is_done());
+    }
+
+    #[test]
+    fn every_all_accumulates() {
+        let w = WindowKind::Every { every: 1000, unit: WindowUnit::Time, include: Include::All };
+        let mut q = LocalQuery::new(&plan(count(), Some(w), 10_000), "q", 0).unwrap();
+        let mut out = Vec::new();
+        out.extend(q.push(&rec(1), 100).unwrap());
+        out.extend(q.push(&rec(2), 1100).unwrap());
+        out.extend(q.push(&rec(3), 1200).unwrap());
+        out.extend(q.advance(2000).unwrap());
+        out.extend(q.finish(2100).unwrap());
+        assert_eq!(out.iter().map(count_of).collect::<Vec<_>>(), [1, 3, 3]);
+        assert_eq!(window(&out[2], keys::NAME), "Additive Tumbling");
+        assert_eq!(window(&out[1], keys::SIZE), 3);
+    }
+
+    #[test]
+    fn record_windows_split_a_partial_across_windows() {
+        let w = WindowKind::Tumbling { every: 2, unit: WindowUnit::Record };
+        let query = Arc::new(CompiledQuery::compile(&plan(raw(100), Some(w), 10_000)).unwrap());
+        let mut worker = query.new_worker();
+        for id in 1..=5 {
+            assert!(query.process(&mut worker, &rec(id), &EvalContext::new(0)));
+        }
+        let mut run = QueryRun::new(query.clone(), "q", 0);
+        let out = run.merge(query.flush(&mut worker).unwrap(), 10).unwrap();
+        assert_eq!(out.iter().map(ids).collect::<Vec<_>>(), [vec![1, 2], vec![3, 4]]);
+        let last = run.finish(20).unwrap();
+        assert_eq!((ids(&last), last.is_final, last.window_number()), (vec![5], true, 3));
+        assert_eq!(window(&last, keys::NAME), "Sliding");
+    }
+
+    #[test]
+    fn a_raw_time_window_that_fills_emits_early_and_keeps_the_schedule() {
+        let w = WindowKind::Tumbling { every: 1000, unit: WindowUnit::Time };
+        let mut q = LocalQuery::new(&plan(raw(2), Some(w), 3000), "q", 0).unwrap();
+        let mut out = Vec::new();
+        for (id, t) in [(1, 10), (2, 20), (3, 30), (4, 1500)] {
+            out.extend(q.push(&rec(id), t).unwrap());
+        }
+        out.extend(q.advance(1000).unwrap());
+        out.extend(q.advance(2000).unwrap());
+        assert_eq!(out.iter().map(ids).collect::<Vec<_>>(), [vec![1, 2], vec![3], vec![4]]);
+        assert_eq!(
+            out.iter().map(|e| window(e, keys::EMIT_TIME)).collect::<Vec<_>>(),
+            [20, 1500, 2000]
+        );
+    }
+
+    #[test]
+    fn first_part_of_a_time_window_drops_later_records() {
+        let w = WindowKind::Every {
+            every: 1000,
+            unit: WindowUnit::Time,
+            include: Include::First { count: 300, unit: WindowUnit::Time },
+        };
+        let mut q = LocalQuery::new(&plan(count(), Some(w), 2000), "q", 0).unwrap();
+        let mut out = Vec::new();
+        for t in [0, 100, 299, 300, 900, 1050, 1400] {
+            out.extend(q.push(&rec(t), t).unwrap());
+        }
+        out.extend(q.advance(2000).unwrap());
+        assert_eq!(out.iter().map(count_of).collect::<Vec<_>>(), [3, 1]);
+        assert_eq!(out[1].meta[keys::STATS][keys::RECORDS_DROPPED], 3);
+    }
+
+    #[test]
+    fn a_late_tick_emits_once_and_warns() {
+        let w = WindowKind::Tumbling { every: 1000, unit: WindowUnit::Time };
+        let mut q = LocalQuery::new(&plan(count(), Some(w), 10_000), "q", 0).unwrap();
+        q.push(&rec(1), 10).unwrap();
+        let out = q.advance(3500).unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(q.next_deadline_ms(), Some(4000));
+        assert_eq!(count_of(&out[0]), 1);
+        assert!(out[0].meta[keys::WARNINGS][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("2 window(s) late"));
+        q.push(&rec(2), 3600).unwrap();
+        let next = q.advance(4000).unwrap();
+        assert_eq!(count_of(&next[0]), 1);
+        assert!(next[0].meta.get(keys::WARNINGS).is_none());
+    }
+
+    #[test]
+    fn partials_travel_as_bytes_and_merge() {
+        let query = Arc::new(CompiledQuery::compile(&plan(count(), None, 1000)).unwrap());
+        let mut run = QueryRun::new(query.clone(), "q", 0);
+        for n in [3, 4] {
+            let mut w = query.new_worker();
+            for id in 0..n {
+                query.process(&mut w, &rec(id), &EvalContext::new(0));
+            }
+            let bytes = query.encode_partial(&query.flush(&mut w).unwrap());
+            assert!(run.merge_bytes(&bytes, 1).unwrap().is_empty());
+        }
+        assert!(query.decode_partial(&[1, 2, 3]).is_err());
+        let out = run.tick(1000);
+        assert_eq!(count_of(&out[0]), 7);
+        assert_eq!(out[0].meta[keys::STATS][keys::RECORDS_SEEN], 7);
+        assert!(run.tick(2000).is_empty() && run.finish(2000).is_none());
+    }
+
+    #[test]
+    fn filter_explode_and_an_outer_query_run_per_emission() {
+        // inner: SELECT g, COUNT(*) FROM STREAM() WHERE id > 1 GROUP BY g
+        // outer: SELECT COUNT(*) FROM (inner) WHERE COUNT(*) >= 2
+        let gt = |l: Expr, v: i64, op| {
+            Expr::new(
+                ExprKind::Compare {
+                    op,
+                    quantifier: None,
+                    left: Box::new(l),
+                    right: Box::new(Expr::new(ExprKind::Literal(Value::Long(v)), Span::default())),
+                },
+                Span::default(),
+            )
+        };
+        let mut inner = stage(Aggregation::GroupBy {
+            keys: vec![NamedExpr { name: "g".into(), expr: field("g") }],
+            aggregates: vec![NamedAggregate {
+                name: "COUNT(*)".into(),
+                function: AggregateFunction::Count,
+                input: None,
+            }],
+            max_groups: 100,
+        });
+        inner.filter = Some(gt(field("id"), 1, CompareOp::Gt));
+        let mut outer = stage(count());
+        outer.filter = Some(gt(field("COUNT(*)"), 2, CompareOp::Ge));
+        outer.post.computations = vec![NamedExpr {
+            name: "twice".into(),
+            expr: Expr::new(
+                ExprKind::Binary {
+                    op: BinaryOp::Mul,
+                    left: Box::new(field("COUNT(*)")),
+                    right: Box::new(Expr::new(ExprKind::Literal(Value::Long(2)), Span::default())),
+                },
+                Span::default(),
+            ),
+        }];
+        let mut p = plan(count(), None, 1000);
+        p.stage = inner;
+        p.outer = Some(outer);
+        let mut q = LocalQuery::new(&p, "q", 0).unwrap();
+        for id in 1..=4 {
+            q.push(&rec(id), 0).unwrap();
+        }
+        // groups: even {2, 4} = 2, odd {3} = 1 → one group with COUNT(*) >= 2
+        let out = q.finish(5).unwrap();
+        assert_eq!(out[0].records[0].to_json(), r#"{"COUNT(*)":1,"twice":2}"#);
+        assert_eq!(out[0].meta[keys::STATS][keys::RECORDS_MATCHED], 3);
+    }
+
+    #[test]
+    fn record_windows_need_raw() {
+        let w = WindowKind::Tumbling { every: 2, unit: WindowUnit::Record };
+        assert!(CompiledQuery::compile(&plan(count(), Some(w), 1000)).is_err());
+    }
+}
