@@ -8,8 +8,16 @@
 pub mod config;
 pub mod error;
 pub mod framing;
+pub mod joiner;
 pub mod metrics;
+pub mod registry;
+pub mod results;
+pub mod runtime;
 pub mod source;
+mod worker;
 
 pub use config::NeedleConfig;
 pub use error::RuntimeError;
+pub use joiner::{EndReason, QueryStatus};
+pub use results::ResultQueue;
+pub use runtime::{QueryHandle, Runtime, SubmitError};

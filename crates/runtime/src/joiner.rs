@@ -1,0 +1,179 @@
+//! The joiner thread: owns every query's join side ([`QueryRun`]): merges the workers' partials,
+//! ticks windows and durations, and pushes emissions to each query's [`ResultQueue`]. When a
+//! query is done it leaves the registry (so workers stop working for it) and its queue closes.
+//!
+//! Starting, killing and partials all arrive on one FIFO channel, so a query's start is always
+//! seen before any partial for it.
+
+use crate::metrics::Metrics;
+use crate::registry::QuerySet;
+use crate::results::ResultQueue;
+use crate::worker::now_ms;
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+use needle_engine::exec::{Emission, Partial, QueryRun};
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Why a query ended before its time, as its final emission's metadata says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndReason {
+    Killed,
+    Shutdown,
+}
+
+pub(crate) enum JoinerMessage {
+    Start {
+        run: Box<QueryRun>,
+        results: Arc<ResultQueue>,
+    },
+    Partial {
+        id: Arc<str>,
+        partial: Partial,
+    },
+    End {
+        id: Arc<str>,
+        reason: EndReason,
+    },
+    /// Finish every query and exit.
+    Shutdown,
+}
+
+/// What the API shows of a running query (`GET /api/v1/queries`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct QueryStatus {
+    pub id: String,
+    pub query: String,
+    pub owner: String,
+    pub received_ms: i64,
+    pub ends_ms: i64,
+    pub records_seen: u64,
+    pub records_matched: u64,
+    pub emissions: u64,
+}
+
+pub(crate) type StatusTable = Arc<Mutex<HashMap<Arc<str>, QueryStatus>>>;
+
+struct Running {
+    run: Box<QueryRun>,
+    results: Arc<ResultQueue>,
+    first_result: bool,
+    received: Instant,
+}
+
+pub(crate) struct Joiner {
+    pub messages: Receiver<JoinerMessage>,
+    pub queries: Arc<QuerySet>,
+    pub status: StatusTable,
+    pub metrics: Arc<Metrics>,
+    pub tick: Duration,
+}
+
+impl Joiner {
+    pub fn run(self) {
+        let mut running: HashMap<Arc<str>, Running> = HashMap::new();
+        let mut last_tick = Instant::now();
+        loop {
+            let wait = self.tick.saturating_sub(last_tick.elapsed());
+            match self.messages.recv_timeout(wait) {
+                Ok(JoinerMessage::Start { run, results }) => {
+                    let id: Arc<str> = run.id().into();
+                    running.insert(
+                        id,
+                        Running { run, results, first_result: true, received: Instant::now() },
+                    );
+                }
+                Ok(JoinerMessage::Partial { id, partial }) => {
+                    if let Some(q) = running.get_mut(&id) {
+                        self.progress(&id, partial.seen, partial.matched);
+                        match q.run.merge(partial, now_ms()) {
+                            Ok(emissions) => self.deliver(&id, q, emissions),
+                            Err(error) => {
+                                eprintln!(
+                                    "needle: query {id}: a partial could not be merged: {error}"
+                                )
+                            }
+                        }
+                    }
+                }
+                Ok(JoinerMessage::End { id, reason }) => {
+                    if let Some(q) = running.get_mut(&id) {
+                        let last = q.run.finish(now_ms()).map(|e| annotate_end(e, reason));
+                        self.deliver(&id, q, last.into_iter().collect());
+                    }
+                }
+                Ok(JoinerMessage::Shutdown) | Err(RecvTimeoutError::Disconnected) => {
+                    for (id, q) in running.iter_mut() {
+                        let last =
+                            q.run.finish(now_ms()).map(|e| annotate_end(e, EndReason::Shutdown));
+                        self.deliver(id, q, last.into_iter().collect());
+                    }
+                    self.retire_done(&mut running);
+                    return;
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            if last_tick.elapsed() >= self.tick {
+                let now = now_ms();
+                for (id, q) in running.iter_mut() {
+                    let emissions = q.run.tick(now);
+                    self.deliver(id, q, emissions);
+                }
+                last_tick = Instant::now();
+            }
+            self.retire_done(&mut running);
+        }
+    }
+
+    fn progress(&self, id: &str, seen: u64, matched: u64) {
+        if let Some(s) = self.status.lock().unwrap_or_else(|e| e.into_inner()).get_mut(id) {
+            s.records_seen += seen;
+            s.records_matched += matched;
+        }
+    }
+
+    fn deliver(&self, id: &str, q: &mut Running, emissions: Vec<Emission>) {
+        if emissions.is_empty() {
+            return;
+        }
+        if q.first_result {
+            q.first_result = false;
+            Metrics::observe(&self.metrics.query_first_result_seconds, q.received.elapsed());
+        }
+        let count = emissions.len() as u64;
+        for emission in emissions {
+            let dropped = q.results.push(emission);
+            self.metrics.results_dropped.inc_by(dropped);
+        }
+        if let Some(s) = self.status.lock().unwrap_or_else(|e| e.into_inner()).get_mut(id) {
+            s.emissions += count;
+        }
+    }
+
+    /// Takes finished queries out of the registry, the status table and the joiner.
+    fn retire_done(&self, running: &mut HashMap<Arc<str>, Running>) {
+        let done: Vec<Arc<str>> =
+            running.iter().filter(|(_, q)| q.run.is_done()).map(|(id, _)| id.clone()).collect();
+        for id in done {
+            if let Some(q) = running.remove(&id) {
+                q.results.close();
+            }
+            self.queries.remove(&id);
+            self.status.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+            self.metrics.queries_active.dec();
+        }
+    }
+}
+
+fn annotate_end(mut emission: Emission, reason: EndReason) -> Emission {
+    let text = match reason {
+        EndReason::Killed => "the query was killed before its duration ended",
+        EndReason::Shutdown => "the server shut down before the query's duration ended",
+    };
+    let warnings = emission.meta.entry("Warnings").or_insert_with(|| json!([]));
+    if let Some(list) = warnings.as_array_mut() {
+        list.push(json!({ "error": text, "resolutions": ["run the query again"] }));
+    }
+    emission
+}

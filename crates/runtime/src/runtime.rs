@@ -1,0 +1,264 @@
+//! [`Runtime`]: needle in one process. It starts the source thread, one worker per core and the
+//! joiner, and is what the API talks to: [`Runtime::submit`] a query (validated, compiled, checked
+//! against the limits), [`Runtime::kill`] one, list them, and [`Runtime::shutdown`], which ends
+//! every running query with a final emission.
+//!
+//! ```text
+//! source thread ──Batch──▶ [bounded queue] ──▶ worker × N ──Partial──▶ [bounded] ──▶ joiner
+//!                                                   ▲ snapshot (arc-swap)              │
+//!                         submit / kill ──▶ QuerySet┘ and JoinerMessage ──────────────▶┘──▶ ResultQueue
+//! ```
+
+use crate::config::NeedleConfig;
+use crate::joiner::{EndReason, Joiner, JoinerMessage, QueryStatus, StatusTable};
+use crate::metrics::Metrics;
+use crate::registry::{ActiveQuery, QuerySet};
+use crate::results::ResultQueue;
+use crate::source::{BatchSink, Source, SourceCounters, StopSignal};
+use crate::worker::{now_ms, Worker};
+use crate::RuntimeError;
+use crossbeam_channel::Sender;
+use needle_engine::exec::{CompiledQuery, QueryRun};
+use needle_query::QueryError;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Why a query was not started.
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    /// The query itself is wrong (syntax, rules, or past a query limit such as the duration).
+    #[error("{error}")]
+    Invalid { error: QueryError, text: String },
+    /// Valid, but the engine cannot run it.
+    #[error("the engine cannot run this query: {0}")]
+    Engine(String),
+    /// Too many queries running: on the server, or for this client.
+    #[error("{0}")]
+    TooMany(String),
+    /// The runtime is shutting down.
+    #[error("the server is shutting down")]
+    ShuttingDown,
+}
+
+/// A started query: its id, and where its results arrive.
+#[derive(Debug, Clone)]
+pub struct QueryHandle {
+    pub id: String,
+    pub results: Arc<ResultQueue>,
+}
+
+pub struct Runtime {
+    config: NeedleConfig,
+    metrics: Arc<Metrics>,
+    queries: Arc<QuerySet>,
+    status: StatusTable,
+    joiner_tx: Sender<JoinerMessage>,
+    stop: StopSignal,
+    source_counters: Arc<SourceCounters>,
+    source_description: String,
+    next_id: AtomicU64,
+    id_prefix: String,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    joiner: Mutex<Option<JoinHandle<()>>>,
+    /// Serializes submissions so the limits hold exactly.
+    admission: Mutex<()>,
+}
+
+impl Runtime {
+    /// Starts reading `source` with the configured number of workers.
+    pub fn start(
+        config: NeedleConfig,
+        source: Box<dyn Source>,
+        metrics: Arc<Metrics>,
+    ) -> Result<Arc<Self>, RuntimeError> {
+        let tick = Duration::from_millis(config.runtime.tick_ms);
+        let workers = config.worker_threads();
+        let (batch_tx, batch_rx) = crossbeam_channel::bounded(config.runtime.queue_batches);
+        let (joiner_tx, joiner_rx) = crossbeam_channel::bounded(4096);
+        let queries = Arc::new(QuerySet::new());
+        let status: StatusTable = Arc::default();
+        let stop = StopSignal::new();
+        let source_counters = Arc::new(SourceCounters::default());
+        let source_description = source.describe();
+        let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name.clone())
+                .spawn(f)
+                .map_err(|e| RuntimeError::io(format!("starting thread {name}"), e))
+        };
+
+        let mut threads = Vec::new();
+        for index in 0..workers {
+            let worker = Worker {
+                index,
+                queries: queries.clone(),
+                batches: batch_rx.clone(),
+                joiner: joiner_tx.clone(),
+                metrics: metrics.clone(),
+                tick,
+            };
+            threads.push(spawn(format!("needle-worker-{index}"), Box::new(move || worker.run()))?);
+        }
+        drop(batch_rx);
+        let sink = BatchSink::new(batch_tx, stop.clone(), source_counters.clone());
+        let description = source_description.clone();
+        threads.push(spawn(
+            "needle-source".into(),
+            Box::new(move || {
+                if let Err(error) = source.run(sink) {
+                    eprintln!("needle: source {description} stopped: {error}");
+                }
+            }),
+        )?);
+        let joiner = Joiner {
+            messages: joiner_rx,
+            queries: queries.clone(),
+            status: status.clone(),
+            metrics: metrics.clone(),
+            tick,
+        };
+        let joiner = spawn("needle-joiner".into(), Box::new(move || joiner.run()))?;
+        let id_prefix = format!("{:x}", now_ms() & 0xffff_ffff);
+        Ok(Arc::new(Self {
+            config,
+            metrics,
+            queries,
+            status,
+            joiner_tx,
+            stop,
+            source_counters,
+            source_description,
+            next_id: AtomicU64::new(1),
+            id_prefix,
+            threads: Mutex::new(threads),
+            joiner: Mutex::new(Some(joiner)),
+            admission: Mutex::new(()),
+        }))
+    }
+
+    pub fn config(&self) -> &NeedleConfig {
+        &self.config
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// What the source reads, e.g. `file /data/x.ndjson`.
+    pub fn source_description(&self) -> &str {
+        &self.source_description
+    }
+
+    /// Bytes and batches the source has handed to the workers.
+    pub fn source_counters(&self) -> &SourceCounters {
+        &self.source_counters
+    }
+
+    /// Validates, compiles and starts a query for `owner` (a token or client address, for the
+    /// per-client limit). Blocks briefly when the joiner is behind.
+    pub fn submit(&self, text: &str, owner: &str) -> Result<QueryHandle, SubmitError> {
+        if self.stop.is_stopped() {
+            return Err(SubmitError::ShuttingDown);
+        }
+        let plan = needle_query::compile(text, &self.config.query).map_err(|error| {
+            self.metrics.queries_rejected.inc();
+            SubmitError::Invalid { error, text: text.to_owned() }
+        })?;
+        let compiled = CompiledQuery::compile(&plan).map_err(|e| {
+            self.metrics.queries_rejected.inc();
+            SubmitError::Engine(e.to_string())
+        })?;
+        let _admission = self.admission.lock().unwrap_or_else(|e| e.into_inner());
+        {
+            let status = self.status.lock().unwrap_or_else(|e| e.into_inner());
+            let max = self.config.runtime.max_queries;
+            if status.len() >= max {
+                self.metrics.queries_rejected.inc();
+                return Err(SubmitError::TooMany(format!(
+                    "{max} queries are running, the most this server allows (runtime.max_queries); \
+                     wait for one to end or kill one"
+                )));
+            }
+            let per_client = self.config.server.max_queries_per_client;
+            if status.values().filter(|s| s.owner == owner).count() >= per_client {
+                self.metrics.queries_rejected.inc();
+                return Err(SubmitError::TooMany(format!(
+                    "you are running {per_client} queries, the most one client may \
+                     (server.max_queries_per_client); wait for one to end or kill one"
+                )));
+            }
+        }
+        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let id: Arc<str> = format!("{}-{n}", self.id_prefix).into();
+        let received_ms = now_ms();
+        let compiled = Arc::new(compiled);
+        let run = QueryRun::new(compiled.clone(), id.to_string(), received_ms);
+        let results = ResultQueue::new(self.config.runtime.subscriber_buffer);
+        self.status.lock().unwrap_or_else(|e| e.into_inner()).insert(
+            id.clone(),
+            QueryStatus {
+                id: id.to_string(),
+                query: text.to_owned(),
+                owner: owner.to_owned(),
+                received_ms,
+                ends_ms: run.end_ms(),
+                records_seen: 0,
+                records_matched: 0,
+                emissions: 0,
+            },
+        );
+        // The joiner learns of the query before any worker can produce a partial for it.
+        if self
+            .joiner_tx
+            .send(JoinerMessage::Start { run: Box::new(run), results: results.clone() })
+            .is_err()
+        {
+            self.status.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+            return Err(SubmitError::ShuttingDown);
+        }
+        self.queries.add(ActiveQuery { id: id.clone(), compiled });
+        self.metrics.queries_started.inc();
+        self.metrics.queries_active.inc();
+        Ok(QueryHandle { id: id.to_string(), results })
+    }
+
+    /// Ends a running query now; its subscriber gets a final emission saying it was killed.
+    /// False when no such query is running.
+    pub fn kill(&self, id: &str) -> bool {
+        let known = self.status.lock().unwrap_or_else(|e| e.into_inner()).contains_key(id);
+        known
+            && self
+                .joiner_tx
+                .send(JoinerMessage::End { id: id.into(), reason: EndReason::Killed })
+                .is_ok()
+    }
+
+    /// The running queries, oldest first.
+    pub fn queries(&self) -> Vec<QueryStatus> {
+        let mut list: Vec<QueryStatus> =
+            self.status.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect();
+        list.sort_by(|a, b| (a.received_ms, &a.id).cmp(&(b.received_ms, &b.id)));
+        list
+    }
+
+    pub fn query(&self, id: &str) -> Option<QueryStatus> {
+        self.status.lock().unwrap_or_else(|e| e.into_inner()).get(id).cloned()
+    }
+
+    /// Stops the source, lets the workers drain what was already read, ends every running query
+    /// with a final emission, and waits for all threads. Idempotent.
+    pub fn shutdown(&self) {
+        self.stop.stop();
+        let threads: Vec<JoinHandle<()>> =
+            self.threads.lock().unwrap_or_else(|e| e.into_inner()).drain(..).collect();
+        for thread in threads {
+            let _ = thread.join();
+        }
+        let _ = self.joiner_tx.send(JoinerMessage::Shutdown);
+        if let Some(joiner) = self.joiner.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = joiner.join();
+        }
+    }
+}

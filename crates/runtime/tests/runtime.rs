@@ -1,0 +1,187 @@
+//! The runtime end to end in one process: records sent over a real TCP socket to the `tcp:`
+//! source, queries submitted through `Runtime::submit`, results read from their queues.
+
+use needle_engine::exec::Emission;
+use needle_runtime::metrics::Metrics;
+use needle_runtime::source::{SourceOptions, TcpSource};
+use needle_runtime::{NeedleConfig, ResultQueue, Runtime, SubmitError};
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn start(config: NeedleConfig) -> (Arc<Runtime>, SocketAddr) {
+    let source = TcpSource::bind("127.0.0.1:0", &SourceOptions::default()).unwrap();
+    let addr = source.local_addr().unwrap();
+    let runtime = Runtime::start(config, Box::new(source), Arc::new(Metrics::new())).unwrap();
+    (runtime, addr)
+}
+
+fn config() -> NeedleConfig {
+    let mut c = NeedleConfig::default();
+    c.runtime.workers = 2;
+    c.runtime.tick_ms = 20;
+    c
+}
+
+/// The next emission, waiting up to `timeout`; `None` when the stream ended or time ran out.
+fn next(results: &ResultQueue, timeout: Duration) -> Option<Emission> {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        match results.try_next() {
+            Some(result) => return result,
+            None => std::thread::sleep(Duration::from_millis(5)),
+        }
+    }
+    None
+}
+
+fn send(addr: SocketAddr, lines: &[String]) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    for line in lines {
+        writeln!(s, "{line}").unwrap();
+    }
+}
+
+#[test]
+fn a_needle_record_is_found_and_the_limit_ends_the_query() {
+    let (runtime, addr) = start(config());
+    let q = runtime
+        .submit("SELECT id, n FROM STREAM(20000, TIME) WHERE id = 'needle' LIMIT 2", "t")
+        .unwrap();
+    // Let the workers see the query before the records arrive.
+    std::thread::sleep(Duration::from_millis(100));
+    let mut lines: Vec<String> = (0..500).map(|i| format!(r#"{{"id":"x{i}","n":{i}}}"#)).collect();
+    lines[100] = r#"{"id":"needle","n":100}"#.into();
+    lines[300] = r#"{"id":"needle","n":300}"#.into();
+    send(addr, &lines);
+    let e = next(&q.results, Duration::from_secs(10)).expect("the needles arrive");
+    assert!(e.is_final, "LIMIT 2 reached ends the query");
+    let json = e.to_json();
+    let ns: Vec<i64> =
+        json["records"].as_array().unwrap().iter().map(|r| r["n"].as_i64().unwrap()).collect();
+    let mut sorted = ns.clone();
+    sorted.sort();
+    assert_eq!(sorted, [100, 300], "{json}");
+    assert_eq!(json["records"][0].as_object().unwrap().len(), 2, "projected to id, n");
+    assert!(next(&q.results, Duration::from_millis(200)).is_none(), "nothing after the final");
+    // The query has left the registry.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while runtime.query(&q.id).is_some() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(runtime.query(&q.id).is_none());
+    runtime.shutdown();
+}
+
+#[test]
+fn a_group_by_over_a_window_counts_every_record_once() {
+    let mut c = config();
+    c.query.min_window_emit_ms = 100;
+    let (runtime, addr) = start(c);
+    let q = runtime
+        .submit("SELECT k, COUNT(*) AS c FROM STREAM(1500, TIME) GROUP BY k WINDOWING EVERY(300, TIME, ALL)", "t")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let lines: Vec<String> = (0..3000).map(|i| format!(r#"{{"k":"k{}"}}"#, i % 3)).collect();
+    send(addr, &lines);
+    let mut last = None;
+    let mut emissions = 0;
+    while let Some(e) = next(&q.results, Duration::from_secs(10)) {
+        emissions += 1;
+        let done = e.is_final;
+        last = Some(e);
+        if done {
+            break;
+        }
+    }
+    let last = last.expect("emissions").to_json();
+    assert!(emissions >= 3, "an EVERY window emits several times, got {emissions}");
+    let total: i64 =
+        last["records"].as_array().unwrap().iter().map(|r| r["c"].as_i64().unwrap()).sum();
+    assert_eq!(total, 3000, "{last}");
+    runtime.shutdown();
+}
+
+#[test]
+fn a_killed_query_ends_with_a_final_emission_saying_so() {
+    let (runtime, _addr) = start(config());
+    let q = runtime.submit("SELECT COUNT(*) FROM STREAM(60000, TIME)", "t").unwrap();
+    assert_eq!(runtime.queries().len(), 1);
+    assert!(runtime.kill(&q.id));
+    let e = next(&q.results, Duration::from_secs(5)).expect("a final emission");
+    assert!(e.is_final);
+    assert!(e.to_json_string().contains("killed"), "{}", e.to_json_string());
+    assert!(!runtime.kill("no-such-query"));
+    runtime.shutdown();
+}
+
+#[test]
+fn limits_and_bad_queries_are_refused_with_reasons() {
+    let mut c = config();
+    c.runtime.max_queries = 2;
+    c.server.max_queries_per_client = 1;
+    let (runtime, _addr) = start(c);
+    runtime.submit("SELECT * FROM STREAM(60000, TIME)", "alice").unwrap();
+    match runtime.submit("SELECT * FROM STREAM(60000, TIME)", "alice") {
+        Err(SubmitError::TooMany(reason)) => {
+            assert!(reason.contains("max_queries_per_client"), "{reason}")
+        }
+        other => panic!("expected a per-client refusal, got {other:?}"),
+    }
+    runtime.submit("SELECT * FROM STREAM(60000, TIME)", "bob").unwrap();
+    match runtime.submit("SELECT * FROM STREAM(60000, TIME)", "carol") {
+        Err(SubmitError::TooMany(reason)) => {
+            assert!(reason.contains("runtime.max_queries"), "{reason}")
+        }
+        other => panic!("expected a server-wide refusal, got {other:?}"),
+    }
+    match runtime.submit("SELECT * FORM STREAM()", "dave") {
+        Err(SubmitError::Invalid { error, text }) => {
+            assert_eq!(error.line_column(&text), (1, 10));
+        }
+        other => panic!("expected an invalid query, got {other:?}"),
+    }
+    runtime.shutdown();
+}
+
+#[test]
+fn malformed_records_are_counted_and_skipped_while_queries_go_on() {
+    let (runtime, addr) = start(config());
+    let q = runtime.submit("SELECT COUNT(*) AS c FROM STREAM(60000, TIME)", "t").unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let lines: Vec<String> = (0..100)
+        .map(|i| if i % 10 == 0 { "{not json".to_string() } else { format!(r#"{{"i":{i}}}"#) })
+        .chain(["[1,2]".to_string(), "\"str\"".to_string()])
+        .collect();
+    send(addr, &lines);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while runtime.metrics().records_read.get() < 102 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(runtime.metrics().records_malformed.get(), 12);
+    assert!(runtime.kill(&q.id));
+    let e = next(&q.results, Duration::from_secs(5)).expect("final");
+    assert_eq!(e.to_json()["records"][0]["c"], 90);
+    runtime.shutdown();
+}
+
+#[test]
+fn shutdown_ends_running_queries_with_a_final_message() {
+    let (runtime, addr) = start(config());
+    let q = runtime.submit("SELECT COUNT(*) AS c FROM STREAM(60000, TIME)", "t").unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    send(addr, &(0..10).map(|i| format!(r#"{{"i":{i}}}"#)).collect::<Vec<_>>());
+    std::thread::sleep(Duration::from_millis(200));
+    runtime.shutdown();
+    let e = next(&q.results, Duration::from_secs(5)).expect("final");
+    assert!(e.is_final);
+    let json = e.to_json();
+    assert_eq!(json["records"][0]["c"], 10, "what was read before shutdown is counted: {json}");
+    assert!(json.to_string().contains("shut down"), "{json}");
+    assert!(matches!(
+        runtime.submit("SELECT * FROM STREAM()", "t"),
+        Err(SubmitError::ShuttingDown)
+    ));
+}
