@@ -47,6 +47,10 @@ pub enum SubmitError {
 pub struct QueryHandle {
     pub id: String,
     pub results: Arc<ResultQueue>,
+    /// True when the query has a window (it emits more than once).
+    pub windowed: bool,
+    /// When it ends by its duration (ms since the epoch).
+    pub ends_ms: i64,
 }
 
 pub struct Runtime {
@@ -193,8 +197,10 @@ impl Runtime {
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
         let id: Arc<str> = format!("{}-{n}", self.id_prefix).into();
         let received_ms = now_ms();
+        let windowed = compiled.plan().window.is_some();
         let compiled = Arc::new(compiled);
         let run = QueryRun::new(compiled.clone(), id.to_string(), received_ms);
+        let ends_ms = run.end_ms();
         let results = ResultQueue::new(self.config.runtime.subscriber_buffer);
         self.status.lock().unwrap_or_else(|e| e.into_inner()).insert(
             id.clone(),
@@ -203,7 +209,7 @@ impl Runtime {
                 query: text.to_owned(),
                 owner: owner.to_owned(),
                 received_ms,
-                ends_ms: run.end_ms(),
+                ends_ms,
                 records_seen: 0,
                 records_matched: 0,
                 emissions: 0,
@@ -221,7 +227,7 @@ impl Runtime {
         self.queries.add(ActiveQuery { id: id.clone(), compiled });
         self.metrics.queries_started.inc();
         self.metrics.queries_active.inc();
-        Ok(QueryHandle { id: id.to_string(), results })
+        Ok(QueryHandle { id: id.to_string(), results, windowed, ends_ms })
     }
 
     /// Ends a running query now; its subscriber gets a final emission saying it was killed.

@@ -6,6 +6,7 @@
 pub mod auth;
 pub mod error;
 pub mod openapi;
+pub mod request;
 pub mod routes;
 pub mod state;
 
@@ -48,8 +49,6 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(ServerError::Serve)
+    let app = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await.map_err(ServerError::Serve)
 }

@@ -1,9 +1,15 @@
-//! What every handler can reach: the configuration, the metrics, the process start time.
+//! What every handler can reach: the runtime (and through it the configuration and metrics), the
+//! result queues of queries started without waiting (`POST /api/v1/queries`) until a client
+//! subscribes to them, and the process start time.
 
 use needle_runtime::metrics::Metrics;
-use needle_runtime::NeedleConfig;
-use std::sync::Arc;
-use std::time::Instant;
+use needle_runtime::{NeedleConfig, ResultQueue, Runtime};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long the results of a started query wait for a subscriber after the query ended.
+const UNCLAIMED_RESULTS_KEPT: Duration = Duration::from_secs(600);
 
 /// Shared by all handlers; cheap to clone.
 #[derive(Clone)]
@@ -12,25 +18,50 @@ pub struct AppState {
 }
 
 struct Inner {
-    config: NeedleConfig,
-    metrics: Arc<Metrics>,
+    runtime: Arc<Runtime>,
     started: Instant,
+    pending: Mutex<HashMap<String, Pending>>,
+}
+
+struct Pending {
+    results: Arc<ResultQueue>,
+    ends: Instant,
 }
 
 impl AppState {
-    pub fn new(config: NeedleConfig, metrics: Arc<Metrics>) -> Self {
-        Self { inner: Arc::new(Inner { config, metrics, started: Instant::now() }) }
+    pub fn new(runtime: Arc<Runtime>) -> Self {
+        Self {
+            inner: Arc::new(Inner { runtime, started: Instant::now(), pending: Mutex::default() }),
+        }
+    }
+
+    pub fn runtime(&self) -> &Arc<Runtime> {
+        &self.inner.runtime
     }
 
     pub fn config(&self) -> &NeedleConfig {
-        &self.inner.config
+        self.inner.runtime.config()
     }
 
     pub fn metrics(&self) -> &Metrics {
-        &self.inner.metrics
+        self.inner.runtime.metrics()
     }
 
     pub fn uptime_ms(&self) -> u128 {
         self.inner.started.elapsed().as_millis()
+    }
+
+    /// Keeps a started query's results until a client subscribes ([`AppState::claim`]). Results
+    /// nobody claimed are forgotten some minutes after their query ended.
+    pub fn keep_results(&self, id: &str, results: Arc<ResultQueue>, ends_in: Duration) {
+        let mut pending = self.inner.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        pending.retain(|_, p| p.ends + UNCLAIMED_RESULTS_KEPT > now);
+        pending.insert(id.to_owned(), Pending { results, ends: now + ends_in });
+    }
+
+    /// Takes a started query's results for one subscriber; `None` when unknown or already taken.
+    pub fn claim(&self, id: &str) -> Option<Arc<ResultQueue>> {
+        self.inner.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(id).map(|p| p.results)
     }
 }

@@ -2,9 +2,12 @@
 
 pub mod health;
 pub mod metrics;
+pub mod queries;
+pub mod validate;
+pub mod ws;
 
 use crate::state::AppState;
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::Router;
 
 pub fn routes() -> Router<AppState> {
@@ -12,4 +15,10 @@ pub fn routes() -> Router<AppState> {
         .route("/healthz", get(health::healthz))
         .route("/metrics", get(metrics::metrics))
         .route("/api/v1/openapi.json", get(crate::openapi::openapi_json))
+        .route("/api/v1/query", post(queries::run_query))
+        .route("/api/v1/queries", post(queries::start_query).get(queries::list_queries))
+        .route("/api/v1/queries/{id}", get(queries::query_status).delete(queries::kill_query))
+        .route("/api/v1/queries/{id}/events", get(queries::query_events))
+        .route("/api/v1/validate", post(validate::validate))
+        .route("/api/v1/ws", get(ws::websocket))
 }

@@ -1,0 +1,78 @@
+//! What the query endpoints read from a request: the query text (BQL as `text/plain`, JSON
+//! `{"query": "..."}`, or a Bullet JSON query object) and who is asking (the bearer token, or
+//! the client's address), for the per-client query limit.
+
+use crate::error::ApiError;
+use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap, StatusCode};
+use needle_runtime::SubmitError;
+use std::net::SocketAddr;
+
+/// The query in a request body.
+pub fn query_text(headers: &HeaderMap, body: &[u8]) -> Result<String, ApiError> {
+    let text = std::str::from_utf8(body)
+        .map_err(|_| ApiError::new(StatusCode::BAD_REQUEST, "the request body is not UTF-8 text"))?
+        .trim();
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    let query = if is_json {
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("the request body is not valid JSON: {e}"),
+            )
+            .with_hint("send BQL as text/plain, {\"query\": \"...\"} or a Bullet JSON query")
+        })?;
+        match value.get("query") {
+            Some(serde_json::Value::String(q)) => q.trim().to_owned(),
+            Some(_) => {
+                return Err(ApiError::new(StatusCode::BAD_REQUEST, "\"query\" must be a string")
+                    .with_hint("{\"query\": \"SELECT * FROM STREAM(10000, TIME) LIMIT 5\"}"))
+            }
+            None => text.to_owned(), // a Bullet JSON query object
+        }
+    } else {
+        text.to_owned()
+    };
+    if query.is_empty() {
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, "the request has no query")
+            .with_hint("send BQL such as: SELECT * FROM STREAM(10000, TIME) LIMIT 5"));
+    }
+    Ok(query)
+}
+
+/// A refused submission as the client sees it.
+pub fn submit_error(error: SubmitError) -> ApiError {
+    match error {
+        SubmitError::Invalid { error, text } => ApiError::from_query_error(&error, &text),
+        SubmitError::Engine(message) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, message),
+        SubmitError::TooMany(reason) => ApiError::new(StatusCode::TOO_MANY_REQUESTS, reason),
+        SubmitError::ShuttingDown => {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the server is shutting down")
+        }
+    }
+}
+
+/// Who is asking: `token:<first 8 chars>` with tokens configured, else the client's IP address.
+pub struct Owner(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for Owner {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let token = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(|t| format!("token:{}", t.trim().chars().take(8).collect::<String>()));
+        let address = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|ConnectInfo(addr)| addr.ip().to_string());
+        Ok(Owner(token.or(address).unwrap_or_else(|| "unknown".into())))
+    }
+}

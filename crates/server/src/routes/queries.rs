@@ -1,0 +1,236 @@
+//! The query endpoints: run one and wait for its results (`POST /api/v1/query`), start one and
+//! follow it (`POST /api/v1/queries`, then Server-Sent Events at
+//! `GET /api/v1/queries/{id}/events`), list, inspect and kill running queries.
+//!
+//! A client that goes away stops its query: the waiting request's or the event stream's drop
+//! kills it, so abandoned queries do not use the workers until their duration ends.
+
+use crate::error::ApiError;
+use crate::request::{query_text, submit_error, Owner};
+use crate::state::AppState;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures_util::stream::{self, Stream};
+use needle_runtime::{QueryStatus, ResultQueue, Runtime};
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Kills a query when dropped, unless disarmed: a client that disconnects ends its query.
+struct KillOnDrop {
+    runtime: Arc<Runtime>,
+    id: String,
+    armed: bool,
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if self.armed {
+            self.runtime.kill(&self.id);
+        }
+    }
+}
+
+/// Runs a query and answers when it ends: its result `{"records": [...], "meta": {...}}`, or for
+/// a windowed query the list of every emission.
+#[utoipa::path(post, path = "/api/v1/query", tag = "queries",
+    request_body(content = String, description = "BQL (text/plain), {\"query\": \"...\"} or a Bullet JSON query"),
+    responses(
+        (status = 200, description = "The result, or the list of emissions of a windowed query"),
+        (status = 400, description = "The query is invalid", body = crate::error::ErrorBody),
+        (status = 422, description = "The query is past a limit", body = crate::error::ErrorBody),
+        (status = 429, description = "Too many queries running", body = crate::error::ErrorBody)))]
+pub async fn run_query(
+    State(state): State<AppState>,
+    Owner(owner): Owner,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let text = query_text(&headers, &body)?;
+    let handle = state.runtime().submit(&text, &owner).map_err(submit_error)?;
+    let mut guard =
+        KillOnDrop { runtime: state.runtime().clone(), id: handle.id.clone(), armed: true };
+    let mut emissions = Vec::new();
+    while let Some(emission) = handle.results.next().await {
+        emissions.push(emission.to_json());
+    }
+    guard.armed = false;
+    if handle.windowed {
+        return Ok(Json(Value::Array(emissions)).into_response());
+    }
+    match emissions.pop() {
+        Some(result) => Ok(Json(result).into_response()),
+        None => Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the query ended without a result",
+        )),
+    }
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct Started {
+    pub id: String,
+    pub query: String,
+    /// When the query ends by its duration, in ms since the epoch.
+    pub ends_ms: i64,
+    /// Where to follow it: `events` (SSE), `status`, and `kill` (DELETE).
+    pub urls: Urls,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct Urls {
+    pub events: String,
+    pub status: String,
+    pub kill: String,
+}
+
+/// Starts a query and answers at once with its id and URLs; follow it with
+/// `GET /api/v1/queries/{id}/events`.
+#[utoipa::path(post, path = "/api/v1/queries", tag = "queries",
+    request_body(content = String, description = "BQL (text/plain), {\"query\": \"...\"} or a Bullet JSON query"),
+    responses(
+        (status = 201, description = "Started", body = Started),
+        (status = 400, description = "The query is invalid", body = crate::error::ErrorBody),
+        (status = 422, description = "The query is past a limit", body = crate::error::ErrorBody),
+        (status = 429, description = "Too many queries running", body = crate::error::ErrorBody)))]
+pub async fn start_query(
+    State(state): State<AppState>,
+    Owner(owner): Owner,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let text = query_text(&headers, &body)?;
+    let handle = state.runtime().submit(&text, &owner).map_err(submit_error)?;
+    let ends_in = Duration::from_millis((handle.ends_ms - now_ms()).max(0) as u64);
+    state.keep_results(&handle.id, handle.results.clone(), ends_in);
+    let base = format!("/api/v1/queries/{}", handle.id);
+    let started = Started {
+        id: handle.id.clone(),
+        query: text,
+        ends_ms: handle.ends_ms,
+        urls: Urls { events: format!("{base}/events"), status: base.clone(), kill: base.clone() },
+    };
+    Ok((StatusCode::CREATED, [(header::LOCATION, base)], Json(started)).into_response())
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct QueryProgress {
+    pub id: String,
+    pub query: String,
+    pub received_ms: i64,
+    pub ends_ms: i64,
+    pub time_left_ms: i64,
+    pub records_seen: u64,
+    pub records_matched: u64,
+    pub emissions: u64,
+}
+
+impl From<QueryStatus> for QueryProgress {
+    fn from(s: QueryStatus) -> Self {
+        Self {
+            time_left_ms: (s.ends_ms - now_ms()).max(0),
+            id: s.id,
+            query: s.query,
+            received_ms: s.received_ms,
+            ends_ms: s.ends_ms,
+            records_seen: s.records_seen,
+            records_matched: s.records_matched,
+            emissions: s.emissions,
+        }
+    }
+}
+
+/// The running queries with their progress.
+#[utoipa::path(get, path = "/api/v1/queries", tag = "queries",
+    responses((status = 200, description = "Running queries, oldest first")))]
+pub async fn list_queries(State(state): State<AppState>) -> Json<Value> {
+    let queries: Vec<QueryProgress> =
+        state.runtime().queries().into_iter().map(Into::into).collect();
+    Json(json!({ "queries": queries }))
+}
+
+/// One running query's progress.
+#[utoipa::path(get, path = "/api/v1/queries/{id}", tag = "queries",
+    params(("id" = String, Path, description = "The query id")),
+    responses((status = 200, body = QueryProgress), (status = 404, body = crate::error::ErrorBody)))]
+pub async fn query_status(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<QueryProgress>, ApiError> {
+    state.runtime().query(&id).map(|s| Json(s.into())).ok_or_else(|| not_running(&id))
+}
+
+/// Kills a running query; its subscriber gets a final emission saying so.
+#[utoipa::path(delete, path = "/api/v1/queries/{id}", tag = "queries",
+    params(("id" = String, Path, description = "The query id")),
+    responses((status = 200, description = "Killed"), (status = 404, body = crate::error::ErrorBody)))]
+pub async fn kill_query(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    if state.runtime().kill(&id) {
+        Ok(Json(json!({ "id": id, "killed": true })))
+    } else {
+        Err(not_running(&id))
+    }
+}
+
+/// Server-Sent Events of a started query: an event `result` per emission (data: the emission's
+/// JSON), then one `complete` event (data: `{"id": ..., "dropped": n}`). One subscriber per
+/// query; closing the stream kills the query.
+#[utoipa::path(get, path = "/api/v1/queries/{id}/events", tag = "queries",
+    params(("id" = String, Path, description = "The query id")),
+    responses((status = 200, description = "text/event-stream"),
+        (status = 404, body = crate::error::ErrorBody)))]
+pub async fn query_events(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let results = state.claim(&id).ok_or_else(|| {
+        ApiError::new(StatusCode::NOT_FOUND, format!("no events to follow for query '{id}'"))
+            .with_hint("start a query with POST /api/v1/queries; its events can be followed once")
+    })?;
+    let guard = KillOnDrop { runtime: state.runtime().clone(), id: id.clone(), armed: true };
+    Ok(Sse::new(event_stream(id, results, guard)).keep_alive(KeepAlive::default()))
+}
+
+fn event_stream(
+    id: String,
+    results: Arc<ResultQueue>,
+    guard: KillOnDrop,
+) -> impl Stream<Item = Result<Event, Infallible>> {
+    stream::unfold(Some((id, results, guard, 0u64)), |state| async move {
+        let (id, results, mut guard, n) = state?;
+        match results.next().await {
+            Some(emission) => {
+                let event = Event::default()
+                    .event("result")
+                    .id(n.to_string())
+                    .data(emission.to_json_string());
+                Some((Ok(event), Some((id, results, guard, n + 1))))
+            }
+            None => {
+                guard.armed = false;
+                let data = json!({ "id": id, "dropped": results.dropped() }).to_string();
+                Some((Ok(Event::default().event("complete").data(data)), None))
+            }
+        }
+    })
+}
+
+fn not_running(id: &str) -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, format!("no running query '{id}'"))
+        .with_hint("GET /api/v1/queries lists the running queries")
+}
+
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

@@ -1,0 +1,317 @@
+//! The query endpoints over real HTTP, SSE and WebSocket, with records arriving at the server's
+//! real TCP source.
+
+mod common;
+
+use common::Server;
+use futures_util::{SinkExt, StreamExt};
+use needle_runtime::NeedleConfig;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+fn records(n: usize, needles: &[usize]) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            let id = if needles.contains(&i) { "needle".to_string() } else { format!("r{i}") };
+            format!(r#"{{"id":"{id}","i":{i},"k":"k{}"}}"#, i % 4)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_query_waits_for_its_result_and_finds_the_needles() {
+    let server = Server::start(NeedleConfig::default()).await;
+    let client = reqwest::Client::new();
+    let request = client
+        .post(server.url("/api/v1/query"))
+        .header("content-type", "text/plain")
+        .body("SELECT id, i FROM STREAM(20000, TIME) WHERE id = 'needle' LIMIT 3")
+        .send();
+    let sender = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        server.send(records(1000, &[10, 500, 900])).await;
+    };
+    let (response, ()) = tokio::join!(request, sender);
+    let response = response.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let body: Value = response.json().await.unwrap();
+    let mut found: Vec<i64> =
+        body["records"].as_array().unwrap().iter().map(|r| r["i"].as_i64().unwrap()).collect();
+    found.sort();
+    assert_eq!(found, [10, 500, 900], "{body}");
+    assert!(body["meta"].is_object());
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_windowed_query_answers_with_every_emission_and_json_bodies_work() {
+    let mut config = NeedleConfig::default();
+    config.query.min_window_emit_ms = 100;
+    let server = Server::start(config).await;
+    let client = reqwest::Client::new();
+    let request = client
+        .post(server.url("/api/v1/query"))
+        .json(&json!({"query": "SELECT COUNT(*) AS c FROM STREAM(1000, TIME) WINDOWING TUMBLING(250, TIME)"}))
+        .send();
+    let sender = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        server.send(records(400, &[])).await;
+    };
+    let (response, ()) = tokio::join!(request, sender);
+    let body: Value = response.unwrap().json().await.unwrap();
+    let emissions = body.as_array().expect("a list of emissions");
+    assert!(emissions.len() >= 3, "{body}");
+    let total: i64 = emissions.iter().map(|e| e["records"][0]["c"].as_i64().unwrap_or(0)).sum();
+    assert_eq!(total, 400, "tumbling windows count each record once: {body}");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_bullet_json_query_runs_too() {
+    let server = Server::start(NeedleConfig::default()).await;
+    let client = reqwest::Client::new();
+    let query = json!({"filters": [{"field": "k", "operation": "==", "values": ["k1"]}],
+                       "aggregation": {"type": "GROUP", "attributes": {"operations": [{"type": "COUNT", "newName": "n"}]}},
+                       "duration": 1000});
+    let request = client.post(server.url("/api/v1/query")).json(&query).send();
+    let sender = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        server.send(records(100, &[])).await;
+    };
+    let (response, ()) = tokio::join!(request, sender);
+    let response = response.unwrap();
+    let status = response.status();
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["records"][0]["n"], 25, "{body}");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn bad_requests_get_json_errors_with_the_right_status() {
+    let mut config = NeedleConfig::default();
+    config.server.max_request_bytes = 1000;
+    config.runtime.max_queries = 1;
+    let server = Server::start(config).await;
+    let client = reqwest::Client::new();
+    let post = |path: &str, body: String, ct: &str| {
+        client.post(server.url(path)).header("content-type", ct).body(body).send()
+    };
+
+    let r = post("/api/v1/query", "SELECT * FORM STREAM()".into(), "text/plain").await.unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let e: Value = r.json().await.unwrap();
+    assert_eq!((e["line"].as_u64(), e["column"].as_u64()), (Some(1), Some(10)), "{e}");
+    assert!(e["hint"].as_str().unwrap_or("").contains("FROM"), "{e}");
+
+    let r = post("/api/v1/query", "SELECT * FROM STREAM(99999999, TIME)".into(), "text/plain")
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(r.json::<Value>().await.unwrap()["kind"], "limit");
+
+    let r = post("/api/v1/query", "".into(), "text/plain").await.unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(r.json::<Value>().await.unwrap()["error"], "the request has no query");
+
+    let r = post("/api/v1/query", "{oops".into(), "application/json").await.unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+
+    let r = post("/api/v1/query", "x".repeat(5000), "text/plain").await.unwrap();
+    assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(r.json::<Value>().await.unwrap()["error"].is_string());
+
+    let r = post("/api/v1/queries", "SELECT * FROM STREAM(60000, TIME)".into(), "text/plain")
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let r = post("/api/v1/queries", "SELECT * FROM STREAM(60000, TIME)".into(), "text/plain")
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(r.json::<Value>().await.unwrap()["error"].as_str().unwrap().contains("max_queries"));
+
+    let r = client.delete(server.url("/api/v1/queries/nope")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn validate_answers_the_plan_or_the_error() {
+    let server = Server::start(NeedleConfig::default()).await;
+    let client = reqwest::Client::new();
+    let r = client
+        .post(server.url("/api/v1/validate"))
+        .body("SELECT COUNT(*) FROM STREAM()")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["plan"]["stage"]["aggregation"]["type"], "GROUP_ALL", "{body}");
+    assert!(body["explain"].as_str().unwrap().len() > 10);
+    let r = client
+        .post(server.url("/api/v1/validate"))
+        .body("SELECT COUNT(*) FROM STREAM() WHERE")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_started_query_streams_events_lists_progress_and_can_be_killed() {
+    let server = Server::start(NeedleConfig::default()).await;
+    let client = reqwest::Client::new();
+    let r = client
+        .post(server.url("/api/v1/queries"))
+        .body("SELECT i FROM STREAM(60000, TIME) WHERE id = 'needle' WINDOWING EVERY(1, RECORD, FIRST, 1, RECORD)")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let started: Value = r.json().await.unwrap();
+    let id = started["id"].as_str().unwrap().to_owned();
+    let events =
+        client.get(server.url(started["urls"]["events"].as_str().unwrap())).send().await.unwrap();
+    assert_eq!(events.status(), StatusCode::OK);
+    assert!(events.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    let mut stream = events.bytes_stream();
+
+    server.send(records(300, &[7, 123])).await;
+    let mut text = String::new();
+    while text.matches("event: result").count() < 2 {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), stream.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(text.contains(r#""i":7"#) && text.contains(r#""i":123"#), "{text}");
+
+    let list: Value =
+        client.get(server.url("/api/v1/queries")).send().await.unwrap().json().await.unwrap();
+    let q = &list["queries"][0];
+    assert_eq!(q["id"], id.as_str());
+    assert!(q["records_matched"].as_u64().unwrap() >= 2, "{list}");
+    assert!(q["time_left_ms"].as_i64().unwrap() > 0);
+
+    let r = client.delete(server.url(&format!("/api/v1/queries/{id}"))).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    while !text.contains("event: complete") {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), stream.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(text.contains("killed"), "{text}");
+    let r = client.get(server.url(&format!("/api/v1/queries/{id}/events"))).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND, "events are followed once");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_client_that_never_reads_does_not_hold_up_the_others() {
+    let mut config = NeedleConfig::default();
+    config.runtime.subscriber_buffer = 4;
+    let server = Server::start(config).await;
+    let client = reqwest::Client::new();
+    // A streaming query whose events nobody reads.
+    let r = client
+        .post(server.url("/api/v1/queries"))
+        .body("SELECT i FROM STREAM(60000, TIME) WINDOWING EVERY(1, RECORD, FIRST, 1, RECORD)")
+        .send()
+        .await
+        .unwrap();
+    let idle: Value = r.json().await.unwrap();
+    let request = client
+        .post(server.url("/api/v1/query"))
+        .body("SELECT COUNT(*) AS c FROM STREAM(1500, TIME)")
+        .send();
+    let sender = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        server.send(records(5000, &[])).await;
+    };
+    let (response, ()) = tokio::join!(request, sender);
+    let body: Value = response.unwrap().json().await.unwrap();
+    assert_eq!(body["records"][0]["c"], 5000, "{body}");
+    // The idle subscriber lost all but the last few emissions, and is told so.
+    let events =
+        client.get(server.url(idle["urls"]["events"].as_str().unwrap())).send().await.unwrap();
+    let mut stream = events.bytes_stream();
+    let chunk = tokio::time::timeout(Duration::from_secs(10), stream.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&chunk).contains("Dropped Emissions"));
+    assert!(server.runtime.metrics().results_dropped.get() > 4000);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_websocket_runs_several_queries_and_kills_on_request() {
+    let server = Server::start(NeedleConfig::default()).await;
+    let url = server.url("/api/v1/ws").replace("http://", "ws://");
+    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    use tokio_tungstenite::tungstenite::Message;
+    let send = |v: Value| Message::Text(v.to_string().into());
+    ws.send(send(json!({"type": "start", "tag": "a", "query": "SELECT i FROM STREAM(60000, TIME) WHERE id = 'needle' LIMIT 1"}))).await.unwrap();
+    ws.send(send(json!({"type": "start", "tag": "b", "query": "SELECT COUNT(*) AS c FROM STREAM(60000, TIME)"}))).await.unwrap();
+    ws.send(send(json!({"type": "start", "tag": "c", "query": "SELECT FROM"}))).await.unwrap();
+    ws.send(Message::Text("garbage".into())).await.unwrap();
+
+    let mut ids = std::collections::HashMap::new();
+    let mut errors = Vec::new();
+    while ids.len() < 2 || errors.len() < 2 {
+        let msg = tokio::time::timeout(Duration::from_secs(10), ws.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        let v: Value = serde_json::from_str(msg.to_text().unwrap()).unwrap();
+        match v["type"].as_str().unwrap() {
+            "started" => {
+                ids.insert(
+                    v["tag"].as_str().unwrap().to_owned(),
+                    v["id"].as_str().unwrap().to_owned(),
+                );
+            }
+            "error" => errors.push(v),
+            other => panic!("unexpected {other}: {v}"),
+        }
+    }
+    assert!(errors.iter().any(|e| e["tag"] == "c" && e["line"] == 1), "{errors:?}");
+    server.send(records(200, &[42])).await;
+    let (mut found, mut b_complete) = (None, None);
+    let mut killed = false;
+    while found.is_none() || b_complete.is_none() {
+        let msg = tokio::time::timeout(Duration::from_secs(10), ws.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        let v: Value = serde_json::from_str(msg.to_text().unwrap()).unwrap();
+        if v["type"] == "result" && v["id"] == ids["a"].as_str() {
+            found = Some(v["result"]["records"][0]["i"].clone());
+            if !killed {
+                ws.send(send(json!({"type": "kill", "id": ids["b"]}))).await.unwrap();
+                killed = true;
+            }
+        }
+        if v["type"] == "result" && v["id"] == ids["b"].as_str() {
+            assert!(v["result"].to_string().contains("killed"), "{v}");
+        }
+        if v["type"] == "complete" && v["id"] == ids["b"].as_str() {
+            b_complete = Some(v);
+        }
+    }
+    assert_eq!(found.unwrap(), 42);
+    ws.close(None).await.unwrap();
+    server.shutdown().await;
+}
