@@ -10,7 +10,7 @@ pub mod error;
 pub mod types;
 pub mod value;
 
-pub use decode::{decode_record, decode_value};
+pub use decode::{decode_fields, decode_record, decode_value, MAX_DEPTH};
 pub use error::RecordError;
 pub use types::Type;
 pub use value::{Map, Record, Value};

@@ -1,0 +1,83 @@
+//! Criterion bench: decoding bullet records (from the workload crate, seed 1) three ways on the
+//! same bytes — the full decode into a `Record`, `decode_fields` of two fields, and serde_json
+//! validation only (`IgnoredAny`) as the reference — with throughput in bytes. For context, the
+//! trees of serde_json (`serde_json::Value`, with `preserve_order`) and sonic-rs
+//! (`sonic_rs::Value`, arena-allocated) on the same bytes, and sonic-rs's lazy `get_many` of the
+//! same two fields, which stops early and validates nothing after them.
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use needle_record::{decode_fields, decode_record};
+use needle_workload::{Generator, WorkloadKind, WorkloadSpec};
+use std::hint::black_box;
+
+const RECORDS: usize = 1000;
+
+fn bullet_lines() -> Vec<Vec<u8>> {
+    let spec = WorkloadSpec::new(WorkloadKind::Bullet).with_seed(1);
+    let mut generator = Generator::new(&spec).unwrap();
+    (0..RECORDS)
+        .map(|_| {
+            let mut line = Vec::new();
+            generator.write_next(&mut line);
+            line
+        })
+        .collect()
+}
+
+fn decode(c: &mut Criterion) {
+    let lines = bullet_lines();
+    let bytes: usize = lines.iter().map(Vec::len).sum();
+    let mut group = c.benchmark_group("decode_bullet_1000");
+    group.throughput(Throughput::Bytes(bytes as u64));
+    group.bench_function("decode_record", |b| {
+        b.iter(|| {
+            for line in &lines {
+                black_box(decode_record(line).unwrap());
+            }
+        })
+    });
+    group.bench_function("decode_fields_2", |b| {
+        b.iter(|| {
+            for line in &lines {
+                black_box(decode_fields(line, &["device", "demographics"]).unwrap());
+            }
+        })
+    });
+    group.bench_function("serde_json_ignored_any", |b| {
+        b.iter(|| {
+            for line in &lines {
+                black_box(serde_json::from_slice::<serde::de::IgnoredAny>(line).unwrap());
+            }
+        })
+    });
+    // What skipping validation buys: sonic-rs's lazy lookup stops once both fields are found
+    // and does not check the rest of the line.
+    let mut tree = sonic_rs::PointerTree::new();
+    tree.add_path(["device"]);
+    tree.add_path(["demographics"]);
+    group.bench_function("sonic_rs_get_many_2_unvalidated", |b| {
+        b.iter(|| {
+            for line in &lines {
+                black_box(sonic_rs::get_many(line.as_slice(), &tree).unwrap());
+            }
+        })
+    });
+    group.bench_function("serde_json_value", |b| {
+        b.iter(|| {
+            for line in &lines {
+                black_box(serde_json::from_slice::<serde_json::Value>(line).unwrap());
+            }
+        })
+    });
+    group.bench_function("sonic_rs_value", |b| {
+        b.iter(|| {
+            for line in &lines {
+                black_box(sonic_rs::from_slice::<sonic_rs::Value>(line).unwrap());
+            }
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, decode);
+criterion_main!(benches);
