@@ -11,14 +11,17 @@
 //! | `file:PATH?follow=true` | a growing file, tailed until the runtime stops (`--follow`) |
 //! | `stdin` | standard input, to its end |
 //! | `tcp:HOST:PORT` | a listener; every client sends newline-delimited records |
+//! | `gen:bullet?rate=20000` | a generated workload (bullet, iot, small), paced, with needles |
 //!
-//! Other crates register more schemes (the generators, Kafka) with [`SourceRegistry::register`].
+//! Other crates register more schemes (Kafka) with [`SourceRegistry::register`].
 
 mod file;
+mod generator;
 mod stdin;
 mod tcp;
 
 pub use file::FileSource;
+pub use generator::GeneratorSource;
 pub use stdin::StdinSource;
 pub use tcp::TcpSource;
 
@@ -138,6 +141,7 @@ impl Default for SourceRegistry {
     fn default() -> Self {
         let mut registry = Self { factories: BTreeMap::new() };
         registry.register("file", FileSource::from_spec);
+        registry.register("gen", GeneratorSource::from_spec);
         registry.register("stdin", StdinSource::from_spec);
         registry.register("tcp", TcpSource::from_spec);
         registry
@@ -258,7 +262,7 @@ mod tests {
         let err = SourceRegistry::default().open("kafak:x", &SourceOptions::default()).err();
         let text = err.expect("refused").to_string();
         assert!(text.contains("unknown source kind 'kafak'"), "{text}");
-        assert!(text.contains("file, stdin, tcp"), "{text}");
+        assert!(text.contains("file, gen, stdin, tcp"), "{text}");
     }
 
     #[test]
