@@ -23,6 +23,14 @@ enum Command {
     Query(commands::query::Args),
     /// Write a workload of WORKLOADS.md as NDJSON.
     Gen(commands::gen::Args),
+    /// Read a live stream and answer queries over HTTP.
+    Serve(commands::serve::Args),
+    /// Print the configuration in force (defaults, needle.toml, NEEDLE_* variables) as TOML.
+    Config(commands::config::Args),
+    /// List the queries running on a server.
+    Queries(commands::queries::Args),
+    /// Kill a query running on a server.
+    Kill(commands::kill::Args),
 }
 
 fn main() -> ExitCode {
@@ -32,5 +40,9 @@ fn main() -> ExitCode {
         Command::Explain(args) => commands::explain::run(args),
         Command::Query(args) => commands::query::run(args),
         Command::Gen(args) => commands::gen::run(args),
+        Command::Serve(args) => commands::serve::run(args),
+        Command::Config(args) => commands::config::run(args),
+        Command::Queries(args) => commands::queries::run(args),
+        Command::Kill(args) => commands::kill::run(args),
     }
 }

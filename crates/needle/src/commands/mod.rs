@@ -1,6 +1,11 @@
 //! One module per subcommand; each has its clap `Args` and a `run` returning the exit code.
 
+pub mod client;
+pub mod config;
 pub mod explain;
 pub mod gen;
+pub mod kill;
+pub mod queries;
 pub mod query;
+pub mod serve;
 pub mod validate;

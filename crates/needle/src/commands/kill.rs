@@ -1,0 +1,28 @@
+//! `needle kill ID`: ends a query running on a server; its client gets a final result saying so.
+
+use super::client::{authorized, client, json_or_message, server_url};
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The query's id (see `needle queries`).
+    pub id: String,
+    /// The server (default: $NEEDLE_SERVER, else http://127.0.0.1:9900).
+    #[arg(long)]
+    pub server: Option<String>,
+}
+
+pub fn run(args: Args) -> ExitCode {
+    let server = server_url(args.server);
+    let answer = authorized(client().delete(format!("{server}/api/v1/queries/{}", args.id))).send();
+    match json_or_message(answer, &server) {
+        Ok(_) => {
+            println!("killed {}", args.id);
+            ExitCode::SUCCESS
+        }
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,177 @@
+//! `needle serve` as a user runs it: the real binary on free loopback ports, talked to over real
+//! HTTP and with the `needle queries` / `needle kill` / `needle config` commands.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const NEEDLE: &str = env!("CARGO_BIN_EXE_needle");
+
+/// A running `needle serve`, stopped (SIGTERM, then kill) when dropped.
+struct Serve {
+    child: Child,
+    url: String,
+    source: String,
+}
+
+impl Serve {
+    fn start(source: &str) -> Self {
+        let mut child = Command::new(NEEDLE)
+            .args(["serve", "--listen", "127.0.0.1:0", "--workers", "2", "--source", source])
+            .env_remove("NEEDLE_SERVER")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("needle serve starts");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().expect("a first line").unwrap();
+        let url = first.strip_prefix("needle listening on ").expect(&first).to_owned();
+        let source = lines.next().expect("a source line").unwrap();
+        Self { child, url, source }
+    }
+
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "needle serve did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn post(url: &str, body: &str) -> (u16, serde_json::Value) {
+    let r = reqwest::blocking::Client::new().post(url).body(body.to_owned()).send().unwrap();
+    (r.status().as_u16(), r.json().unwrap())
+}
+
+fn needle(args: &[&str]) -> std::process::Output {
+    Command::new(NEEDLE).args(args).env_remove("NEEDLE_SERVER").output().unwrap()
+}
+
+#[test]
+fn needle_records_from_the_generator_are_found_over_http() {
+    // 2,000 records/s; the needles are records 4,000..4,004, two seconds in.
+    let server = Serve::start(
+        "gen:bullet?rate=2000&seed=3&needle=id=c39ba8cfe8&needle_count=5&needle_at=4000",
+    );
+    assert!(server.source.contains("generated bullet workload"), "{}", server.source);
+    let started = Instant::now();
+    let (status, body) = post(
+        &format!("{}/api/v1/query", server.url),
+        "SELECT id, event_ts FROM STREAM(20000, TIME) WHERE id = 'c39ba8cfe8' LIMIT 5",
+    );
+    assert_eq!(status, 200, "{body}");
+    let records = body["records"].as_array().unwrap();
+    assert_eq!(records.len(), 5, "{body}");
+    assert!(records.iter().all(|r| r["id"] == "c39ba8cfe8"));
+    assert!(started.elapsed() < Duration::from_secs(15), "LIMIT 5 reached ends the query early");
+}
+
+#[test]
+fn queries_can_be_listed_and_killed_from_the_command_line() {
+    let mut server = Serve::start("gen:small?rate=1000");
+    let (status, started) = post(
+        &format!("{}/api/v1/queries", server.url),
+        "SELECT COUNT(*) AS n FROM STREAM(60000, TIME)",
+    );
+    assert_eq!(status, 201, "{started}");
+    let id = started["id"].as_str().unwrap();
+
+    let listed = needle(&["queries", "--server", &server.url]);
+    assert!(listed.status.success());
+    let text = String::from_utf8_lossy(&listed.stdout);
+    assert!(text.contains(id) && text.contains("COUNT(*)"), "{text}");
+
+    let killed = needle(&["kill", id, "--server", &server.url]);
+    assert!(killed.status.success(), "{}", String::from_utf8_lossy(&killed.stderr));
+    let again = needle(&["kill", id, "--server", &server.url]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("no running query"));
+
+    let json = needle(&["queries", "--server", &server.url, "--format", "json"]);
+    let body: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(body["queries"].as_array().unwrap().len(), 0, "{body}");
+
+    let unreachable = needle(&["queries", "--server", "http://127.0.0.1:9"]);
+    assert_eq!(unreachable.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&unreachable.stderr).contains("cannot reach"));
+    assert!(server.terminate().success());
+}
+
+#[test]
+fn malformed_records_are_counted_while_queries_go_on_and_shutdown_ends_them() {
+    let mut server = Serve::start("tcp:127.0.0.1:0");
+    let data = server.source.rsplit(' ').next().unwrap().to_owned();
+    let url = server.url.clone();
+    let waiting = std::thread::spawn(move || {
+        post(&format!("{url}/api/v1/query"), "SELECT COUNT(*) AS n FROM STREAM(60000, TIME)")
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let mut s = TcpStream::connect(&data).unwrap();
+    for i in 0..50 {
+        if i % 5 == 0 {
+            writeln!(s, "this is not json {i}").unwrap();
+        } else {
+            writeln!(s, "{{\"i\":{i}}}").unwrap();
+        }
+    }
+    drop(s);
+    let metrics_url = format!("{}/metrics", server.url);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let metrics = loop {
+        let text = reqwest::blocking::get(&metrics_url).unwrap().text().unwrap();
+        if text.contains("needle_records_read_total 50") || Instant::now() > deadline {
+            break text;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(metrics.contains("needle_records_malformed_total 10"), "{metrics}");
+    std::thread::sleep(Duration::from_millis(200));
+
+    assert!(server.terminate().success(), "a clean exit on SIGTERM");
+    let (status, body) = waiting.join().unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(body["records"][0]["n"], 40, "{body}");
+    assert!(body.to_string().contains("shut down"), "{body}");
+}
+
+#[test]
+fn bad_sources_and_configs_are_refused_at_start() {
+    let out = needle(&["serve", "--listen", "127.0.0.1:0", "--source", "gen:bulet"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad source 'gen:bulet'"));
+
+    let out = needle(&["serve", "--listen", "127.0.0.1:0", "--source", "file:/no/such.ndjson"]);
+    assert_eq!(out.status.code(), Some(1));
+
+    let config = Command::new(NEEDLE)
+        .args(["config"])
+        .env("NEEDLE_QUERY__MAX_DURATION_MS", "1234")
+        .output()
+        .unwrap();
+    assert!(config.status.success());
+    let text = String::from_utf8_lossy(&config.stdout);
+    assert!(
+        text.contains("max_duration_ms = 1234") && text.contains("listen = \"127.0.0.1:9900\""),
+        "{text}"
+    );
+
+    let bad =
+        Command::new(NEEDLE).args(["config"]).env("NEEDLE_SERVER__LISTN", "x").output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("listn"));
+}
