@@ -60,6 +60,27 @@ struct Running {
     results: Arc<ResultQueue>,
     first_result: bool,
     received: Instant,
+    rate: RateWindow,
+}
+
+/// RAW records one query emitted in the current one-second window, for
+/// `runtime.raw_records_per_sec`.
+struct RateWindow {
+    started: Instant,
+    emitted: u64,
+}
+
+impl RateWindow {
+    /// How many of `offered` records may go out now under `limit` per second.
+    fn admit(&mut self, offered: u64, limit: u64) -> u64 {
+        if self.started.elapsed() >= Duration::from_secs(1) {
+            self.started = Instant::now();
+            self.emitted = 0;
+        }
+        let admitted = offered.min(limit.saturating_sub(self.emitted));
+        self.emitted += admitted;
+        admitted
+    }
 }
 
 pub(crate) struct Joiner {
@@ -68,6 +89,8 @@ pub(crate) struct Joiner {
     pub status: StatusTable,
     pub metrics: Arc<Metrics>,
     pub tick: Duration,
+    /// RAW records a query may emit per second.
+    pub raw_records_per_sec: u64,
 }
 
 impl Joiner {
@@ -79,9 +102,11 @@ impl Joiner {
             match self.messages.recv_timeout(wait) {
                 Ok(JoinerMessage::Start { run, results }) => {
                     let id: Arc<str> = run.id().into();
+                    let now = Instant::now();
+                    let rate = RateWindow { started: now, emitted: 0 };
                     running.insert(
                         id,
-                        Running { run, results, first_result: true, received: Instant::now() },
+                        Running { run, results, first_result: true, received: now, rate },
                     );
                 }
                 Ok(JoinerMessage::Partial { id, partial }) => {
@@ -142,12 +167,37 @@ impl Joiner {
             Metrics::observe(&self.metrics.query_first_result_seconds, q.received.elapsed());
         }
         let count = emissions.len() as u64;
-        for emission in emissions {
+        let raw = q.run.query().is_raw();
+        for mut emission in emissions {
+            if raw {
+                self.rate_limit(q, &mut emission);
+            }
             let dropped = q.results.push(emission);
             self.metrics.results_dropped.inc_by(dropped);
         }
         if let Some(s) = self.status.lock().unwrap_or_else(|e| e.into_inner()).get_mut(id) {
             s.emissions += count;
+        }
+    }
+
+    /// Holds a RAW emission to the query's records-per-second limit: records past it are not
+    /// emitted, and the emission's metadata says how many and which setting to change.
+    fn rate_limit(&self, q: &mut Running, emission: &mut Emission) {
+        let offered = emission.records.len() as u64;
+        let admitted = q.rate.admit(offered, self.raw_records_per_sec);
+        if admitted == offered {
+            return;
+        }
+        emission.records.truncate(admitted as usize);
+        let held = offered - admitted;
+        self.metrics.raw_records_rate_limited.inc_by(held);
+        let notice = json!({
+            "error": format!("{held} records were not emitted: this query emits more than {} records per second", self.raw_records_per_sec),
+            "resolutions": ["make the WHERE clause more selective, or raise runtime.raw_records_per_sec"],
+        });
+        let warnings = emission.meta.entry("Warnings").or_insert_with(|| json!([]));
+        if let Some(list) = warnings.as_array_mut() {
+            list.push(notice);
         }
     }
 

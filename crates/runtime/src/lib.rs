@@ -13,6 +13,7 @@ pub mod metrics;
 pub mod registry;
 pub mod results;
 pub mod runtime;
+pub mod schema;
 pub mod source;
 mod worker;
 

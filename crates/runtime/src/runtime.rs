@@ -14,6 +14,7 @@ use crate::joiner::{EndReason, Joiner, JoinerMessage, QueryStatus, StatusTable};
 use crate::metrics::Metrics;
 use crate::registry::{ActiveQuery, QuerySet};
 use crate::results::ResultQueue;
+use crate::schema::{SchemaReport, SchemaTracker};
 use crate::source::{BatchSink, Source, SourceCounters, StopSignal};
 use crate::worker::{now_ms, Worker};
 use crate::RuntimeError;
@@ -68,6 +69,7 @@ pub struct Runtime {
     joiner: Mutex<Option<JoinHandle<()>>>,
     /// Serializes submissions so the limits hold exactly.
     admission: Mutex<()>,
+    schema: Arc<SchemaTracker>,
 }
 
 impl Runtime {
@@ -82,6 +84,7 @@ impl Runtime {
         let (batch_tx, batch_rx) = crossbeam_channel::bounded(config.runtime.queue_batches);
         let (joiner_tx, joiner_rx) = crossbeam_channel::bounded(4096);
         let queries = Arc::new(QuerySet::new());
+        let schema = Arc::new(SchemaTracker::new());
         let status: StatusTable = Arc::default();
         let stop = StopSignal::new();
         let source_counters = Arc::new(SourceCounters::default());
@@ -101,7 +104,9 @@ impl Runtime {
                 batches: batch_rx.clone(),
                 joiner: joiner_tx.clone(),
                 metrics: metrics.clone(),
+                schema: schema.clone(),
                 tick,
+                lines: 0,
             };
             threads.push(spawn(format!("needle-worker-{index}"), Box::new(move || worker.run()))?);
         }
@@ -122,6 +127,7 @@ impl Runtime {
             status: status.clone(),
             metrics: metrics.clone(),
             tick,
+            raw_records_per_sec: config.runtime.raw_records_per_sec,
         };
         let joiner = spawn("needle-joiner".into(), Box::new(move || joiner.run()))?;
         let id_prefix = format!("{:x}", now_ms() & 0xffff_ffff);
@@ -139,6 +145,7 @@ impl Runtime {
             threads: Mutex::new(threads),
             joiner: Mutex::new(Some(joiner)),
             admission: Mutex::new(()),
+            schema,
         }))
     }
 
@@ -153,6 +160,11 @@ impl Runtime {
     /// What the source reads, e.g. `file /data/x.ndjson`.
     pub fn source_description(&self) -> &str {
         &self.source_description
+    }
+
+    /// The fields seen in a sample of the stream.
+    pub fn schema(&self) -> SchemaReport {
+        self.schema.report()
     }
 
     /// Bytes and batches the source has handed to the workers.

@@ -12,6 +12,7 @@ use crate::framing::Batch;
 use crate::joiner::JoinerMessage;
 use crate::metrics::Metrics;
 use crate::registry::{ActiveQuery, QuerySet};
+use crate::schema::{SchemaTracker, IDLE_SAMPLE_EVERY, SAMPLE_EVERY};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use needle_engine::exec::WorkerState;
 use needle_engine::EvalContext;
@@ -29,7 +30,10 @@ pub(crate) struct Worker {
     pub batches: Receiver<Batch>,
     pub joiner: Sender<JoinerMessage>,
     pub metrics: Arc<Metrics>,
+    pub schema: Arc<SchemaTracker>,
     pub tick: Duration,
+    /// Lines this worker has read, for sampling.
+    pub lines: u64,
 }
 
 struct Slot {
@@ -39,7 +43,7 @@ struct Slot {
 
 impl Worker {
     /// Runs until the sources are done and the queue is drained.
-    pub fn run(self) {
+    pub fn run(mut self) {
         let mut slots: Vec<Slot> = Vec::new();
         let mut version = u64::MAX;
         let mut last_flush = Instant::now();
@@ -81,15 +85,22 @@ impl Worker {
         *version = snapshot.version;
     }
 
-    fn process(&self, batch: &Batch, slots: &mut [Slot]) {
+    fn process(&mut self, batch: &Batch, slots: &mut [Slot]) {
         let mut records = 0u64;
         let mut malformed = 0u64;
         let mut matched_records = 0u64;
         let ctx = EvalContext::new(now_ms());
         for line in batch.lines() {
             records += 1;
+            self.lines += 1;
             if slots.is_empty() {
-                continue; // nobody is asking: no need to decode
+                // Nobody is asking: decode only the odd line, for the schema.
+                if self.lines.is_multiple_of(IDLE_SAMPLE_EVERY) {
+                    if let Ok(record) = needle_record::decode_record(line) {
+                        self.schema.observe(&record);
+                    }
+                }
+                continue;
             }
             let record = match needle_record::decode_record(line) {
                 Ok(record) => record,
@@ -99,6 +110,9 @@ impl Worker {
                     continue;
                 }
             };
+            if self.lines.is_multiple_of(SAMPLE_EVERY) {
+                self.schema.observe(&record);
+            }
             let mut matched_any = false;
             for slot in slots.iter_mut() {
                 if slot.query.compiled.process(&mut slot.state, &record, &ctx) {

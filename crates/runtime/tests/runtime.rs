@@ -185,3 +185,26 @@ fn shutdown_ends_running_queries_with_a_final_message() {
         Err(SubmitError::ShuttingDown)
     ));
 }
+
+#[test]
+fn a_raw_query_is_held_to_its_records_per_second() {
+    let mut c = config();
+    c.runtime.raw_records_per_sec = 50;
+    let (runtime, addr) = start(c);
+    let q = runtime
+        .submit(
+            "SELECT i FROM STREAM(60000, TIME) WINDOWING EVERY(1, RECORD, FIRST, 1, RECORD)",
+            "t",
+        )
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    send(addr, &(0..200).map(|i| format!(r#"{{"i":{i}}}"#)).collect::<Vec<_>>());
+    std::thread::sleep(Duration::from_millis(300));
+    let mut records = 0;
+    while let Some(Some(e)) = q.results.try_next() {
+        records += e.records.len();
+    }
+    assert_eq!(records, 50, "one second's worth of records");
+    assert_eq!(runtime.metrics().raw_records_rate_limited.get(), 150);
+    runtime.shutdown();
+}

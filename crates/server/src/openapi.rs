@@ -15,6 +15,7 @@ use utoipa::OpenApi;
         crate::routes::queries::kill_query,
         crate::routes::queries::query_events,
         crate::routes::validate::validate,
+        crate::routes::schema::schema,
         crate::routes::ws::websocket,
         crate::routes::health::healthz,
         crate::routes::metrics::metrics,

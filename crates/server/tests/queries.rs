@@ -315,3 +315,28 @@ async fn a_websocket_runs_several_queries_and_kills_on_request() {
     ws.close(None).await.unwrap();
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_schema_reports_fields_seen_in_the_stream() {
+    let server = Server::start(NeedleConfig::default()).await;
+    let client = reqwest::Client::new();
+    // No query is running: the schema still samples one line in 1024.
+    server.send(records(4096, &[])).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let body = loop {
+        let body: Value =
+            client.get(server.url("/api/v1/schema")).send().await.unwrap().json().await.unwrap();
+        if body["sampled_records"].as_u64().unwrap_or(0) >= 2
+            || std::time::Instant::now() > deadline
+        {
+            break body;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let fields = body["fields"].as_array().unwrap();
+    let i = fields.iter().find(|f| f["name"] == "i").expect("field i");
+    assert_eq!(i["types"]["LONG"], i["seen"], "{body}");
+    assert_eq!(i["fraction"], 1.0);
+    assert!(fields.iter().any(|f| f["name"] == "id" && f["types"]["STRING"].is_number()));
+    server.shutdown().await;
+}

@@ -3,6 +3,7 @@
 pub mod health;
 pub mod metrics;
 pub mod queries;
+pub mod schema;
 pub mod validate;
 pub mod ws;
 
@@ -20,5 +21,6 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/queries/{id}", get(queries::query_status).delete(queries::kill_query))
         .route("/api/v1/queries/{id}/events", get(queries::query_events))
         .route("/api/v1/validate", post(validate::validate))
+        .route("/api/v1/schema", get(schema::schema))
         .route("/api/v1/ws", get(ws::websocket))
 }
