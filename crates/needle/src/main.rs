@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod bench;
 mod commands;
 
 /// needle: a real-time query engine for live event streams.
@@ -31,6 +32,8 @@ enum Command {
     Queries(commands::queries::Args),
     /// Kill a query running on a server.
     Kill(commands::kill::Args),
+    /// Run a benchmark scenario of WORKLOADS.md, with a same-run baseline.
+    Bench(commands::bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -44,5 +47,6 @@ fn main() -> ExitCode {
         Command::Config(args) => commands::config::run(args),
         Command::Queries(args) => commands::queries::run(args),
         Command::Kill(args) => commands::kill::run(args),
+        Command::Bench(args) => commands::bench::run(args),
     }
 }
