@@ -17,15 +17,22 @@ use std::cmp::Ordering;
 /// The canonical key text of a tuple.
 pub fn key_of<V: Borrow<Value>>(values: &[V]) -> String {
     let mut out = String::with_capacity(16 * values.len() + 2);
+    write_key(&mut out, values.iter().map(|v| v.borrow()));
+    out
+}
+
+/// Writes the canonical key of the values into `out` (cleared first): the per-record path,
+/// which reuses one buffer instead of allocating a key per record.
+pub fn write_key<V: Borrow<Value>>(out: &mut String, values: impl Iterator<Item = V>) {
+    out.clear();
     out.push('[');
-    for (i, v) in values.iter().enumerate() {
+    for (i, v) in values.enumerate() {
         if i > 0 {
             out.push(',');
         }
-        push_json(&mut out, v.borrow());
+        push_json(out, v.borrow());
     }
     out.push(']');
-    out
 }
 
 fn push_json(out: &mut String, v: &Value) {
