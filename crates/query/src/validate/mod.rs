@@ -447,8 +447,7 @@ fn validate_stage(
             ast::ExplodeAlias::KeyValue(k, v) => vec![k, v],
         };
         for id in idents {
-            if let Some(prev) = explode_aliases.insert(id.name.clone(), id.span) {
-                let _ = prev;
+            if explode_aliases.insert(id.name.clone(), id.span).is_some() {
                 return Err(QueryError::semantic(
                     format!("explode alias '{}' is used twice", id.name),
                     Some(id.span),
