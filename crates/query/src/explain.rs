@@ -221,7 +221,7 @@ fn stage(out: &mut String, stage: &Stage, ends_early: bool) {
             line(
                 out,
                 format!(
-                    "COUNT DISTINCT: counts the distinct values of ({}) into the column {name} with a Theta sketch of {nominal_entries} nominal entries: exact below {nominal_entries} distinct values, beyond that an estimate with relative standard error ≈ 1/sqrt({nominal_entries}) = {} (±{} at 95% confidence); the bounds are in the metadata.",
+                    "COUNT DISTINCT: counts the distinct values of ({}) into the column \"{name}\" with a Theta sketch of {nominal_entries} nominal entries: exact below {nominal_entries} distinct values, beyond that an estimate with relative standard error ≈ 1/sqrt({nominal_entries}) = {} (±{} at 95% confidence); the bounds are in the metadata.",
                     list.join(", "),
                     pct(theta_rse(*nominal_entries)),
                     pct(2.0 * theta_rse(*nominal_entries)),
@@ -258,7 +258,7 @@ fn stage(out: &mut String, stage: &Stage, ends_early: bool) {
             line(
                 out,
                 format!(
-                    "TOP K: the {k} most frequent values of ({}){at_least}, with their count in the column {count_name}. Uses a frequent-items sketch with maximum map size {max_map_size}: each count is within 3.5/{max_map_size} = {} of the number of records counted of the true count (the bounds are in the metadata); no false negatives: every value whose true count exceeds that error is reported.",
+                    "TOP K: the {k} most frequent values of ({}){at_least}, with their count in the column \"{count_name}\". Uses a frequent-items sketch with maximum map size {max_map_size}: each count is off by at most 3.5/{max_map_size} = {} of the records counted (the bounds are in the metadata); no false negatives: every value whose true count exceeds that error is reported.",
                     named(fields),
                     pct(frequent_items_epsilon(*max_map_size))
                 ),
@@ -369,7 +369,7 @@ mod tests {
     #[test]
     fn sketches_state_their_error() {
         let w = words("SELECT COUNT(DISTINCT a, b) AS u FROM STREAM()");
-        assert!(w.contains("distinct values of (a, b) into the column u with a Theta sketch of 16384 nominal entries"), "{w}");
+        assert!(w.contains("distinct values of (a, b) into the column \"u\" with a Theta sketch of 16384 nominal entries"), "{w}");
         assert!(w.contains("1/sqrt(16384) = 0.78%"), "{w}");
         let w = words("SELECT CUMFREQ(d, MANUAL, 1, 10) FROM STREAM()");
         assert!(
@@ -384,7 +384,7 @@ mod tests {
             "{w}"
         );
         let w = words("SELECT a, COUNT(*) AS c FROM STREAM() GROUP BY a HAVING c >= 3 ORDER BY c DESC LIMIT 4");
-        assert!(w.contains("TOP K: the 4 most frequent values of (a) seen at least 3 times, with their count in the column c"), "{w}");
+        assert!(w.contains("TOP K: the 4 most frequent values of (a) seen at least 3 times, with their count in the column \"c\""), "{w}");
         assert!(w.contains("3.5/1024 = 0.34%"), "{w}");
     }
 }
