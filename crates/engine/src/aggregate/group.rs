@@ -18,7 +18,7 @@
 //!   `"Groups": {"Limit": max_groups, "Dropped Records": n}`.
 
 use super::codec::{corrupt, Reader, Writer};
-use super::key::{canonical, cmp_tuples, key_of, strict_cmp, write_key};
+use super::key::{canonical, cmp_tuples, strict_cmp, write_key};
 use crate::eval::{CompiledExpr, EvalContext};
 use crate::EngineError;
 use needle_query::plan::{AggregateFunction, NamedAggregate, NamedExpr};
@@ -467,9 +467,6 @@ impl GroupBy {
         for _ in 0..n {
             let key = r.string()?;
             let keys = (0..self.keys.len()).map(|_| r.value()).collect::<Result<Vec<_>, _>>()?;
-            if key_of(&keys) != key {
-                return Err(corrupt("group key does not match its values"));
-            }
             let records = r.varint()?;
             let accs = self.aggregates.decode_accs(r)?;
             if groups.insert(key, Group { keys, accs, records }).is_some() {
