@@ -27,6 +27,11 @@
 //!   Vec<Emission>`, `finish(now_ms) -> Option<Emission>`, `is_done()`, `next_deadline_ms()`.
 //! - [`Emission`]: `records`, `meta` (keys in [`result`]), `is_final`, `to_json()`.
 //!
+//! `merge` first does what `tick` would (a due window is emitted before the partial joins the
+//! next one), so a joiner may interleave merges and ticks freely; a partial belongs to the
+//! window that is open when it is merged. A worker's RAW state holds at most `size` records
+//! between flushes; the join keeps the first `size` overall.
+//!
 //! Time is always injected (`now_ms`); nothing here reads the system clock. Windows are in
 //! [`window`], the join's decisions in [`join`], post-aggregation in [`post`], EXPLODE in
 //! [`explode`]. The outer query of `SELECT ... FROM (inner)` runs in full over each inner
