@@ -117,7 +117,7 @@ pub(crate) fn compile_field(f: &Field) -> Result<FieldRef, EngineError> {
             })
         })
         .collect::<Result<_, EngineError>>()?;
-    Ok(FieldRef { name: f.name.clone(), path, hint: f.hint.clone() })
+    Ok(FieldRef::new(f.name.clone(), path, f.hint.clone()))
 }
 
 /// True when the node can be evaluated once, now: every input is a constant and nothing reads
