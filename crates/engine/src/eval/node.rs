@@ -121,12 +121,20 @@ pub(crate) enum Node {
     Negate(Box<Node>),
     Not(Box<Node>),
     Arith(ArithOp, Box<Node>, Box<Node>),
-    And(Box<Node>, Box<Node>),
-    Or(Box<Node>, Box<Node>),
+    /// `a AND b AND ...`, flattened: FALSE if one is FALSE (evaluation stops there), else NULL
+    /// if one is NULL or not a boolean, else TRUE.
+    All(Vec<Node>),
+    /// `a OR b OR ...`, flattened: TRUE if one is TRUE (evaluation stops there), else NULL if one
+    /// is NULL or not a boolean, else FALSE.
+    Any(Vec<Node>),
     Xor(Box<Node>, Box<Node>),
     Compare(CompareOp, Box<Node>, Box<Node>),
     Quantified(CompareOp, Quantifier, Box<Node>, Box<Node>),
-    Rlike { any: bool, value: Box<Node>, pattern: Pattern },
+    Rlike {
+        any: bool,
+        value: Box<Node>,
+        pattern: Pattern,
+    },
     Between(Box<Node>, Box<Node>, Box<Node>),
     IsNull(Box<Node>),
     Call(Function, Vec<Node>),
@@ -156,8 +164,8 @@ impl Node {
                 Cow::Owned(ops::arith(*op, &l.eval(record, ctx), &r.eval(record, ctx)))
             }
             Node::Not(_)
-            | Node::And(..)
-            | Node::Or(..)
+            | Node::All(_)
+            | Node::Any(_)
             | Node::Xor(..)
             | Node::Compare(..)
             | Node::Quantified(..)
@@ -180,22 +188,32 @@ impl Node {
     pub fn eval_bool(&self, record: &Record, ctx: &EvalContext) -> Option<bool> {
         match self {
             Node::Not(n) => n.eval_bool(record, ctx).map(|b| !b),
-            Node::And(l, r) => match l.eval_bool(record, ctx) {
-                Some(false) => Some(false),
-                left => match r.eval_bool(record, ctx) {
-                    Some(false) => Some(false),
-                    Some(true) => left,
-                    None => None,
-                },
-            },
-            Node::Or(l, r) => match l.eval_bool(record, ctx) {
-                Some(true) => Some(true),
-                left => match r.eval_bool(record, ctx) {
-                    Some(true) => Some(true),
-                    Some(false) => left,
-                    None => None,
-                },
-            },
+            Node::All(items) => {
+                let mut null = false;
+                for item in items {
+                    match item.eval_bool(record, ctx) {
+                        Some(false) => return Some(false),
+                        Some(true) => {}
+                        None => null = true,
+                    }
+                }
+                (!null).then_some(true)
+            }
+            Node::Any(items) => {
+                let mut null = false;
+                for item in items {
+                    match item.eval_bool(record, ctx) {
+                        Some(true) => return Some(true),
+                        Some(false) => {}
+                        None => null = true,
+                    }
+                }
+                if null {
+                    None
+                } else {
+                    Some(false)
+                }
+            }
             Node::Xor(l, r) => {
                 let left = l.eval_bool(record, ctx)?;
                 Some(left ^ r.eval_bool(record, ctx)?)
