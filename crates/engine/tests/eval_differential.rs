@@ -660,6 +660,8 @@ const STRINGS: &[&str] = &[
     "a",
     "ab",
     "ipad",
+    "a\nb",
+    "ipad\n",
     "iPad",
     "7",
     "-3",
@@ -686,7 +688,10 @@ const STRINGS: &[&str] = &[
 ];
 const KEYS: &[&str] = &["a", "b", "k"];
 const FIELDS: &[&str] = &["a", "b", "c", "d", "e", "missing"];
-const PATTERNS: &[&str] = &[".*", "a.*", "i.*d", "[0-9]+", "a|ab", "", "(?i)IPAD", "\\d", "("];
+const PATTERNS: &[&str] = &[
+    ".*", "a.*", "i.*d", "[0-9]+", "a|ab", "", "(?i)IPAD", "\\d", "(", "ip.*", ".*b", ".*a.*",
+    "ipad", "a\nb",
+];
 
 fn prim() -> BoxedStrategy<Value> {
     prop_oneof![

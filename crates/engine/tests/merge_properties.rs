@@ -143,8 +143,15 @@ fn all_functions(input: &str) -> Vec<NamedAggregate> {
 
 fn config(cases: u32) -> Config {
     // A fixed seed: the sketch bounds hold with high (not total) probability, so the inputs are
-    // pinned to keep the run reproducible. Set PROPTEST_RNG_SEED to explore others.
-    Config { cases, rng_seed: RngSeed::Fixed(0x6e65_6564_6c65), ..Config::default() }
+    // pinned to keep the run reproducible. PROPTEST_CASES and PROPTEST_RNG_SEED override both.
+    let mut config = Config::default();
+    if std::env::var_os("PROPTEST_CASES").is_none() {
+        config.cases = cases;
+    }
+    if std::env::var_os("PROPTEST_RNG_SEED").is_none() {
+        config.rng_seed = RngSeed::Fixed(0x6e65_6564_6c65);
+    }
+    config
 }
 
 proptest! {

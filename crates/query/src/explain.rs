@@ -221,7 +221,7 @@ fn stage(out: &mut String, stage: &Stage, ends_early: bool) {
             line(
                 out,
                 format!(
-                    "COUNT DISTINCT: counts the distinct values of ({}) into the column {name} with a Theta sketch of {nominal_entries} nominal entries: exact below {nominal_entries} distinct values, beyond that an estimate with relative standard error ≈ 1/sqrt({nominal_entries}) = {} (±{} at 95% confidence); the bounds are in the metadata.",
+                    "COUNT DISTINCT: counts the distinct values of ({}) into the column \"{name}\" with a Theta sketch of {nominal_entries} nominal entries: exact below {nominal_entries} distinct values, beyond that an estimate with relative standard error ≈ 1/sqrt({nominal_entries}) = {} (±{} at 95% confidence); the bounds are in the metadata.",
                     list.join(", "),
                     pct(theta_rse(*nominal_entries)),
                     pct(2.0 * theta_rse(*nominal_entries)),
@@ -258,7 +258,7 @@ fn stage(out: &mut String, stage: &Stage, ends_early: bool) {
             line(
                 out,
                 format!(
-                    "TOP K: the {k} most frequent values of ({}){at_least}, with their count in the column {count_name}. Uses a frequent-items sketch with maximum map size {max_map_size}: each count is within 3.5/{max_map_size} = {} of the number of records counted of the true count (the bounds are in the metadata); no false negatives: every value whose true count exceeds that error is reported.",
+                    "TOP K: the {k} most frequent values of ({}){at_least}, with their count in the column \"{count_name}\". Uses a frequent-items sketch with maximum map size {max_map_size}: each count is off by at most 3.5/{max_map_size} = {} of the records counted (the bounds are in the metadata); no false negatives: every value whose true count exceeds that error is reported.",
                     named(fields),
                     pct(frequent_items_epsilon(*max_map_size))
                 ),
@@ -312,5 +312,79 @@ mod tests {
         let (single, interval) = kll_rank_error(200);
         assert_eq!((pct(single), pct(interval)), ("1.33%".to_string(), "1.65%".to_string()));
         assert_eq!(pct(frequent_items_epsilon(1024)), "0.34%");
+    }
+
+    fn words(bql: &str) -> String {
+        let plan = crate::compile(bql, &crate::QueryConfig::default())
+            .unwrap_or_else(|e| panic!("{}", e.render(bql)));
+        explain(&plan)
+    }
+
+    #[test]
+    fn every_step_is_described_in_order() {
+        let w = words(
+            "SELECT a, COUNT(*) AS n FROM STREAM(60000, TIME) LATERAL VIEW OUTER EXPLODE(m) AS (k, v) \
+             WHERE v > 1 GROUP BY a HAVING n > 5 ORDER BY SUM(x) DESC WINDOWING TUMBLING(5000, TIME) LIMIT 5",
+        );
+        let steps = [
+            "Runs for 60000 ms over",
+            "Emits a result every 5000 ms (tumbling window)",
+            "1. Explodes m into k, v, one record per map entry, keeping the record's other fields",
+            "kept once, with NULLs (OUTER)",
+            "2. Keeps the records for which v > 1 is TRUE",
+            "3. GROUP BY a: computes COUNT(*) AS n, SUM(x) per group; exact for up to 10000 groups",
+            "4. Keeps the result records for which n > 5 is TRUE",
+            "5. Sorts the result records by \"SUM(x)\" descending",
+            "6. Keeps the first 5 result records.",
+            "7. Emits the columns a, n",
+        ];
+        let mut from = 0;
+        for step in steps {
+            let at = w[from..]
+                .find(step)
+                .unwrap_or_else(|| panic!("{step:?} missing after {from} in\n{w}"));
+            from += at + step.len();
+        }
+    }
+
+    #[test]
+    fn raw_outer_and_windows() {
+        let w = words("SELECT a FROM STREAM() WHERE b = 1 LIMIT 7");
+        assert!(w.contains("RAW: emits the columns a, at most 7 records in total; the query ends as soon as it has them."), "{w}");
+        assert!(w.contains("Emits one result, when the query ends."), "{w}");
+        let w = words("SELECT * FROM STREAM() WINDOWING EVERY(1, RECORD, FIRST, 1, RECORD)");
+        assert!(w.contains("Emits each matching record as soon as it arrives"), "{w}");
+        assert!(w.contains("at most 500 records per emission"), "{w}");
+        let w = words("SELECT AVG(n) FROM (SELECT a, COUNT(*) AS n FROM STREAM(MAX, TIME) GROUP BY a WINDOWING EVERY(2000, TIME, ALL))");
+        assert!(w.contains("(the maximum duration)"), "{w}");
+        assert!(w.contains("over everything since the query started (additive window)"), "{w}");
+        assert!(
+            w.contains("Inner query:")
+                && w.contains("Outer query, run over the inner query's results"),
+            "{w}"
+        );
+        assert!(w.contains("GROUP ALL: computes AVG(n) over all kept records"), "{w}");
+    }
+
+    #[test]
+    fn sketches_state_their_error() {
+        let w = words("SELECT COUNT(DISTINCT a, b) AS u FROM STREAM()");
+        assert!(w.contains("distinct values of (a, b) into the column \"u\" with a Theta sketch of 16384 nominal entries"), "{w}");
+        assert!(w.contains("1/sqrt(16384) = 0.78%"), "{w}");
+        let w = words("SELECT CUMFREQ(d, MANUAL, 1, 10) FROM STREAM()");
+        assert!(
+            w.contains(
+                "CUMFREQ: the cumulative probability and count of d below each of the points 1, 10"
+            ),
+            "{w}"
+        );
+        assert!(
+            w.contains("k = 200: normalized rank error ≈ 1.33%")
+                && w.contains("≈ 1.65% for an interval"),
+            "{w}"
+        );
+        let w = words("SELECT a, COUNT(*) AS c FROM STREAM() GROUP BY a HAVING c >= 3 ORDER BY c DESC LIMIT 4");
+        assert!(w.contains("TOP K: the 4 most frequent values of (a) seen at least 3 times, with their count in the column \"c\""), "{w}");
+        assert!(w.contains("3.5/1024 = 0.34%"), "{w}");
     }
 }

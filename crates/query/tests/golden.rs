@@ -109,3 +109,28 @@ fn bql_and_json_pairs_plan_the_same() {
     }
     assert!(pairs >= 8, "only {pairs} pairs");
 }
+
+/// Every prefix of every golden query (BQL and JSON) compiles to a plan or an error whose span
+/// lies inside the text: the validator and the JSON translation never panic on partial input.
+#[test]
+fn every_prefix_of_every_golden_query_is_handled() {
+    let config = QueryConfig::default();
+    let mut checked = 0;
+    for path in queries(&dir()).into_iter().chain(queries(&dir().join("pairs"))) {
+        let text = fs::read_to_string(&path).expect("query file");
+        for (i, _) in text.char_indices() {
+            let prefix = &text[..i];
+            if let Err(err) = compile(prefix, &config) {
+                if let Some(span) = err.span {
+                    assert!(
+                        span.start <= span.end && span.end <= prefix.len(),
+                        "{prefix:?}: {err:?}"
+                    );
+                }
+                let _ = err.render(prefix);
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 10_000, "only {checked} prefixes");
+}

@@ -14,7 +14,7 @@
 //!   `"upperBound"` and `"lowerBound"`), `"Family": "THETA"`, `"Size"` (serialized bytes).
 
 use super::codec::{corrupt, Reader, Writer};
-use super::key::key_of;
+use super::key::write_key;
 use super::sketch_error;
 use crate::eval::{CompiledExpr, EvalContext};
 use crate::EngineError;
@@ -24,7 +24,6 @@ use datasketches::theta::{CompactThetaSketch, ThetaSketch, ThetaSketchBuilder, T
 use needle_query::ast::Expr;
 use needle_record::{Record, Value};
 use serde_json::json;
-use std::borrow::Cow;
 
 #[derive(Debug)]
 pub struct CountDistinct {
@@ -39,6 +38,8 @@ pub struct CountDistinctState {
     union: Option<ThetaUnion>,
     /// Records counted into `sketch` or merged in (all-NULL tuples excluded).
     pub updates: u64,
+    /// The key buffer reused by `update`.
+    scratch: String,
 }
 
 /// `floor(log2(n))` clamped to Theta's supported `[5, 26]`.
@@ -62,16 +63,26 @@ impl CountDistinct {
     }
 
     pub fn new_state(&self) -> CountDistinctState {
-        CountDistinctState { sketch: self.sketch(), union: None, updates: 0 }
+        CountDistinctState {
+            sketch: self.sketch(),
+            union: None,
+            updates: 0,
+            scratch: String::new(),
+        }
     }
 
     pub fn update(&self, state: &mut CountDistinctState, record: &Record, ctx: &EvalContext) {
-        let values: Vec<Cow<'_, Value>> =
-            self.fields.iter().map(|e| e.eval_cow(record, ctx)).collect();
-        if values.iter().all(|v| v.is_null()) {
+        let mut all_null = true;
+        let values = self.fields.iter().map(|e| {
+            let v = e.eval_cow(record, ctx);
+            all_null &= v.is_null();
+            v
+        });
+        write_key(&mut state.scratch, values);
+        if all_null {
             return;
         }
-        state.sketch.update(key_of(&values).as_str());
+        state.sketch.update(state.scratch.as_str());
         state.updates += 1;
     }
 
@@ -145,7 +156,12 @@ impl CountDistinct {
             .map_err(|e| corrupt(format!("theta sketch: {e}")))?;
         let mut union = self.union();
         union.update(&compact).map_err(|e| corrupt(format!("theta sketch: {e}")))?;
-        Ok(CountDistinctState { sketch: self.sketch(), union: Some(union), updates })
+        Ok(CountDistinctState {
+            sketch: self.sketch(),
+            union: Some(union),
+            updates,
+            scratch: String::new(),
+        })
     }
 }
 

@@ -18,14 +18,12 @@
 //!   `"Groups": {"Limit": max_groups, "Dropped Records": n}`.
 
 use super::codec::{corrupt, Reader, Writer};
-use super::key::{canonical, cmp_tuples, key_of, strict_cmp};
+use super::key::{canonical, cmp_tuples, strict_cmp, write_key};
 use crate::eval::{CompiledExpr, EvalContext};
 use crate::EngineError;
 use needle_query::plan::{AggregateFunction, NamedAggregate, NamedExpr};
 use needle_record::{Record, Value};
-use std::borrow::Cow;
 use std::cmp::Ordering;
-use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
 /// The compiled aggregate columns shared by GROUP ALL and GROUP BY.
@@ -348,6 +346,8 @@ pub struct GroupByState {
     pub ignored: Vec<u64>,
     /// Records not aggregated because their group was new past `max_groups`.
     pub dropped: u64,
+    /// The key buffer reused by `update` (not part of the state's value).
+    scratch: String,
 }
 
 impl GroupBy {
@@ -372,23 +372,24 @@ impl GroupBy {
     }
 
     pub fn update(&self, state: &mut GroupByState, record: &Record, ctx: &EvalContext) {
-        let values: Vec<Cow<'_, Value>> =
-            self.keys.iter().map(|(_, e)| e.eval_cow(record, ctx)).collect();
-        let room = self.room(state);
-        let group = match state.groups.entry(key_of(&values)) {
-            Entry::Occupied(e) => e.into_mut(),
-            Entry::Vacant(e) if room => e.insert(Group {
-                keys: values.iter().map(|v| canonical(v)).collect(),
+        let mut key = std::mem::take(&mut state.scratch);
+        write_key(&mut key, self.keys.iter().map(|(_, e)| e.eval_cow(record, ctx)));
+        if let Some(group) = state.groups.get_mut(key.as_str()) {
+            group.records += 1;
+            self.aggregates.update(&mut group.accs, &mut state.ignored, record, ctx);
+        } else if self.room(state) {
+            // A new group (rare next to hits): evaluate the keys again for their typed values.
+            let mut group = Group {
+                keys: self.keys.iter().map(|(_, e)| canonical(&e.eval_cow(record, ctx))).collect(),
                 accs: self.aggregates.new_accs(),
-                records: 0,
-            }),
-            Entry::Vacant(_) => {
-                state.dropped += 1;
-                return;
-            }
-        };
-        group.records += 1;
-        self.aggregates.update(&mut group.accs, &mut state.ignored, record, ctx);
+                records: 1,
+            };
+            self.aggregates.update(&mut group.accs, &mut state.ignored, record, ctx);
+            state.groups.insert(key.clone(), group);
+        } else {
+            state.dropped += 1;
+        }
+        state.scratch = key;
     }
 
     pub fn merge(&self, into: &mut GroupByState, other: &GroupByState) {
@@ -466,16 +467,13 @@ impl GroupBy {
         for _ in 0..n {
             let key = r.string()?;
             let keys = (0..self.keys.len()).map(|_| r.value()).collect::<Result<Vec<_>, _>>()?;
-            if key_of(&keys) != key {
-                return Err(corrupt("group key does not match its values"));
-            }
             let records = r.varint()?;
             let accs = self.aggregates.decode_accs(r)?;
             if groups.insert(key, Group { keys, accs, records }).is_some() {
                 return Err(corrupt("duplicate group"));
             }
         }
-        Ok(GroupByState { groups, ignored, dropped })
+        Ok(GroupByState { groups, ignored, dropped, scratch: String::new() })
     }
 }
 

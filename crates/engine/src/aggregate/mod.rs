@@ -23,7 +23,9 @@
 //! state carries its aggregator's fingerprint). Decoding checks the envelope's magic, version,
 //! kind, fingerprint and checksum before the payload is read (see [`codec`]); the sketch
 //! deserializers additionally run under `catch_unwind`, as a last resort against a panic on a
-//! payload that passes the checksum yet is malformed.
+//! payload that passes the checksum yet is malformed (this needs `panic = "unwind"`, the
+//! default). A crafted payload with a valid checksum that deserializes into an inconsistent
+//! sketch is not otherwise defended against: the checksum detects corruption, not forgery.
 //!
 //! # The kinds (details in each module)
 //! - [`raw`]: projected records, at most `size` per state.

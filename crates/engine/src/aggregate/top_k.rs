@@ -18,14 +18,13 @@
 //! - Merge is the sketch's merge; the encoded payload is the sketch's own serialization.
 
 use super::codec::{corrupt, Reader, Writer};
-use super::key::{cmp_tuples, decode_key, key_of};
+use super::key::{cmp_tuples, decode_key, write_key};
 use crate::eval::{CompiledExpr, EvalContext};
 use crate::EngineError;
 use datasketches::frequencies::{ErrorType, FrequentItemsSketch};
 use needle_query::plan::NamedExpr;
 use needle_record::{Record, Value};
 use serde_json::json;
-use std::borrow::Cow;
 
 #[derive(Debug)]
 pub struct TopK {
@@ -39,6 +38,8 @@ pub struct TopK {
 #[derive(Debug, Clone)]
 pub struct TopKState {
     pub sketch: FrequentItemsSketch<String>,
+    /// The key buffer reused by `update`.
+    scratch: String,
 }
 
 /// `n` rounded up to a power of two in `[8, 2^30]`.
@@ -79,13 +80,13 @@ impl TopK {
         TopKState {
             sketch: FrequentItemsSketch::new(self.max_map_size)
                 .expect("map size is a power of two"),
+            scratch: String::new(),
         }
     }
 
     pub fn update(&self, state: &mut TopKState, record: &Record, ctx: &EvalContext) {
-        let values: Vec<Cow<'_, Value>> =
-            self.fields.iter().map(|(_, e)| e.eval_cow(record, ctx)).collect();
-        state.sketch.update(key_of(&values));
+        write_key(&mut state.scratch, self.fields.iter().map(|(_, e)| e.eval_cow(record, ctx)));
+        state.sketch.update_ref(state.scratch.as_str());
     }
 
     pub fn merge(&self, into: &mut TopKState, other: &TopKState) {
@@ -161,7 +162,7 @@ impl TopK {
                 self.max_map_size
             )));
         }
-        Ok(TopKState { sketch })
+        Ok(TopKState { sketch, scratch: String::new() })
     }
 }
 

@@ -35,10 +35,12 @@ pub(crate) fn compile(expr: &Expr) -> Result<Node, EngineError> {
         ExprKind::Unary { op: UnaryOp::Not, operand } => Node::Not(boxed(operand)?),
         ExprKind::Unary { op: UnaryOp::Negate, operand } => Node::Negate(boxed(operand)?),
         ExprKind::Binary { op, left, right } => {
+            if matches!(op, BinaryOp::And | BinaryOp::Or) {
+                return logic_chain(expr, *op);
+            }
             let (l, r) = (boxed(left)?, boxed(right)?);
             match op {
-                BinaryOp::And => Node::And(l, r),
-                BinaryOp::Or => Node::Or(l, r),
+                BinaryOp::And | BinaryOp::Or => unreachable!("handled above"),
                 BinaryOp::Xor => Node::Xor(l, r),
                 BinaryOp::Add => Node::Arith(ArithOp::Add, l, r),
                 BinaryOp::Sub => Node::Arith(ArithOp::Sub, l, r),
@@ -99,6 +101,39 @@ pub(crate) fn compile(expr: &Expr) -> Result<Node, EngineError> {
     Ok(fold(node))
 }
 
+/// Compiles a chain of one logical operator (`a AND b AND c`, nested either way) into one n-ary
+/// node, walking the chain with an explicit stack. Constant operands that cannot change the
+/// result (TRUE in AND, FALSE in OR) are dropped; a constant one that decides it (FALSE in AND,
+/// TRUE in OR) makes the whole chain that constant.
+fn logic_chain(expr: &Expr, op: BinaryOp) -> Result<Node, EngineError> {
+    let (decides, neutral) = match op {
+        BinaryOp::And => (false, true),
+        _ => (true, false),
+    };
+    let mut operands = Vec::new();
+    let mut stack = vec![expr];
+    while let Some(e) = stack.pop() {
+        match &e.kind {
+            ExprKind::Binary { op: o, left, right } if *o == op => {
+                stack.push(right);
+                stack.push(left);
+            }
+            _ => match compile(e)? {
+                Node::Const(Value::Bool(b)) if b == neutral => {}
+                Node::Const(Value::Bool(b)) if b == decides => {
+                    operands.push(Node::Const(Value::Bool(b)))
+                }
+                other => operands.push(other),
+            },
+        }
+    }
+    if operands.iter().any(|n| matches!(n, Node::Const(Value::Bool(b)) if *b == decides)) {
+        return Ok(Node::Const(Value::Bool(decides)));
+    }
+    let node = if op == BinaryOp::And { Node::All(operands) } else { Node::Any(operands) };
+    Ok(fold(node))
+}
+
 /// Compiles a field reference; an index computed from constants becomes a plain key or index.
 pub(crate) fn compile_field(f: &Field) -> Result<FieldRef, EngineError> {
     let path = f
@@ -117,7 +152,7 @@ pub(crate) fn compile_field(f: &Field) -> Result<FieldRef, EngineError> {
             })
         })
         .collect::<Result<_, EngineError>>()?;
-    Ok(FieldRef { name: f.name.clone(), path, hint: f.hint.clone() })
+    Ok(FieldRef::new(f.name.clone(), path, f.hint.clone()))
 }
 
 /// True when the node can be evaluated once, now: every input is a constant and nothing reads
@@ -125,11 +160,9 @@ pub(crate) fn compile_field(f: &Field) -> Result<FieldRef, EngineError> {
 fn foldable(node: &Node) -> bool {
     match node {
         Node::Const(_) | Node::Now | Node::Field(_) => false,
-        Node::List(items) => items.iter().all(Node::is_const),
+        Node::List(items) | Node::All(items) | Node::Any(items) => items.iter().all(Node::is_const),
         Node::Negate(n) | Node::Not(n) | Node::IsNull(n) | Node::Cast(n, _) => n.is_const(),
         Node::Arith(_, l, r)
-        | Node::And(l, r)
-        | Node::Or(l, r)
         | Node::Xor(l, r)
         | Node::Compare(_, l, r)
         | Node::Quantified(_, _, l, r) => l.is_const() && r.is_const(),

@@ -64,11 +64,13 @@ pub(crate) fn call<'a>(
         Function::UnixTimestamp if args.is_empty() => {
             Cow::Owned(Value::Long(ctx.now_ms.div_euclid(1000)))
         }
-        _ => {
-            let values: Vec<Cow<'a, Value>> = args.iter().map(|a| a.eval(record, ctx)).collect();
-            let refs: Vec<&Value> = values.iter().map(|v| &**v).collect();
-            Cow::Owned(apply(f, &refs))
-        }
+        // At most three arguments: evaluated into locals, no allocation for the argument list.
+        _ => Cow::Owned(match args.len() {
+            0 => apply(f, &[]),
+            1 => apply(f, &[&arg(0)]),
+            2 => apply(f, &[&arg(0), &arg(1)]),
+            _ => apply(f, &[&arg(0), &arg(1), &arg(2)]),
+        }),
     }
 }
 

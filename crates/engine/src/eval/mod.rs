@@ -53,7 +53,9 @@
 //!   The syntax is the Rust `regex` crate's, which runs in linear time; Java features that need
 //!   backtracking (back-references, look-around) are rejected.
 //! - A literal pattern (or a literal list of patterns for `RLIKE ANY`) is compiled when the query
-//!   is compiled; an invalid one is [`EngineError::Regex`]. A pattern computed per record is
+//!   is compiled; an invalid one is [`EngineError::Regex`]. The common shapes `text`, `text.*`,
+//!   `.*text`, `.*text.*` are answered by string comparisons without running the regex
+//!   ([`regex_cache::LiteralRegex`]). A pattern computed per record is
 //!   compiled through a per-thread cache ([`regex_cache`]), so no lock is taken on the hot path;
 //!   an invalid computed pattern is NULL. Compiled programs are limited in size
 //!   ([`regex_cache::LITERAL_SIZE_LIMIT`], [`regex_cache::DYNAMIC_SIZE_LIMIT`]).
@@ -91,7 +93,6 @@ use crate::EngineError;
 use needle_query::ast::{Expr, Field};
 use needle_record::{Record, Value};
 use std::borrow::Cow;
-use std::sync::Arc;
 
 /// What an expression may depend on besides the record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -107,10 +108,14 @@ impl EvalContext {
     }
 }
 
-/// A compiled expression: cheap to clone (shared), `Send + Sync`, evaluated without locks.
+/// A compiled expression: `Send + Sync`, evaluated through `&self`. A clone is a copy of the
+/// compiled tree with its own regex scratch space: the `regex` crate gives a regex's cache to the
+/// first thread that uses it and makes other threads take a striped lock per match, so a worker
+/// thread should evaluate through its own clone (sharing one across threads is correct, only
+/// slower for RLIKE).
 #[derive(Clone, Debug)]
 pub struct CompiledExpr {
-    root: Arc<node::Node>,
+    root: node::Node,
 }
 
 impl CompiledExpr {
@@ -118,7 +123,7 @@ impl CompiledExpr {
     /// wrong number of arguments ([`EngineError::Unsupported`]), an invalid literal regular
     /// expression ([`EngineError::Regex`]).
     pub fn compile(expr: &Expr) -> Result<CompiledExpr, EngineError> {
-        Ok(CompiledExpr { root: Arc::new(compile::compile(expr)?) })
+        Ok(CompiledExpr { root: compile::compile(expr)? })
     }
 
     /// The expression's value for this record.
@@ -146,7 +151,7 @@ impl CompiledExpr {
 
     /// The value, when the whole expression folded to a constant at compile time.
     pub fn as_constant(&self) -> Option<&Value> {
-        match &*self.root {
+        match &self.root {
             node::Node::Const(v) => Some(v),
             _ => None,
         }

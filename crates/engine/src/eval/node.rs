@@ -2,11 +2,12 @@
 //! as `Cow` so that field lookups and literals are borrowed, not copied; boolean contexts go
 //! through [`Node::eval_bool`], which never builds a `Value`.
 
-use super::{cast, functions, ops, regex_cache, EvalContext};
+use super::regex_cache::{self, LiteralRegex};
+use super::{cast, functions, ops, EvalContext};
 use needle_query::ast::{CompareOp, Function, Quantifier};
 use needle_record::{Record, Type, Value};
-use regex::Regex;
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub(crate) static NULL: Value = Value::Null;
 
@@ -21,7 +22,7 @@ pub enum ArithOp {
 }
 
 /// One step of a field path.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum Step {
     Key(String),
     Index(i64),
@@ -29,16 +30,51 @@ pub(crate) enum Step {
 }
 
 /// A compiled field reference.
+///
+/// `slot` is an inline cache: the position in the record where the top-level field was last
+/// found. Records from one producer keep their fields in one order, so checking that slot's key
+/// (a string comparison) usually replaces hashing the name. It is a relaxed atomic, written only
+/// when the guess misses, so sharing it between threads is safe and costs nothing when layouts
+/// agree; a wrong guess only costs the normal lookup.
 #[derive(Debug)]
 pub(crate) struct FieldRef {
     pub name: String,
     pub path: Vec<Step>,
     pub hint: Option<Type>,
+    pub slot: AtomicUsize,
+}
+
+impl Clone for FieldRef {
+    fn clone(&self) -> Self {
+        FieldRef {
+            name: self.name.clone(),
+            path: self.path.clone(),
+            hint: self.hint.clone(),
+            slot: AtomicUsize::new(self.slot.load(Ordering::Relaxed)),
+        }
+    }
 }
 
 impl FieldRef {
+    pub fn new(name: String, path: Vec<Step>, hint: Option<Type>) -> Self {
+        FieldRef { name, path, hint, slot: AtomicUsize::new(usize::MAX) }
+    }
+
+    /// The top-level field's value, through the slot cache.
+    fn top<'a>(&self, record: &'a Record) -> Option<&'a Value> {
+        let fields = record.fields();
+        match fields.get_index(self.slot.load(Ordering::Relaxed)) {
+            Some((k, v)) if *k == self.name => Some(v),
+            _ => {
+                let (i, _, v) = fields.get_full(self.name.as_str())?;
+                self.slot.store(i, Ordering::Relaxed);
+                Some(v)
+            }
+        }
+    }
+
     pub fn lookup<'a>(&'a self, record: &'a Record, ctx: &EvalContext) -> Cow<'a, Value> {
-        let Some(mut current) = record.get(&self.name) else {
+        let Some(mut current) = self.top(record) else {
             return Cow::Borrowed(&NULL);
         };
         for step in &self.path {
@@ -65,18 +101,18 @@ impl FieldRef {
 }
 
 /// The pattern side of RLIKE.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum Pattern {
     /// A literal pattern, compiled at compile time.
-    Static(Regex),
+    Static(LiteralRegex),
     /// A literal list of patterns for RLIKE ANY; `None` for an element that is not a string.
-    StaticAny(Vec<Option<Regex>>),
+    StaticAny(Vec<Option<LiteralRegex>>),
     /// A pattern (or list of patterns) computed per record.
     Dynamic(Box<Node>),
 }
 
 /// A compiled expression node.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum Node {
     Const(Value),
     Now,
@@ -85,12 +121,20 @@ pub(crate) enum Node {
     Negate(Box<Node>),
     Not(Box<Node>),
     Arith(ArithOp, Box<Node>, Box<Node>),
-    And(Box<Node>, Box<Node>),
-    Or(Box<Node>, Box<Node>),
+    /// `a AND b AND ...`, flattened: FALSE if one is FALSE (evaluation stops there), else NULL
+    /// if one is NULL or not a boolean, else TRUE.
+    All(Vec<Node>),
+    /// `a OR b OR ...`, flattened: TRUE if one is TRUE (evaluation stops there), else NULL if one
+    /// is NULL or not a boolean, else FALSE.
+    Any(Vec<Node>),
     Xor(Box<Node>, Box<Node>),
     Compare(CompareOp, Box<Node>, Box<Node>),
     Quantified(CompareOp, Quantifier, Box<Node>, Box<Node>),
-    Rlike { any: bool, value: Box<Node>, pattern: Pattern },
+    Rlike {
+        any: bool,
+        value: Box<Node>,
+        pattern: Pattern,
+    },
     Between(Box<Node>, Box<Node>, Box<Node>),
     IsNull(Box<Node>),
     Call(Function, Vec<Node>),
@@ -120,8 +164,8 @@ impl Node {
                 Cow::Owned(ops::arith(*op, &l.eval(record, ctx), &r.eval(record, ctx)))
             }
             Node::Not(_)
-            | Node::And(..)
-            | Node::Or(..)
+            | Node::All(_)
+            | Node::Any(_)
             | Node::Xor(..)
             | Node::Compare(..)
             | Node::Quantified(..)
@@ -144,22 +188,32 @@ impl Node {
     pub fn eval_bool(&self, record: &Record, ctx: &EvalContext) -> Option<bool> {
         match self {
             Node::Not(n) => n.eval_bool(record, ctx).map(|b| !b),
-            Node::And(l, r) => match l.eval_bool(record, ctx) {
-                Some(false) => Some(false),
-                left => match r.eval_bool(record, ctx) {
-                    Some(false) => Some(false),
-                    Some(true) => left,
-                    None => None,
-                },
-            },
-            Node::Or(l, r) => match l.eval_bool(record, ctx) {
-                Some(true) => Some(true),
-                left => match r.eval_bool(record, ctx) {
-                    Some(true) => Some(true),
-                    Some(false) => left,
-                    None => None,
-                },
-            },
+            Node::All(items) => {
+                let mut null = false;
+                for item in items {
+                    match item.eval_bool(record, ctx) {
+                        Some(false) => return Some(false),
+                        Some(true) => {}
+                        None => null = true,
+                    }
+                }
+                (!null).then_some(true)
+            }
+            Node::Any(items) => {
+                let mut null = false;
+                for item in items {
+                    match item.eval_bool(record, ctx) {
+                        Some(true) => return Some(true),
+                        Some(false) => {}
+                        None => null = true,
+                    }
+                }
+                if null {
+                    None
+                } else {
+                    Some(false)
+                }
+            }
             Node::Xor(l, r) => {
                 let left = l.eval_bool(record, ctx)?;
                 Some(left ^ r.eval_bool(record, ctx)?)

@@ -29,12 +29,71 @@ pub fn compile_whole(pattern: &str, size_limit: usize) -> Result<Regex, regex::E
     RegexBuilder::new(&format!(r"\A(?:{pattern})\z")).size_limit(size_limit).build()
 }
 
-/// Compiles a literal pattern of the query.
-pub fn compile_literal(pattern: &str) -> Result<Regex, crate::EngineError> {
-    compile_whole(pattern, LITERAL_SIZE_LIMIT).map_err(|e| crate::EngineError::Regex {
-        pattern: pattern.to_owned(),
-        message: e.to_string(),
+/// A literal pattern of the query, compiled, with a shortcut for the common shapes `text`,
+/// `text.*`, `.*text` and `.*text.*` (no other metacharacters): string equality, prefix, suffix
+/// or substring tests instead of running the regex. `.` does not match a newline, so the
+/// shortcuts other than equality apply only to values without one (others go to the regex).
+///
+/// Cloning gives the clone its own regex scratch space: the `regex` crate hands its cache to the
+/// first thread that matches and makes other threads take a (striped) lock, so each worker thread
+/// should match through its own clone.
+#[derive(Debug, Clone)]
+pub struct LiteralRegex {
+    regex: Regex,
+    shortcut: Option<Shortcut>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Shortcut {
+    Exact(String),
+    Prefix(String),
+    Suffix(String),
+    Contains(String),
+}
+
+fn shortcut(pattern: &str) -> Option<Shortcut> {
+    let (leading, rest) = match pattern.strip_prefix(".*") {
+        Some(rest) => (true, rest),
+        None => (false, pattern),
+    };
+    let (text, trailing) = match rest.strip_suffix(".*") {
+        Some(text) => (text, true),
+        None => (rest, false),
+    };
+    if text.chars().any(|c| "\\.+*?()|[]{}^$#\n".contains(c)) {
+        return None;
+    }
+    let text = text.to_owned();
+    Some(match (leading, trailing) {
+        (false, false) => Shortcut::Exact(text),
+        (false, true) => Shortcut::Prefix(text),
+        (true, false) => Shortcut::Suffix(text),
+        (true, true) => Shortcut::Contains(text),
     })
+}
+
+impl LiteralRegex {
+    /// Whether `value` matches the whole pattern.
+    pub fn is_match(&self, value: &str) -> bool {
+        match &self.shortcut {
+            Some(Shortcut::Exact(text)) => value == text,
+            Some(shortcut) if !value.contains('\n') => match shortcut {
+                Shortcut::Prefix(text) => value.starts_with(text.as_str()),
+                Shortcut::Suffix(text) => value.ends_with(text.as_str()),
+                Shortcut::Contains(text) => value.contains(text.as_str()),
+                Shortcut::Exact(_) => unreachable!("handled above"),
+            },
+            _ => self.regex.is_match(value),
+        }
+    }
+}
+
+/// Compiles a literal pattern of the query.
+pub fn compile_literal(pattern: &str) -> Result<LiteralRegex, crate::EngineError> {
+    let regex = compile_whole(pattern, LITERAL_SIZE_LIMIT).map_err(|e| {
+        crate::EngineError::Regex { pattern: pattern.to_owned(), message: e.to_string() }
+    })?;
+    Ok(LiteralRegex { regex, shortcut: shortcut(pattern) })
 }
 
 thread_local! {
@@ -79,6 +138,30 @@ mod tests {
         let re = compile_literal(".*b.*").unwrap();
         assert!(re.is_match("abc"));
         assert!(!compile_literal("(?m)^a$").unwrap().is_match("a\nb"));
+    }
+
+    #[test]
+    fn shortcuts_agree_with_the_regex() {
+        assert_eq!(shortcut("chrom.*"), Some(Shortcut::Prefix("chrom".into())));
+        assert_eq!(shortcut(".*x"), Some(Shortcut::Suffix("x".into())));
+        assert_eq!(shortcut(".*x.*"), Some(Shortcut::Contains("x".into())));
+        assert_eq!(shortcut("ipad"), Some(Shortcut::Exact("ipad".into())));
+        assert_eq!(shortcut("a.b"), None);
+        assert_eq!(shortcut(".*?"), None);
+        assert_eq!(shortcut("\\d.*"), None);
+        let patterns = ["chrom.*", ".*x", ".*x.*", "ipad", "", ".*", ".*.*", "é.*", "a b.*"];
+        let values = [
+            "chrome", "chrom", "xchrome", "ax", "x", "a\nx", "x\n", "chrom\ne", "ipad", "", "\n",
+            "é", "éa", "a b c",
+        ];
+        for p in patterns {
+            let fast = compile_literal(p).unwrap();
+            assert!(fast.shortcut.is_some(), "{p}");
+            let slow = compile_whole(p, LITERAL_SIZE_LIMIT).unwrap();
+            for v in values {
+                assert_eq!(fast.is_match(v), slow.is_match(v), "{p:?} on {v:?}");
+            }
+        }
     }
 
     #[test]

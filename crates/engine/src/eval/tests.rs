@@ -501,3 +501,24 @@ fn compiled_expressions_are_send_sync_and_cheap_to_clone() {
         assert!(h.join().unwrap());
     }
 }
+
+#[test]
+fn long_logic_chains_flatten_and_constants_prune() {
+    // A Bullet JSON filter with thousands of clauses: one n-ary node, no deep recursion.
+    let mut chain = cmp(CompareOp::Eq, field("i"), int(0));
+    for k in 1..5_000 {
+        chain = bin(BinaryOp::Or, chain, cmp(CompareOp::Eq, field("i"), int(k)));
+    }
+    assert_eq!(eval(&chain), T);
+    let folded = |x: Expr| CompiledExpr::compile(&x).unwrap().as_constant().cloned();
+    assert_eq!(folded(bin(BinaryOp::And, field("i"), b(false))), Some(F), "FALSE decides AND");
+    assert_eq!(folded(bin(BinaryOp::Or, b(true), field("i"))), Some(T), "TRUE decides OR");
+    assert_eq!(folded(bin(BinaryOp::And, b(true), null())), Some(N));
+    assert_eq!(folded(bin(BinaryOp::And, b(true), field("i"))), None);
+    // TRUE dropped from AND leaves the other operand's truth value, not the operand itself.
+    assert_eq!(eval(&bin(BinaryOp::And, b(true), field("i"))), N);
+    assert_eq!(eval(&bin(BinaryOp::And, b(true), field("t"))), T);
+    assert_eq!(eval(&bin(BinaryOp::Or, b(false), field("f"))), F);
+    let nested = bin(BinaryOp::And, field("t"), bin(BinaryOp::And, field("n"), field("t")));
+    assert_eq!(eval(&nested), N);
+}

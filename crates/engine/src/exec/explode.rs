@@ -43,54 +43,67 @@ impl CompiledExplode {
         })
     }
 
-    /// Appends to `out` the records `record` explodes into.
-    pub fn apply(&self, record: &Record, ctx: &EvalContext, out: &mut Vec<Record>) {
-        let value = self.expr.eval(record, ctx);
-        let before = out.len();
-        match (&value, self.aliases.as_slice()) {
+    /// Calls `f` with each record `record` explodes into. One scratch record is reused: for a
+    /// LATERAL VIEW the record is copied once and only the alias fields change between calls.
+    pub fn for_each(&self, record: &Record, ctx: &EvalContext, f: &mut dyn FnMut(&Record)) {
+        let value = self.expr.eval_cow(record, ctx);
+        let mut scratch: Option<Record> = None;
+        let mut emit = |fields: [(&String, Value); 2], n: usize| {
+            let out = scratch.get_or_insert_with(|| {
+                if self.lateral {
+                    record.clone()
+                } else {
+                    Record::new()
+                }
+            });
+            for (name, value) in fields.into_iter().take(n) {
+                out.insert(name.as_str(), value);
+            }
+            f(out);
+        };
+        let mut any = false;
+        match (&*value, self.aliases.as_slice()) {
             (Value::List(items), [alias]) => {
                 for item in items {
-                    out.push(self.make(record, &[(alias, item.clone())]));
+                    emit([(alias, item.clone()), (alias, Value::Null)], 1);
+                    any = true;
                 }
             }
             (Value::Map(map), [key, val]) => {
                 for (k, v) in map {
-                    out.push(
-                        self.make(record, &[(key, Value::String(k.clone())), (val, v.clone())]),
-                    );
+                    emit([(key, Value::String(k.clone())), (val, v.clone())], 2);
+                    any = true;
                 }
             }
             _ => {}
         }
-        if out.len() == before && self.outer {
-            let nulls: Vec<_> = self.aliases.iter().map(|a| (a, Value::Null)).collect();
-            out.push(self.make(record, &nulls));
+        if !any && self.outer {
+            let last = &self.aliases[self.aliases.len() - 1];
+            emit([(&self.aliases[0], Value::Null), (last, Value::Null)], self.aliases.len());
         }
     }
+}
 
-    fn make(&self, record: &Record, fields: &[(&String, Value)]) -> Record {
-        let mut out = if self.lateral { record.clone() } else { Record::new() };
-        for (name, value) in fields {
-            out.insert((*name).clone(), value.clone());
+/// Calls `f` with each record `record` becomes after every step, in order.
+pub fn for_each_exploded(
+    steps: &[CompiledExplode],
+    record: &Record,
+    ctx: &EvalContext,
+    f: &mut dyn FnMut(&Record),
+) {
+    match steps {
+        [] => f(record),
+        [step, rest @ ..] => {
+            step.for_each(record, ctx, &mut |r| for_each_exploded(rest, r, ctx, f))
         }
-        out
     }
 }
 
 /// Applies every step in order; the records `record` becomes.
 pub fn explode_all(steps: &[CompiledExplode], record: &Record, ctx: &EvalContext) -> Vec<Record> {
-    let mut current = vec![record.clone()];
-    for step in steps {
-        let mut next = Vec::with_capacity(current.len());
-        for r in &current {
-            step.apply(r, ctx, &mut next);
-        }
-        current = next;
-        if current.is_empty() {
-            break;
-        }
-    }
-    current
+    let mut out = Vec::new();
+    for_each_exploded(steps, record, ctx, &mut |r| out.push(r.clone()));
+    out
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@
 //! - **A late tick** (the joiner was busy past a boundary) emits once what arrived, and the
 //!   schedule skips the missed boundaries; a warning in that emission's metadata says how many
 //!   windows late it was.
-//! - After the query is done, `merge` ignores partials (counted in `Stats` only) and `tick`
+//! - After the query is done, `merge` ignores partials (they are in no result) and `tick`
 //!   returns nothing.
 
 use super::result::{keys, Emission, Notice};
@@ -106,17 +106,20 @@ impl QueryRun {
         Some(self.clock.expected_emit_ms().map_or(self.end_ms, |t| t.min(self.end_ms)))
     }
 
-    /// Merges a worker's partial at `now_ms`. Returns the emissions it completes: RAW record
-    /// windows that filled, a RAW window that reached `size`, or the final emission when a
-    /// windowless RAW query reaches its LIMIT or the query's time is up.
+    /// Merges a worker's partial at `now_ms`. It first does what [`QueryRun::tick`] would (a
+    /// due time window is emitted before the partial joins the next one; past the end of the
+    /// query the partial is dropped). Returns the emissions made: those, RAW
+    /// record windows that filled, a RAW window that reached `size`, or the final emission when a
+    /// windowless RAW query reaches its LIMIT.
     pub fn merge(&mut self, partial: Partial, now_ms: i64) -> Result<Vec<Emission>, EngineError> {
+        // a due window or the end of the query comes first: this partial arrived after it
+        let mut out = self.tick(now_ms);
         self.seen += partial.seen;
         self.matched += partial.matched;
         if self.done {
             self.dropped += partial.matched;
-            return Ok(Vec::new());
+            return Ok(out);
         }
-        let mut out = Vec::new();
         if self.query.is_raw() {
             let mut state = partial.state;
             let records = self.query.inner.aggregator.take_raw(&mut state);
@@ -132,9 +135,6 @@ impl QueryRun {
             } else {
                 self.dropped += partial.matched;
             }
-        }
-        if !self.done && now_ms >= self.end_ms {
-            out.push(self.emit(now_ms, true));
         }
         Ok(out)
     }
@@ -578,6 +578,28 @@ mod tests {
         let out = q.finish(5).unwrap();
         assert_eq!(out[0].records[0].to_json(), r#"{"COUNT(*)":1,"twice":2}"#);
         assert_eq!(out[0].meta[keys::STATS][keys::RECORDS_MATCHED], 3);
+    }
+
+    #[test]
+    fn a_partial_merged_past_a_boundary_joins_the_next_window() {
+        let w = WindowKind::Tumbling { every: 1000, unit: WindowUnit::Time };
+        let query = Arc::new(CompiledQuery::compile(&plan(count(), Some(w), 3000)).unwrap());
+        let mut run = QueryRun::new(query.clone(), "q", 0);
+        let partial = |n: i64| {
+            let mut w = query.new_worker();
+            for id in 0..n {
+                query.process(&mut w, &rec(id), &EvalContext::new(0));
+            }
+            query.flush(&mut w).unwrap()
+        };
+        assert!(run.merge(partial(2), 500).unwrap().is_empty());
+        let out = run.merge(partial(3), 1200).unwrap();
+        assert_eq!((out.len(), count_of(&out[0])), (1, 2));
+        let out = run.merge(partial(4), 3000).unwrap();
+        assert_eq!((out.len(), count_of(&out[0]), out[0].is_final), (1, 3, true));
+        // the query ended at 3000 before this partial came: it is not in the result
+        assert_eq!(out[0].meta[keys::STATS][keys::RECORDS_SEEN], 5);
+        assert!(run.is_done() && run.merge(partial(1), 3001).unwrap().is_empty());
     }
 
     #[test]

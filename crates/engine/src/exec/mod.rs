@@ -27,6 +27,11 @@
 //!   Vec<Emission>`, `finish(now_ms) -> Option<Emission>`, `is_done()`, `next_deadline_ms()`.
 //! - [`Emission`]: `records`, `meta` (keys in [`result`]), `is_final`, `to_json()`.
 //!
+//! `merge` first does what `tick` would (a due window is emitted before the partial joins the
+//! next one), so a joiner may interleave merges and ticks freely; a partial belongs to the
+//! window that is open when it is merged. A worker's RAW state holds at most `size` records
+//! between flushes; the join keeps the first `size` overall.
+//!
 //! Time is always injected (`now_ms`); nothing here reads the system clock. Windows are in
 //! [`window`], the join's decisions in [`join`], post-aggregation in [`post`], EXPLODE in
 //! [`explode`]. The outer query of `SELECT ... FROM (inner)` runs in full over each inner
@@ -106,5 +111,98 @@ mod tests {
         check::<QueryRun>();
         check::<WorkerState>();
         check::<Partial>();
+    }
+
+    /// The runtime's shape: workers on their own threads share one compiled query, send
+    /// partials over a channel, and the joiner merges them; the result equals one worker's.
+    #[test]
+    fn workers_on_threads_merge_to_the_single_worker_result() {
+        use crate::eval::EvalContext;
+        use needle_query::ast::{Expr, ExprKind, Field, Span, StreamDuration};
+        use needle_query::plan::{AggregateFunction, NamedAggregate, NamedExpr, Stage};
+        use needle_record::{Record, Value};
+        use std::sync::{mpsc, Arc};
+
+        let field = |n: &str| {
+            Expr::new(
+                ExprKind::Field(Field { name: n.into(), path: vec![], hint: None }),
+                Span::default(),
+            )
+        };
+        let plan = Plan {
+            text: "SELECT k, COUNT(*), SUM(v) FROM STREAM() GROUP BY k".into(),
+            duration_ms: 1000,
+            requested_duration: StreamDuration::Millis(1000),
+            window: None,
+            stage: Stage {
+                explode: vec![],
+                filter: None,
+                aggregation: Aggregation::GroupBy {
+                    keys: vec![NamedExpr { name: "k".into(), expr: field("k") }],
+                    aggregates: vec![
+                        NamedAggregate {
+                            name: "COUNT(*)".into(),
+                            function: AggregateFunction::Count,
+                            input: None,
+                        },
+                        NamedAggregate {
+                            name: "SUM(v)".into(),
+                            function: AggregateFunction::Sum,
+                            input: Some(field("v")),
+                        },
+                    ],
+                    max_groups: 1000,
+                },
+                post: Default::default(),
+            },
+            outer: None,
+        };
+        let records: Vec<Record> = (0..3000i64)
+            .map(|i| {
+                let mut r = Record::new();
+                r.insert("k", Value::Long(i % 7));
+                r.insert("v", Value::Long(i));
+                r
+            })
+            .collect();
+        let query = Arc::new(CompiledQuery::compile(&plan).unwrap());
+
+        let mut one = LocalQuery::from_compiled(query.clone(), "one", 0);
+        for r in &records {
+            one.push(r, 0).unwrap();
+        }
+        let expected = one.finish(1).unwrap().pop().unwrap();
+
+        let records = Arc::new(records);
+        let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(4);
+        let threads: Vec<_> = (0..3)
+            .map(|t| {
+                let (query, records, tx) = (query.clone(), records.clone(), tx.clone());
+                std::thread::spawn(move || {
+                    let mut w = query.new_worker();
+                    for (i, r) in records.iter().enumerate().filter(|(i, _)| i % 3 == t) {
+                        query.process(&mut w, r, &EvalContext::new(0));
+                        if i % 500 == 0 {
+                            if let Some(p) = query.flush(&mut w) {
+                                tx.send(query.encode_partial(&p)).unwrap();
+                            }
+                        }
+                    }
+                    if let Some(p) = query.flush(&mut w) {
+                        tx.send(query.encode_partial(&p)).unwrap();
+                    }
+                })
+            })
+            .collect();
+        drop(tx);
+        let mut run = QueryRun::new(query, "many", 0);
+        for bytes in rx {
+            assert!(run.merge_bytes(&bytes, 0).unwrap().is_empty());
+        }
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        let got = run.finish(1).unwrap();
+        assert_eq!(got.records, expected.records);
+        assert_eq!(got.records.len(), 7);
+        assert_eq!(got.meta["Stats"]["Records Seen"], 3000);
     }
 }

@@ -11,7 +11,7 @@
 //! record to pick the smallest). An outer query reads a finite batch (one inner emission), so
 //! there it is SQL's: sort every record, then keep the first n.
 
-use super::explode::{explode_all, CompiledExplode};
+use super::explode::{for_each_exploded, CompiledExplode};
 use super::post::CompiledPost;
 use crate::aggregate::{Aggregator, PartialState};
 use crate::eval::{CompiledExpr, EvalContext};
@@ -86,12 +86,12 @@ impl CompiledStage {
             return 0;
         }
         let mut n = 0;
-        for r in explode_all(&self.explode, record, ctx) {
-            if self.keep(&r, ctx) {
-                self.aggregator.update(state, &r, ctx);
+        for_each_exploded(&self.explode, record, ctx, &mut |r| {
+            if self.keep(r, ctx) {
+                self.aggregator.update(state, r, ctx);
                 n += 1;
             }
-        }
+        });
         n
     }
 

@@ -1,11 +1,338 @@
-//! `needle query` (being built; see the issue).
+//! `needle query`: run one query over a finite NDJSON input (a file or stdin) and print its
+//! results as they are emitted.
+//!
+//! ```text
+//! needle query --source file:events.ndjson "SELECT COUNT(*) FROM STREAM(10000, TIME)"
+//! cat events.ndjson | needle query --source stdin --format json "SELECT * FROM STREAM() LIMIT 5"
+//! echo "SELECT * FROM STREAM()" | needle query --source file:events.ndjson -
+//! ```
+//! The query runs until the input ends, its duration is over, or a RAW LIMIT is reached,
+//! whichever comes first; time (the duration, time windows, `NOW`) is the wall clock. Each
+//! emission prints as it is made: `--format json` one line `{"records": [...], "meta": {...}}`,
+//! `--format table` (the default) a table and a one-line summary. Lines that are not JSON
+//! objects are skipped and counted, never stopping the query; empty lines are ignored; a report
+//! with the first few (and their line numbers) goes to stderr at the end. Exit codes: 0 done,
+//! 1 the input could not be read, 2 the query (or the arguments) is wrong.
 
+use comfy_table::{presets::UTF8_FULL_CONDENSED, ContentArrangement, Table};
+use needle_engine::exec::{Emission, LocalQuery};
+use needle_query::QueryConfig;
+use needle_record::{Record, Value};
+use serde_json::Value as Json;
+use std::io::{BufRead, BufReader, Read, Write};
 use std::process::ExitCode;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How many malformed lines are quoted in the report.
+const MALFORMED_SAMPLES: usize = 5;
+/// Longest wait for input before the clock is checked again (time windows, the duration).
+const IDLE_TICK: Duration = Duration::from_millis(100);
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Where the records come from: `file:PATH` (NDJSON) or `stdin`.
+    #[arg(long)]
+    source: String,
+    /// How results print.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+    /// The query (BQL or a Bullet JSON query); `-` reads it from stdin (with a file source).
+    query: String,
+}
 
-pub fn run(_args: Args) -> ExitCode {
-    eprintln!("error: `needle query` is not built yet");
-    ExitCode::from(2)
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Format {
+    /// A table per emission and a one-line summary.
+    Table,
+    /// One JSON object per emission per line.
+    Json,
+}
+
+enum Source {
+    File(String),
+    Stdin,
+}
+
+fn parse_source(s: &str) -> Option<Source> {
+    match s {
+        "stdin" | "-" => Some(Source::Stdin),
+        _ => s.strip_prefix("file:").filter(|p| !p.is_empty()).map(|p| Source::File(p.into())),
+    }
+}
+
+/// The wall clock in ms since the epoch, kept monotonic from the start.
+struct Clock {
+    start_ms: i64,
+    start: Instant,
+}
+
+impl Clock {
+    fn new() -> Self {
+        let start_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        Self { start_ms, start: Instant::now() }
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.start_ms + i64::try_from(self.start.elapsed().as_millis()).unwrap_or(i64::MAX)
+    }
+}
+
+/// Malformed input lines: how many, and the first few.
+#[derive(Default)]
+struct Malformed {
+    count: u64,
+    samples: Vec<(u64, String)>,
+}
+
+impl Malformed {
+    fn add(&mut self, line: u64, why: String) {
+        self.count += 1;
+        if self.samples.len() < MALFORMED_SAMPLES {
+            self.samples.push((line, why));
+        }
+    }
+
+    fn report(&self) {
+        if self.count == 0 {
+            return;
+        }
+        eprintln!("warning: skipped {} malformed input line(s):", self.count);
+        for (line, why) in &self.samples {
+            eprintln!("  line {line}: {why}");
+        }
+        if self.count > self.samples.len() as u64 {
+            eprintln!("  ... and {} more", self.count - self.samples.len() as u64);
+        }
+    }
+}
+
+pub fn run(args: Args) -> ExitCode {
+    let Some(source) = parse_source(&args.source) else {
+        eprintln!("error: --source must be file:PATH or stdin, not {:?}", args.source);
+        return ExitCode::from(2);
+    };
+    let text = if args.query == "-" {
+        if matches!(source, Source::Stdin) {
+            eprintln!(
+                "error: the query cannot come from stdin when the records do (--source stdin)"
+            );
+            return ExitCode::from(2);
+        }
+        let mut text = String::new();
+        if let Err(e) = std::io::stdin().read_to_string(&mut text) {
+            eprintln!("error: cannot read the query from stdin: {e}");
+            return ExitCode::from(2);
+        }
+        text
+    } else {
+        args.query.clone()
+    };
+    let plan = match needle_query::compile(&text, &QueryConfig::default()) {
+        Ok(plan) => plan,
+        Err(e) => {
+            eprint!("{}", e.render(&text));
+            return ExitCode::from(2);
+        }
+    };
+    let reader: Box<dyn BufRead + Send> = match &source {
+        Source::Stdin => Box::new(BufReader::new(std::io::stdin())),
+        Source::File(path) => match std::fs::File::open(path) {
+            Ok(f) => Box::new(BufReader::with_capacity(1 << 16, f)),
+            Err(e) => {
+                eprintln!("error: cannot open {path}: {e}");
+                return ExitCode::from(1);
+            }
+        },
+    };
+    let clock = Clock::new();
+    let mut query = match LocalQuery::new(&plan, "cli-1", clock.now_ms()) {
+        Ok(q) => q,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let lines = spawn_reader(reader);
+    let mut out = Printer { format: args.format, stdout: std::io::stdout().lock() };
+    let mut malformed = Malformed::default();
+    let mut read_error = None;
+    while !query.is_done() {
+        let wait = query
+            .next_deadline_ms()
+            .map(|t| Duration::from_millis(u64::try_from(t - clock.now_ms()).unwrap_or(0)))
+            .unwrap_or(IDLE_TICK)
+            .min(IDLE_TICK);
+        let emissions = match lines.recv_timeout(wait) {
+            Ok(Line::Text(number, bytes)) => {
+                if bytes.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                match needle_record::decode_record(&bytes) {
+                    Ok(record) => query.push(&record, clock.now_ms()),
+                    Err(e) => {
+                        malformed.add(number, e.to_string());
+                        continue;
+                    }
+                }
+            }
+            Ok(Line::Failed(e)) => {
+                read_error = Some(e);
+                query.finish(clock.now_ms())
+            }
+            Err(RecvTimeoutError::Timeout) => query.advance(clock.now_ms()),
+            Err(RecvTimeoutError::Disconnected) => query.finish(clock.now_ms()),
+        };
+        match emissions {
+            Ok(emissions) => {
+                for e in &emissions {
+                    if out.print(e).is_err() {
+                        // stdout closed (a pipe into `head`): stop quietly
+                        malformed.report();
+                        return ExitCode::SUCCESS;
+                    }
+                }
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(1);
+            }
+        }
+    }
+    malformed.report();
+    if let Some(e) = read_error {
+        eprintln!("error: reading the input failed: {e}");
+        return ExitCode::from(1);
+    }
+    ExitCode::SUCCESS
+}
+
+enum Line {
+    Text(u64, Vec<u8>),
+    Failed(String),
+}
+
+/// Reads lines on their own thread so that time windows and the duration fire while the input
+/// is idle (a quiet stdin). The channel is bounded: a slow query slows the reading.
+fn spawn_reader(mut reader: Box<dyn BufRead + Send>) -> mpsc::Receiver<Line> {
+    let (tx, rx) = mpsc::sync_channel(1024);
+    std::thread::spawn(move || {
+        let mut number = 0u64;
+        loop {
+            let mut buf = Vec::new();
+            match reader.read_until(b'\n', &mut buf) {
+                Ok(0) => return,
+                Ok(_) => {
+                    number += 1;
+                    if tx.send(Line::Text(number, buf)).is_err() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    let _ = tx.send(Line::Failed(e.to_string()));
+                    return;
+                }
+            }
+        }
+    });
+    rx
+}
+
+struct Printer<W: Write> {
+    format: Format,
+    stdout: W,
+}
+
+impl<W: Write> Printer<W> {
+    fn print(&mut self, e: &Emission) -> std::io::Result<()> {
+        match self.format {
+            Format::Json => writeln!(self.stdout, "{}", e.to_json_string())?,
+            Format::Table => {
+                if !e.records.is_empty() {
+                    writeln!(self.stdout, "{}", table(&e.records))?;
+                }
+                writeln!(self.stdout, "{}", summary(e))?;
+            }
+        }
+        self.stdout.flush()
+    }
+}
+
+/// The records as a table; columns in order of first appearance.
+fn table(records: &[Record]) -> Table {
+    let mut columns: Vec<&str> = Vec::new();
+    for r in records {
+        for (k, _) in r.iter() {
+            if !columns.contains(&k.as_str()) {
+                columns.push(k);
+            }
+        }
+    }
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
+    t.set_header(columns.clone());
+    for r in records {
+        t.add_row(columns.iter().map(|c| cell(r.get(c))));
+    }
+    t
+}
+
+fn cell(v: Option<&Value>) -> String {
+    match v {
+        None | Some(Value::Null) => "NULL".into(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_json(),
+    }
+}
+
+/// One line: which window, how many records, what the stats and sketch say, then any warnings.
+fn summary(e: &Emission) -> String {
+    let meta = &e.meta;
+    let window = meta.get("Window");
+    let get = |v: Option<&Json>, k: &str| v.and_then(|w| w.get(k)).cloned().unwrap_or(Json::Null);
+    let name = get(window, "Name");
+    let mut line = format!(
+        "{} window {} ({}): {} record(s)",
+        if e.is_final { "final" } else { "" },
+        get(window, "Number"),
+        name.as_str().unwrap_or("?"),
+        e.records.len()
+    )
+    .trim_start()
+    .to_string();
+    let stats = meta.get("Stats");
+    line.push_str(&format!(
+        ", {} matched of {} seen",
+        get(stats, "Records Matched"),
+        get(stats, "Records Seen")
+    ));
+    if let Some(Json::Object(sketch)) = meta.get("Sketch") {
+        let facts: Vec<String> = sketch
+            .iter()
+            .filter(|(_, v)| !v.is_object() && !v.is_array())
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        if !facts.is_empty() {
+            line.push_str(&format!(" [{}]", facts.join(", ")));
+        }
+    }
+    for key in ["Errors", "Warnings"] {
+        if let Some(Json::Array(items)) = meta.get(key) {
+            for item in items {
+                let message = item.get("error").and_then(Json::as_str).unwrap_or("?");
+                let fix = item
+                    .get("resolutions")
+                    .and_then(Json::as_array)
+                    .map(|r| r.iter().filter_map(Json::as_str).collect::<Vec<_>>().join("; "))
+                    .unwrap_or_default();
+                line.push_str(&format!(
+                    "\n{}: {message} ({fix})",
+                    key.trim_end_matches('s').to_lowercase()
+                ));
+            }
+        }
+    }
+    line
 }

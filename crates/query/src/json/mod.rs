@@ -6,11 +6,12 @@
 //!  "aggregation": {"type": "LIMIT", "size": 10}, "duration": 30000}
 //! ```
 //!
-//! Filter values are written as strings in Bullet; each becomes a typed literal by its look
-//! (`"5"` → `5L`, `"2.5"` → `2.5`, `"true"` → `TRUE`, `"null"` → an IS NULL test, anything else a
-//! string). The engine compares numbers of different types by value, and a comparison between a
-//! field and a literal of another kind is NULL, which WHERE treats as not matching — the "cannot
-//! be cast, so false" of Bullet (see docs/language.md for the one difference, under NOT).
+//! Filter values are written as strings in Bullet and cast to the field's type. Here a value that
+//! reads as a number or boolean stands for both that value and the string (`"5"` → `5L` and
+//! `'5'`, so `==` gives `a IN (5L, '5')` and `>` gives `a > 5L OR a > '5'`): whichever the
+//! field's type, one form compares and the other is NULL (a comparison across kinds), which WHERE
+//! treats as not matching — the "cannot be cast, so false" of Bullet. Other text is a string,
+//! `"null"` an IS NULL test. docs/language.md has the table and the one difference (under NOT).
 //!
 //! Errors name the JSON path (`filters[0].operation: unknown operation '=~'`); JSON syntax errors
 //! point at the line and column serde_json reports, other errors at the value concerned (found by
@@ -665,35 +666,42 @@ impl Translator<'_> {
         }
     }
 
-    /// A Bullet value as a typed literal; `None` for `"null"` / JSON null.
-    fn typed(&self, v: &Json) -> Option<Expr> {
-        let value = match v {
-            Json::Null => return None,
-            Json::Bool(b) => Value::Bool(*b),
-            Json::Number(n) => match n.as_i64() {
-                Some(i) => Value::Long(i),
-                None => Value::Double(n.as_f64().unwrap_or_default()),
-            },
+    /// A Bullet value as the literals it may stand for: a number or boolean written as text
+    /// (`"5"`, `"true"`) is both that value and the string (`5L` and `'5'`), so that it compares
+    /// with numeric and string fields alike, as Bullet's cast to the field's type does; other text
+    /// is a string; `"null"` / JSON null gives none (an IS NULL test).
+    fn forms(&self, v: &Json) -> Vec<Expr> {
+        let values = match v {
+            Json::Null => vec![],
+            Json::Bool(b) => vec![Value::Bool(*b), Value::String(b.to_string())],
+            Json::Number(n) => vec![
+                match n.as_i64() {
+                    Some(i) => Value::Long(i),
+                    None => Value::Double(n.as_f64().unwrap_or_default()),
+                },
+                Value::String(n.to_string()),
+            ],
             Json::String(s) => {
                 let t = s.trim();
                 let numeric = !t.is_empty()
                     && t.chars().all(|c| c.is_ascii_digit() || "+-.eE".contains(c))
                     && t.chars().any(|c| c.is_ascii_digit());
+                let text = Value::String(s.clone());
                 if t.eq_ignore_ascii_case("null") {
-                    return None;
+                    vec![]
                 } else if numeric && t.parse::<i64>().is_ok() {
-                    Value::Long(t.parse().unwrap_or_default())
+                    vec![Value::Long(t.parse().unwrap_or_default()), text]
                 } else if numeric && t.parse::<f64>().is_ok() {
-                    Value::Double(t.parse().unwrap_or_default())
+                    vec![Value::Double(t.parse().unwrap_or_default()), text]
                 } else if t.eq_ignore_ascii_case("true") || t.eq_ignore_ascii_case("false") {
-                    Value::Bool(t.eq_ignore_ascii_case("true"))
+                    vec![Value::Bool(t.eq_ignore_ascii_case("true")), text]
                 } else {
-                    Value::String(s.clone())
+                    vec![text]
                 }
             }
-            other => Value::String(other.to_string()),
+            other => vec![Value::String(other.to_string())],
         };
-        Some(self.e(ExprKind::Literal(value)))
+        values.into_iter().map(|v| self.e(ExprKind::Literal(v))).collect()
     }
 
     fn text_of(&self, v: &Json) -> String {
@@ -714,16 +722,17 @@ impl Translator<'_> {
         let call = |function: Function, arg: Expr| {
             self.e(ExprKind::Call { function, args: vec![field.clone(), arg] })
         };
-        let nulls = values.iter().filter(|v| self.typed(v).is_none()).count();
         // Each literal points at its value in the text; the tests at the whole clause.
-        let typed: Vec<Expr> = values
+        let groups: Vec<Vec<Expr>> = values
             .iter()
             .enumerate()
-            .filter_map(|(i, v)| {
+            .map(|(i, v)| {
                 self.enter(&format!("{path}.values[{i}]"));
-                self.typed(v)
+                self.forms(v)
             })
             .collect();
+        let nulls = groups.iter().filter(|g| g.is_empty()).count();
+        let groups: Vec<Vec<Expr>> = groups.into_iter().filter(|g| !g.is_empty()).collect();
         let patterns: Vec<Expr> = values
             .iter()
             .enumerate()
@@ -747,17 +756,32 @@ impl Translator<'_> {
             "==" | "!=" => {
                 let eq = op == "==";
                 let list = |items: Vec<Expr>| Box::new(self.e(ExprKind::List(items)));
-                let main = match typed.len() {
-                    0 => None,
-                    1 => Some(compare(
-                        if eq { CompareOp::Eq } else { CompareOp::Ne },
-                        typed[0].clone(),
-                    )),
-                    _ => Some(self.e(ExprKind::In {
+                let all: Vec<Expr> = groups.iter().flatten().cloned().collect();
+                let main = if all.is_empty() {
+                    None
+                } else if all.len() == 1 {
+                    let op = if eq { CompareOp::Eq } else { CompareOp::Ne };
+                    Some(compare(op, all[0].clone()))
+                } else if eq || groups.iter().all(|g| g.len() == 1) {
+                    // Equal to any of them / different from all of them.
+                    Some(self.e(ExprKind::In {
                         negated: !eq,
                         value: Box::new(field.clone()),
-                        list: list(typed),
-                    })),
+                        list: list(all),
+                    }))
+                } else {
+                    // Different from each value, in whichever form fits the field's type.
+                    let each: Vec<Expr> = groups
+                        .iter()
+                        .map(|g| {
+                            self.any_of(
+                                g.iter().map(|v| compare(CompareOp::Ne, v.clone())).collect(),
+                            )
+                        })
+                        .collect();
+                    let mut it = each.into_iter();
+                    let first = it.next().expect("values: checked non-empty");
+                    Some(it.fold(first, |acc, e| self.binary(crate::ast::BinaryOp::And, acc, e)))
                 };
                 match (main, nulls > 0) {
                     (Some(m), false) => m,
@@ -779,7 +803,7 @@ impl Translator<'_> {
                     ">" => CompareOp::Gt,
                     _ => CompareOp::Ge,
                 };
-                self.any_of(typed.into_iter().map(|v| compare(cop, v)).collect())
+                self.any_of(groups.into_iter().flatten().map(|v| compare(cop, v)).collect())
             }
             "RLIKE" => {
                 if patterns.len() == 1 {
@@ -816,15 +840,14 @@ impl Translator<'_> {
                     .collect(),
             ),
             _ => {
-                let items = values
-                    .iter()
-                    .map(|v| {
-                        call(
-                            Function::ContainsValue,
-                            self.typed(v).unwrap_or_else(|| lit(Value::Null)),
-                        )
-                    })
+                let mut items: Vec<Expr> = groups
+                    .into_iter()
+                    .flatten()
+                    .map(|v| call(Function::ContainsValue, v))
                     .collect();
+                if nulls > 0 {
+                    items.push(call(Function::ContainsValue, lit(Value::Null)));
+                }
                 self.any_of(items)
             }
         })
@@ -850,7 +873,7 @@ mod tests {
             "aggregation": {"type": "LIMIT", "size": 10}, "duration": 20000}"#);
         assert_eq!(
             query.where_clause.unwrap().to_string(),
-            "id = 'c39ba8cfe8' AND (m.k > 5L OR m.k > 2.5)"
+            "id = 'c39ba8cfe8' AND (m.k > 5L OR m.k > '5' OR m.k > 2.5 OR m.k > '2.5')"
         );
         assert_eq!(query.limit.unwrap().value, 10);
         assert!(matches!(
@@ -866,6 +889,12 @@ mod tests {
         assert_eq!(
             query.where_clause.unwrap().to_string(),
             "a IS NOT NULL AND a NOT IN ('x', 'y')"
+        );
+        let query = q(r#"{"filters": [{"field": "a", "operation": "!=", "values": ["x", "5"]},
+            {"field": "b", "operation": "==", "values": ["true", 7]}]}"#);
+        assert_eq!(
+            query.where_clause.unwrap().to_string(),
+            "a != 'x' AND (a != 5L OR a != '5') AND b IN (TRUE, 'true', 7L, '7')"
         );
         let query = q(
             r#"{"filters": [{"operation": "NOT", "clauses": [{"field": "a", "operation": "RLIKE", "values": ["x.*", "y"]}]}]}"#,

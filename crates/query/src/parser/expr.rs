@@ -245,13 +245,26 @@ impl Parser<'_> {
         Ok(Step::Grew(grown))
     }
 
-    /// `ANY`/`ALL` right after a comparison operator is a quantifier when a list can follow it
-    /// (`[`, `(`, a name); otherwise it is a field named `any`/`all`.
+    /// `ANY`/`ALL` right after a comparison operator or RLIKE is the quantifier when something
+    /// that can start an expression follows it; otherwise it is a field named `any`/`all`
+    /// (which the canonical text always quotes).
     fn at_quantifier(&self, kw: &str) -> bool {
+        let next = self.peek_at(1);
         self.at_kw(kw)
-            && match &self.peek_at(1).kind {
-                TokenKind::LBracket | TokenKind::LParen | TokenKind::QuotedIdent(_) => true,
-                TokenKind::Word => !lexer::is_reserved(self.text(self.peek_at(1))),
+            && match &next.kind {
+                TokenKind::LBracket
+                | TokenKind::LParen
+                | TokenKind::Minus
+                | TokenKind::Number(_)
+                | TokenKind::Str(_)
+                | TokenKind::QuotedIdent(_) => true,
+                TokenKind::Word => {
+                    let word = self.text(next);
+                    !lexer::is_reserved(word)
+                        || ["NULL", "TRUE", "FALSE", "NOW", "NOT", "BETWEEN"]
+                            .iter()
+                            .any(|w| w.eq_ignore_ascii_case(word))
+                }
                 _ => false,
             }
     }
@@ -260,13 +273,15 @@ impl Parser<'_> {
     fn in_list(&mut self, value: Expr, negated: bool) -> Result<Expr> {
         let list = if let Some(open) = self.eat(&TokenKind::LParen) {
             let items = self.comma_list(&TokenKind::RParen, open, "IN (")?;
-            for item in &items {
-                self.refuse_double_quoted_value(&value, item, false)?;
-            }
             Expr::new(ExprKind::List(items), open.to(Span::new(self.prev_end, self.prev_end)))
         } else {
             self.expr_bp(BP_CMP + 1)?
         };
+        if let ExprKind::List(items) = &list.kind {
+            for item in items {
+                self.refuse_double_quoted_value(&value, item, false)?;
+            }
+        }
         let span = value.span.to(list.span);
         Ok(Expr::new(ExprKind::In { negated, value: boxed(value), list: boxed(list) }, span))
     }
@@ -321,10 +336,8 @@ impl Parser<'_> {
     fn refuse_double_quoted_value(&self, left: &Expr, right: &Expr, regex: bool) -> Result<()> {
         let suspicious = |e: &Expr| -> Option<String> {
             let ExprKind::Field(field) = &e.kind else { return None };
-            if !field.path.is_empty()
-                || field.hint.is_some()
-                || !self.src[e.span.start..].starts_with('"')
-            {
+            // (a name with whitespace or such characters can only have been written quoted)
+            if !field.path.is_empty() || field.hint.is_some() {
                 return None;
             }
             let odd = |c: char| c.is_whitespace() || (regex && ".*+?^$[](){}|\\".contains(c));
@@ -741,6 +754,20 @@ impl Parser<'_> {
                     )
                     .with_hint("write TOP(k[, threshold], e, ...), e.g. TOP(10, page)"));
                 }
+                // `TOP(k, (5), e)` reads as its canonical text `TOP(k, 5, e)` does
+                let threshold = match (threshold, &rest[0].kind) {
+                    (None, ExprKind::Literal(Value::Int(t))) if rest.len() > 1 && *t >= 0 => {
+                        let t = *t as u64;
+                        rest.remove(0);
+                        Some(t)
+                    }
+                    (None, ExprKind::Literal(Value::Long(t))) if rest.len() > 1 && *t >= 0 => {
+                        let t = *t as u64;
+                        rest.remove(0);
+                        Some(t)
+                    }
+                    (threshold, _) => threshold,
+                };
                 aggregate(Aggregate::Top { k, threshold, fields: rest }, self)
             }
             "EXPLODE" => Err(QueryError::syntax("EXPLODE is a table function, not a value", name)

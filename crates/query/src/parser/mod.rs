@@ -19,7 +19,8 @@
 //! aggregate), `TIME`/`RECORD`/`ALL`/`FIRST`/`MAX`/`LINEAR`/... only inside `STREAM(...)`,
 //! `WINDOWING ...` and distribution arguments, `ASC`/`DESC` only after an ORDER BY item,
 //! `OUTER`/`EXPLODE` only at the start of a select item or after `LATERAL VIEW`, and `ANY`/`ALL`
-//! only right after a comparison operator or `RLIKE` when a list (`[`, `(`, a name) follows. So
+//! only right after a comparison operator or `RLIKE` when an expression follows (`a = any` and
+//! `a = any AND b` compare with a field named `any`; `a = "any" - 1` needs the quotes). So
 //! `key`, `value`, `type`, `time`, `record`, `timestamp` and `count` are plain names; a reserved
 //! word, or any name at all, can be written in double quotes: `"from"`, `"123col"`.
 //!
@@ -39,9 +40,11 @@
 //! - An alias without `AS` is taken only when a `,` or `FROM` follows it, so `SELECT a FORM
 //!   STREAM()` reports the misspelled FROM instead of reading `FORM` as an alias.
 //! - A double-quoted name containing whitespace (or, after RLIKE, regex characters) on the right
-//!   of a comparison, `RLIKE` or in an `IN (...)` list is refused as a string written with the
-//!   wrong quotes (`name = "John Smith"`); write such a field on the left side, or compare two
-//!   such fields, which is allowed.
+//!   of `=`/`!=`, `RLIKE` or in an `IN` list is refused as a string written with the wrong
+//!   quotes (`name = "John Smith"`); write such a field on the left side, or compare two such
+//!   fields, which is allowed.
+//! - `TOP(k, t, e, ...)`: a non-negative whole number right after k, with more arguments after
+//!   it, is the threshold; `TOP(10, 5)` has no threshold and one (constant) expression.
 //! - WINDOWING is accepted as Bullet 1.x writes it, `WINDOWING TUMBLING(5000, TIME)`, and as
 //!   older Bullet did, `WINDOWING(TUMBLING, 5000, TIME)`. It is kept in an outer query's tree;
 //!   the validator refuses it there.

@@ -105,18 +105,6 @@ fn is_number(e: &Expr) -> bool {
     matches!(&e.kind, ExprKind::Literal(v) if v.is_numeric())
 }
 
-/// A right side after ANY/ALL: something that starts with `[`, `(` or a name when printed.
-fn list_like(e: &Expr) -> bool {
-    matches!(
-        e.kind,
-        ExprKind::List(_)
-            | ExprKind::Field(_)
-            | ExprKind::Call { .. }
-            | ExprKind::Cast { .. }
-            | ExprKind::Aggregate(_)
-    ) || crate::display::precedence(&e.kind) < 6
-}
-
 fn field(inner: BoxedStrategy<Expr>) -> impl Strategy<Value = Expr> {
     let accessor = prop_oneof![
         "(?s).{0,4}".prop_map(Accessor::Key),
@@ -247,22 +235,12 @@ fn expr() -> impl Strategy<Value = Expr> {
                 left: b(l),
                 right: b(r)
             })),
-            (cmp, quantifier.clone(), i(), i())
-                .prop_filter("a list after ANY/ALL", |(_, q, _, r)| q.is_none() || list_like(r))
-                .prop_map(|(op, quantifier, l, r)| ex(ExprKind::Compare {
-                    op,
-                    quantifier,
-                    left: b(l),
-                    right: b(r)
-                })),
-            (any::<bool>(), any::<bool>(), i(), i())
-                .prop_filter("a list after ANY", |(_, any, _, p)| !any || list_like(p))
-                .prop_map(|(negated, any, value, pattern)| ex(ExprKind::Rlike {
-                    negated,
-                    any,
-                    value: b(value),
-                    pattern: b(pattern)
-                })),
+            (cmp, quantifier.clone(), i(), i()).prop_map(|(op, quantifier, l, r)| ex(
+                ExprKind::Compare { op, quantifier, left: b(l), right: b(r) }
+            )),
+            (any::<bool>(), any::<bool>(), i(), i()).prop_map(|(negated, any, value, pattern)| ex(
+                ExprKind::Rlike { negated, any, value: b(value), pattern: b(pattern) }
+            )),
             (
                 any::<bool>(),
                 i(),

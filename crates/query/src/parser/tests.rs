@@ -323,6 +323,11 @@ fn comparisons_and_quantifiers() {
     assert_eq!(cmp("a > all l"), (CompareOp::Gt, Some(Quantifier::All)));
     assert_eq!(cmp("a != ANY (l)"), (CompareOp::Ne, Some(Quantifier::Any)));
     assert_eq!(cmp("a = any"), (CompareOp::Eq, None));
+    assert_eq!(s("a = any AND b"), "a = \"any\" AND b");
+    assert_eq!(cmp("a = ANY ('x')"), (CompareOp::Eq, Some(Quantifier::Any)));
+    assert_eq!(s("a = ANY ('x')"), "a = ANY 'x'");
+    assert_eq!(s("a = ANY 'x'"), "a = ANY 'x'");
+    assert_eq!(s("a = \"any\" - 1"), "a = \"any\" - 1");
     assert_eq!(s("a = ALL [1]"), "a = ALL [1]");
 }
 
@@ -488,6 +493,8 @@ fn aggregates() {
     assert_eq!((threshold, fields.len()), (None, 1));
     let Aggregate::Top { threshold, fields, .. } = agg("TOP(10, 5 + 1, a)") else { panic!() };
     assert_eq!((threshold, fields.len()), (None, 2));
+    let Aggregate::Top { threshold, fields, .. } = agg("TOP(10, (5), a)") else { panic!() };
+    assert_eq!((threshold, fields.len()), (Some(5), 1));
     let text = "TOP(1, 18446744073709551615, a)";
     let Aggregate::Top { threshold, .. } = agg(text) else { panic!() };
     assert_eq!(threshold, Some(u64::MAX));
@@ -763,6 +770,8 @@ fn sql_habits_get_hints() {
     assert!(error.hint.unwrap().contains("'John Smith'"));
     assert!(expr_err("a RLIKE \".*x\"").hint.unwrap().contains("'.*x'"));
     assert!(expr_err("a IN ('x', \"y z\")").message.contains("\"y z\""));
+    assert!(expr_err("a IN ['x', \"y z\"]").message.contains("\"y z\""));
+    assert!(expr_err("a = (\"y z\")").message.contains("\"y z\""));
     // allowed: plain quoted names, a quoted name on the left, two quoted names
     e("a = \"123col\"");
     e("\"First Name\" = a");

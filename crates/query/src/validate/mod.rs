@@ -447,8 +447,7 @@ fn validate_stage(
             ast::ExplodeAlias::KeyValue(k, v) => vec![k, v],
         };
         for id in idents {
-            if let Some(prev) = explode_aliases.insert(id.name.clone(), id.span) {
-                let _ = prev;
+            if explode_aliases.insert(id.name.clone(), id.span).is_some() {
                 return Err(QueryError::semantic(
                     format!("explode alias '{}' is used twice", id.name),
                     Some(id.span),
@@ -908,10 +907,21 @@ fn group_stage(q: &Query, config: &QueryConfig) -> Result<StageOut, QueryError> 
         if ctx.key_index.contains_key(&text) {
             continue;
         }
-        let name = items
-            .iter()
-            .find(|(e, _)| e.to_string() == text)
-            .map_or_else(|| column_name(k), |(e, a)| name_of(e, *a));
+        let name = match items.iter().find(|(e, _)| e.to_string() == text) {
+            Some((e, a)) => name_of(e, *a),
+            // A hidden key: never a name the user gave a column.
+            None => {
+                let base = column_name(k);
+                let mut name = base.clone();
+                let mut n = 2;
+                while ctx.used.contains(&name) || items.iter().any(|(e, a)| name_of(e, *a) == name)
+                {
+                    name = format!("{base}#{n}");
+                    n += 1;
+                }
+                name
+            }
+        };
         if !ctx.used.insert(name.clone()) {
             return Err(QueryError::semantic(
                 format!("duplicate column name '{name}'"),

@@ -307,3 +307,123 @@ fn distribution_points_are_checked() {
         .output
         .is_none());
 }
+
+// The rules below are written in BQL for brevity (the parser is tested on its own).
+
+fn plan(bql: &str) -> Plan {
+    let q = crate::parse_bql(bql).unwrap_or_else(|e| panic!("{}", e.render(bql)));
+    validate(&q, bql, &QueryConfig::default()).unwrap_or_else(|e| panic!("{}", e.render(bql)))
+}
+
+fn refused(bql: &str) -> QueryError {
+    let q = crate::parse_bql(bql).unwrap_or_else(|e| panic!("{}", e.render(bql)));
+    validate(&q, bql, &QueryConfig::default()).expect_err(bql)
+}
+
+#[test]
+fn distinct_is_a_group_by_without_aggregates() {
+    let p = plan("SELECT DISTINCT a, b AS bee FROM STREAM()");
+    let Aggregation::GroupBy { keys, aggregates, .. } = &p.stage.aggregation else { panic!() };
+    assert_eq!(keys.iter().map(|k| k.name.as_str()).collect::<Vec<_>>(), ["a", "bee"]);
+    assert!(aggregates.is_empty());
+    assert!(refused("SELECT DISTINCT a, COUNT(*) FROM STREAM()").message.contains("DISTINCT"));
+    assert!(refused("SELECT DISTINCT a FROM STREAM() GROUP BY a").message.contains("DISTINCT"));
+}
+
+#[test]
+fn count_distinct_in_expressions_reads_its_column() {
+    let p = plan("SELECT COUNT(DISTINCT a) * 2 AS twice FROM STREAM()");
+    let Aggregation::CountDistinct { name, .. } = &p.stage.aggregation else { panic!() };
+    assert_eq!(name, "COUNT(DISTINCT a)");
+    assert_eq!(p.stage.post.computations[0].expr.to_string(), "\"COUNT(DISTINCT a)\" * 2");
+    assert_eq!(p.stage.post.output, Some(vec!["twice".to_string()]));
+    assert!(refused("SELECT COUNT(DISTINCT a), b FROM STREAM()").message.contains("'b'"));
+    assert!(refused("SELECT COUNT(DISTINCT a) FROM STREAM() ORDER BY a")
+        .message
+        .contains("ORDER BY"));
+}
+
+#[test]
+fn top_alias_names_the_count_and_fields_are_named_like_columns() {
+    let p = plan("SELECT TOP(5, 10, \"my f\", b.c) AS views FROM STREAM()");
+    let Aggregation::TopK { k, threshold, fields, count_name, .. } = &p.stage.aggregation else {
+        panic!()
+    };
+    assert_eq!((*k, *threshold, count_name.as_str()), (5, Some(10), "views"));
+    assert_eq!(fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>(), ["my f", "b.c"]);
+    assert_eq!(refused("SELECT TOP(0, a) FROM STREAM()").kind, QueryErrorKind::Semantic);
+    assert_eq!(refused("SELECT TOP(501, a) FROM STREAM()").kind, QueryErrorKind::Limit);
+    assert!(refused("SELECT TOP(5, a), b FROM STREAM()").message.contains("only item"));
+}
+
+#[test]
+fn raw_order_by_projects_what_it_needs_as_hidden_columns() {
+    let p = plan("SELECT a AS x FROM STREAM() ORDER BY x DESC, ts");
+    let Aggregation::Raw { projection: Projection::Fields { fields }, .. } = &p.stage.aggregation
+    else {
+        panic!()
+    };
+    assert_eq!(fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>(), ["x", "ts"]);
+    assert_eq!(p.stage.post.output, Some(vec!["x".to_string()]));
+    let p = plan("SELECT * FROM STREAM() ORDER BY ts");
+    assert_eq!(p.stage.post.order_by[0].expr.to_string(), "ts");
+    assert!(p.stage.post.output.is_none());
+}
+
+#[test]
+fn column_names_are_field_names_or_canonical_text() {
+    let p = plan("SELECT \"123col\", m['k'], a : STRING, a + 1 FROM STREAM()");
+    let Aggregation::Raw { projection: Projection::Fields { fields }, .. } = &p.stage.aggregation
+    else {
+        panic!()
+    };
+    let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["123col", "m.k", "a", "a + 1"]);
+    assert!(refused("SELECT a, b AS a FROM STREAM()").message.contains("duplicate"));
+}
+
+#[test]
+fn window_first_and_stream_zero_are_checked() {
+    assert!(refused("SELECT * FROM STREAM() WINDOWING EVERY(5, RECORD, FIRST, 10, RECORD)")
+        .message
+        .contains("FIRST 10"));
+    assert!(refused("SELECT * FROM STREAM() WINDOWING EVERY(5, RECORD, FIRST, 5000, TIME)")
+        .message
+        .contains("same unit"));
+    assert!(refused("SELECT COUNT(*) FROM STREAM(0, TIME)").message.contains("at least 1 ms"));
+    assert!(refused("SELECT * FROM STREAM() WINDOWING TUMBLING(0, RECORD)")
+        .message
+        .contains("every 1"));
+}
+
+#[test]
+fn table_functions_in_select_stand_alone() {
+    let p = plan("SELECT OUTER EXPLODE(m) AS (k, v) FROM STREAM() WHERE v > 1");
+    assert_eq!(p.stage.explode.len(), 1);
+    assert!(!p.stage.explode[0].lateral && p.stage.explode[0].outer);
+    assert!(refused("SELECT EXPLODE(l) AS x, a FROM STREAM()")
+        .message
+        .contains("only select item"));
+    assert!(refused("SELECT EXPLODE(l) AS x FROM STREAM() GROUP BY x")
+        .message
+        .contains("table function"));
+    assert!(refused("SELECT EXPLODE(5) AS x FROM STREAM()").message.contains("cannot explode"));
+}
+
+#[test]
+fn quantile_points_are_fractions_and_order_uses_result_columns() {
+    assert!(refused("SELECT QUANTILE(d, MANUAL, 0.5, 2) FROM STREAM()")
+        .message
+        .contains("0 and 1"));
+    assert!(refused("SELECT CUMFREQ(d, MANUAL, 5, 1) FROM STREAM()")
+        .message
+        .contains("increasing"));
+    assert!(refused("SELECT QUANTILE(d, LINEAR, 3) AS q FROM STREAM()")
+        .message
+        .contains("renamed"));
+    let p = plan("SELECT QUANTILE(d, LINEAR, 3) FROM STREAM() ORDER BY Value DESC LIMIT 2");
+    assert_eq!(p.stage.post.limit, Some(2));
+    assert!(refused("SELECT QUANTILE(d, LINEAR, 3) FROM STREAM() ORDER BY d")
+        .message
+        .contains("'d'"));
+}
