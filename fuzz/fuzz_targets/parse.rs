@@ -1,10 +1,11 @@
 //! Fuzz target `parse`: any bytes (as UTF-8 text) through the BQL parser. The parser must return
 //! (a tree or an error whose span lies inside the text and renders); any panic, stack overflow,
-//! timeout or out-of-memory is a bug. Accepted queries must print and parse back unchanged.
+//! timeout or out-of-memory is a bug. Every expression of an accepted query must print and parse back to the same text.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use needle_query::ast::{Expr, From, Query, SelectItem};
 use needle_query::parser::parse_expr;
 use needle_query::{parse_bql, QueryError};
 
@@ -14,11 +15,32 @@ fn check_error(text: &str, error: &QueryError) {
     assert!(error.render(text).starts_with("error: "));
 }
 
+/// Every expression of a query (the inner query's too).
+fn expressions(q: &Query) -> Vec<&Expr> {
+    let mut out = Vec::new();
+    for item in &q.select.items {
+        match item {
+            SelectItem::All { .. } => {}
+            SelectItem::Expr { expr, .. } => out.push(expr),
+            SelectItem::TableFunction(t) => out.push(&t.expr),
+        }
+    }
+    if let From::Subquery(inner) = &q.from {
+        out.extend(expressions(inner));
+    }
+    out.extend(q.lateral_views.iter().map(|t| &t.expr));
+    out.extend(q.where_clause.iter());
+    out.extend(q.group_by.iter());
+    out.extend(q.having.iter());
+    out.extend(q.order_by.iter().map(|o| &o.expr));
+    out
+}
+
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
     match parse_bql(text) {
         Ok(query) => {
-            if let Some(e) = &query.where_clause {
+            for e in expressions(&query) {
                 let printed = e.to_string();
                 let again = parse_expr(&printed).expect("printed expressions parse");
                 assert_eq!(again.to_string(), printed);

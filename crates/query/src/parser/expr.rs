@@ -93,18 +93,14 @@ impl Parser<'_> {
 
     fn infix(&mut self, mut left: Expr, min: u8) -> Result<Expr> {
         // Operator chains loop instead of recursing, but each link makes the tree one level
-        // taller; the tree's height is bounded so that whoever walks it recursively is safe.
+        // taller; the tree's height is bounded (the prefix's too: calls, lists, unary operators
+        // are built there) so that whoever walks it recursively is safe.
         let mut height = height(&left);
         loop {
-            left = match self.infix_step(left, min)? {
-                Step::Done(e) => return Ok(e),
-                Step::Grew(e) => e,
-            };
-            height = 1 + height.max(right_height(&left));
             if height > super::MAX_HEIGHT {
                 return Err(QueryError::syntax(
                     format!(
-                        "the expression nests too deeply (more than {} levels of operators)",
+                        "the expression nests too deeply (more than {} levels)",
                         super::MAX_HEIGHT
                     ),
                     left.span,
@@ -113,6 +109,11 @@ impl Parser<'_> {
                     "use IN (a, b, ...) instead of a long chain of ORs, or split the expression",
                 ));
             }
+            left = match self.infix_step(left, min)? {
+                Step::Done(e) => return Ok(e),
+                Step::Grew(e) => e,
+            };
+            height = 1 + height.max(right_height(&left));
         }
     }
 
@@ -609,206 +610,228 @@ impl Parser<'_> {
     }
 
     fn call_body(&mut self, name: Span, upper: &str, open: Span) -> Result<Expr> {
+        // one small function per kind keeps this frame, which is on the stack of every
+        // nested call, small in unoptimized builds
+        match upper {
+            "CAST" => self.call_cast(name, upper, open),
+            "BETWEEN" => self.call_between_call(name, upper, open),
+            "COUNT" => self.call_count(name, upper, open),
+            "SUM" | "MIN" | "MAX" | "AVG" => self.call_simple_aggregate(name, upper, open),
+            "QUANTILE" | "FREQ" | "CUMFREQ" => self.call_distribution(name, upper, open),
+            "TOP" => self.call_top(name, upper, open),
+            "EXPLODE" => self.call_explode(name, upper, open),
+            _ => self.call_scalar(name, upper, open),
+        }
+    }
+
+    fn call_cast(&mut self, name: Span, upper: &str, open: Span) -> Result<Expr> {
+        let _ = (name, upper, open);
+        let value = self.expr()?;
+        if self.eat_kw("AS").is_none() {
+            return Err(self.expected("AS in CAST(value AS type)", &["AS"]));
+        }
+        let to = self.type_name()?;
+        let close = self.close_paren(open, "CAST(")?;
+        Ok(Expr::new(ExprKind::Cast { value: boxed(value), to }, name.to(close)))
+    }
+
+    fn call_between_call(&mut self, name: Span, upper: &str, open: Span) -> Result<Expr> {
+        let _ = (name, upper, open);
+        let args = self.args(open, upper)?;
+        let span = name.to(Span::new(self.prev_end, self.prev_end));
+        let found = args.len();
+        let Ok([value, low, high]) = <[Expr; 3]>::try_from(args) else {
+            return Err(arity("BETWEEN", "3 arguments", found, "BETWEEN(x, low, high)", span));
+        };
+        let (value, low, high) = (boxed(value), boxed(low), boxed(high));
+        Ok(Expr::new(ExprKind::Between { negated: false, value, low, high }, span))
+    }
+
+    fn call_count(&mut self, name: Span, upper: &str, open: Span) -> Result<Expr> {
+        let _ = (name, upper, open);
         let aggregate = |a, p: &Self| {
             Ok(Expr::new(ExprKind::Aggregate(a), name.to(Span::new(p.prev_end, p.prev_end))))
         };
-        match upper {
-            "CAST" => {
-                let value = self.expr()?;
-                if self.eat_kw("AS").is_none() {
-                    return Err(self.expected("AS in CAST(value AS type)", &["AS"]));
-                }
-                let to = self.type_name()?;
-                let close = self.close_paren(open, "CAST(")?;
-                Ok(Expr::new(ExprKind::Cast { value: boxed(value), to }, name.to(close)))
-            }
-            "BETWEEN" => {
-                let args = self.args(open, upper)?;
-                let span = name.to(Span::new(self.prev_end, self.prev_end));
-                let found = args.len();
-                let Ok([value, low, high]) = <[Expr; 3]>::try_from(args) else {
-                    return Err(arity(
-                        "BETWEEN",
-                        "3 arguments",
-                        found,
-                        "BETWEEN(x, low, high)",
-                        span,
-                    ));
-                };
-                let (value, low, high) = (boxed(value), boxed(low), boxed(high));
-                Ok(Expr::new(ExprKind::Between { negated: false, value, low, high }, span))
-            }
-            "COUNT" => {
-                if self.eat(&TokenKind::Star).is_some() {
-                    self.close_paren(open, "COUNT(*")?;
-                    return aggregate(Aggregate::Count, self);
-                }
-                if self.eat_kw("DISTINCT").is_some() {
-                    let fields = self.args(open, "COUNT(DISTINCT")?;
-                    if fields.is_empty() {
-                        return Err(QueryError::syntax(
-                            "COUNT(DISTINCT ...) needs at least one expression",
-                            name.to(Span::new(self.prev_end, self.prev_end)),
-                        ));
-                    }
-                    return aggregate(Aggregate::CountDistinct(fields), self);
-                }
-                let args = self.args(open, upper)?;
-                Err(QueryError::syntax(
-                    format!(
-                        "COUNT takes * or DISTINCT, found {} argument{}",
-                        args.len(),
-                        plural(args.len())
-                    ),
-                    name.to(Span::new(self.prev_end, self.prev_end)),
-                )
-                .with_hint(
-                    "COUNT(*) counts records; COUNT(DISTINCT e, ...) counts distinct values",
-                ))
-            }
-            "SUM" | "MIN" | "MAX" | "AVG" => {
-                if let Some(d) = self.eat_kw("DISTINCT") {
-                    return Err(QueryError::syntax(format!("{upper}(DISTINCT ...) is not BQL"), d)
-                        .with_hint("DISTINCT goes in COUNT(DISTINCT ...) or SELECT DISTINCT"));
-                }
-                let mut args = self.args(open, upper)?;
-                let span = name.to(Span::new(self.prev_end, self.prev_end));
-                if args.len() != 1 {
-                    let usage = format!("{upper}(e)");
-                    return Err(arity(upper, "1 argument", args.len(), &usage, span));
-                }
-                let arg = boxed(args.remove(0));
-                let a = match upper {
-                    "SUM" => Aggregate::Sum(arg),
-                    "MIN" => Aggregate::Min(arg),
-                    "MAX" => Aggregate::Max(arg),
-                    _ => Aggregate::Avg(arg),
-                };
-                Ok(Expr::new(ExprKind::Aggregate(a), span))
-            }
-            "QUANTILE" | "FREQ" | "CUMFREQ" => {
-                let kind = match upper {
-                    "QUANTILE" => DistributionKind::Quantile,
-                    "FREQ" => DistributionKind::Freq,
-                    _ => DistributionKind::CumFreq,
-                };
-                let value = self.expr()?;
-                let usage = "LINEAR, n | REGION, start, end, step | MANUAL, p, ...";
-                if self.eat(&TokenKind::Comma).is_none() {
-                    return Err(self
-                        .expected(&format!("',' and the points in {upper}(e, ...)"), &[])
-                        .with_hint(format!("write {upper}(e, {usage})")));
-                }
-                let points = if self.eat_kw("LINEAR").is_some() {
-                    self.expect(&TokenKind::Comma, "',' after LINEAR")?;
-                    Points::Linear { count: self.uint("the number of points after LINEAR")?.0 }
-                } else if self.eat_kw("REGION").is_some() {
-                    self.expect(&TokenKind::Comma, "',' after REGION")?;
-                    let start = self.point("the start of the region")?;
-                    self.expect(&TokenKind::Comma, "',' after the start")?;
-                    let end = self.point("the end of the region")?;
-                    self.expect(&TokenKind::Comma, "',' after the end")?;
-                    let step = self.point("the step of the region")?;
-                    Points::Region { start, end, step }
-                } else if self.eat_kw("MANUAL").is_some() {
-                    let mut points = Vec::new();
-                    while self.eat(&TokenKind::Comma).is_some() {
-                        points.push(self.point("a point after ','")?);
-                    }
-                    if points.is_empty() {
-                        return Err(self
-                            .expected("',' and at least one point after MANUAL", &[])
-                            .with_hint(format!("write {upper}(e, MANUAL, 0.5, 0.99)")));
-                    }
-                    Points::Manual { points }
-                } else {
-                    return Err(self
-                        .expected("LINEAR, REGION or MANUAL", &["LINEAR", "REGION", "MANUAL"])
-                        .with_hint_if_none(&format!("write {upper}(e, {usage})")));
-                };
-                self.close_paren(open, &format!("{upper}("))?;
-                aggregate(Aggregate::Distribution { kind, value: boxed(value), points }, self)
-            }
-            "TOP" => {
-                let (k, _) = self.uint("the number of items k in TOP(k, e, ...)")?;
-                // `TOP(k, t, e, ...)`: a whole number directly followed by ',' is the threshold
-                let threshold = if self.at(&TokenKind::Comma)
-                    && matches!(&self.peek_at(1).kind, TokenKind::Number(n) if n.integral)
-                    && self.peek_at(2).kind == TokenKind::Comma
-                {
-                    self.bump();
-                    Some(self.uint("the threshold in TOP(k, threshold, e, ...)")?.0)
-                } else {
-                    None
-                };
-                let mut rest = Vec::new();
-                while self.eat(&TokenKind::Comma).is_some() {
-                    rest.push(self.expr()?);
-                }
-                self.close_paren(open, "TOP(")?;
-                let span = name.to(Span::new(self.prev_end, self.prev_end));
-                if rest.is_empty() {
-                    return Err(QueryError::syntax(
-                        "TOP needs at least one expression after k",
-                        span,
-                    )
-                    .with_hint("write TOP(k[, threshold], e, ...), e.g. TOP(10, page)"));
-                }
-                // `TOP(k, (5), e)` reads as its canonical text `TOP(k, 5, e)` does
-                let threshold = match (threshold, &rest[0].kind) {
-                    (None, ExprKind::Literal(Value::Int(t))) if rest.len() > 1 && *t >= 0 => {
-                        let t = *t as u64;
-                        rest.remove(0);
-                        Some(t)
-                    }
-                    (None, ExprKind::Literal(Value::Long(t))) if rest.len() > 1 && *t >= 0 => {
-                        let t = *t as u64;
-                        rest.remove(0);
-                        Some(t)
-                    }
-                    (threshold, _) => threshold,
-                };
-                aggregate(Aggregate::Top { k, threshold, fields: rest }, self)
-            }
-            "EXPLODE" => Err(QueryError::syntax("EXPLODE is a table function, not a value", name)
-                .with_hint(
-                    "use it as a select item, SELECT EXPLODE(list) AS item FROM ..., or in \
-                 LATERAL VIEW EXPLODE(list) AS item",
-                )),
-            _ => {
-                let Some(&(fname, function, min, max, usage)) =
-                    FUNCTIONS.iter().find(|(n, ..)| *n == upper)
-                else {
-                    let written = &self.src[name.start..name.end];
-                    let error = QueryError::syntax(format!("unknown function '{written}'"), name);
-                    return Err(if let Some(bql) = sql_function(written) {
-                        error.with_hint(format!("BQL writes this as {bql}"))
-                    } else if let Some(c) = did_you_mean(written, CALLABLE) {
-                        error.with_hint(format!("did you mean {c}?"))
-                    } else {
-                        error.with_hint(
-                            "the functions are SIZEOF ABS TRIM LOWER UPPER HASH SIZEIS \
-                             CONTAINSKEY CONTAINSVALUE FILTER IF BETWEEN SUBSTRING UNIXTIMESTAMP \
-                             CAST, and the aggregates COUNT SUM MIN MAX AVG QUANTILE FREQ \
-                             CUMFREQ TOP",
-                        )
-                    });
-                };
-                let args = self.args(open, fname)?;
-                let span = name.to(Span::new(self.prev_end, self.prev_end));
-                if args.len() < min || args.len() > max {
-                    let expected = if min == max {
-                        format!("{min} argument{}", plural(min))
-                    } else if min == 0 {
-                        format!("at most {max} arguments")
-                    } else {
-                        format!("{min} or {max} arguments")
-                    };
-                    return Err(arity(fname, &expected, args.len(), usage, span));
-                }
-                Ok(Expr::new(ExprKind::Call { function, args }, span))
-            }
+        if self.eat(&TokenKind::Star).is_some() {
+            self.close_paren(open, "COUNT(*")?;
+            return aggregate(Aggregate::Count, self);
         }
+        if self.eat_kw("DISTINCT").is_some() {
+            let fields = self.args(open, "COUNT(DISTINCT")?;
+            if fields.is_empty() {
+                return Err(QueryError::syntax(
+                    "COUNT(DISTINCT ...) needs at least one expression",
+                    name.to(Span::new(self.prev_end, self.prev_end)),
+                ));
+            }
+            return aggregate(Aggregate::CountDistinct(fields), self);
+        }
+        let args = self.args(open, upper)?;
+        Err(QueryError::syntax(
+            format!(
+                "COUNT takes * or DISTINCT, found {} argument{}",
+                args.len(),
+                plural(args.len())
+            ),
+            name.to(Span::new(self.prev_end, self.prev_end)),
+        )
+        .with_hint("COUNT(*) counts records; COUNT(DISTINCT e, ...) counts distinct values"))
+    }
+
+    fn call_simple_aggregate(&mut self, name: Span, upper: &str, open: Span) -> Result<Expr> {
+        let _ = (name, upper, open);
+        if let Some(d) = self.eat_kw("DISTINCT") {
+            return Err(QueryError::syntax(format!("{upper}(DISTINCT ...) is not BQL"), d)
+                .with_hint("DISTINCT goes in COUNT(DISTINCT ...) or SELECT DISTINCT"));
+        }
+        let mut args = self.args(open, upper)?;
+        let span = name.to(Span::new(self.prev_end, self.prev_end));
+        if args.len() != 1 {
+            let usage = format!("{upper}(e)");
+            return Err(arity(upper, "1 argument", args.len(), &usage, span));
+        }
+        let arg = boxed(args.remove(0));
+        let a = match upper {
+            "SUM" => Aggregate::Sum(arg),
+            "MIN" => Aggregate::Min(arg),
+            "MAX" => Aggregate::Max(arg),
+            _ => Aggregate::Avg(arg),
+        };
+        Ok(Expr::new(ExprKind::Aggregate(a), span))
+    }
+
+    fn call_distribution(&mut self, name: Span, upper: &str, open: Span) -> Result<Expr> {
+        let _ = (name, upper, open);
+        let aggregate = |a, p: &Self| {
+            Ok(Expr::new(ExprKind::Aggregate(a), name.to(Span::new(p.prev_end, p.prev_end))))
+        };
+        let kind = match upper {
+            "QUANTILE" => DistributionKind::Quantile,
+            "FREQ" => DistributionKind::Freq,
+            _ => DistributionKind::CumFreq,
+        };
+        let value = self.expr()?;
+        let usage = "LINEAR, n | REGION, start, end, step | MANUAL, p, ...";
+        if self.eat(&TokenKind::Comma).is_none() {
+            return Err(self
+                .expected(&format!("',' and the points in {upper}(e, ...)"), &[])
+                .with_hint(format!("write {upper}(e, {usage})")));
+        }
+        let points = if self.eat_kw("LINEAR").is_some() {
+            self.expect(&TokenKind::Comma, "',' after LINEAR")?;
+            Points::Linear { count: self.uint("the number of points after LINEAR")?.0 }
+        } else if self.eat_kw("REGION").is_some() {
+            self.expect(&TokenKind::Comma, "',' after REGION")?;
+            let start = self.point("the start of the region")?;
+            self.expect(&TokenKind::Comma, "',' after the start")?;
+            let end = self.point("the end of the region")?;
+            self.expect(&TokenKind::Comma, "',' after the end")?;
+            let step = self.point("the step of the region")?;
+            Points::Region { start, end, step }
+        } else if self.eat_kw("MANUAL").is_some() {
+            let mut points = Vec::new();
+            while self.eat(&TokenKind::Comma).is_some() {
+                points.push(self.point("a point after ','")?);
+            }
+            if points.is_empty() {
+                return Err(self
+                    .expected("',' and at least one point after MANUAL", &[])
+                    .with_hint(format!("write {upper}(e, MANUAL, 0.5, 0.99)")));
+            }
+            Points::Manual { points }
+        } else {
+            return Err(self
+                .expected("LINEAR, REGION or MANUAL", &["LINEAR", "REGION", "MANUAL"])
+                .with_hint_if_none(&format!("write {upper}(e, {usage})")));
+        };
+        self.close_paren(open, &format!("{upper}("))?;
+        aggregate(Aggregate::Distribution { kind, value: boxed(value), points }, self)
+    }
+
+    fn call_top(&mut self, name: Span, upper: &str, open: Span) -> Result<Expr> {
+        let _ = (name, upper, open);
+        let aggregate = |a, p: &Self| {
+            Ok(Expr::new(ExprKind::Aggregate(a), name.to(Span::new(p.prev_end, p.prev_end))))
+        };
+        let (k, _) = self.uint("the number of items k in TOP(k, e, ...)")?;
+        // `TOP(k, t, e, ...)`: a whole number directly followed by ',' is the threshold
+        let threshold = if self.at(&TokenKind::Comma)
+            && matches!(&self.peek_at(1).kind, TokenKind::Number(n) if n.integral)
+            && self.peek_at(2).kind == TokenKind::Comma
+        {
+            self.bump();
+            Some(self.uint("the threshold in TOP(k, threshold, e, ...)")?.0)
+        } else {
+            None
+        };
+        let mut rest = Vec::new();
+        while self.eat(&TokenKind::Comma).is_some() {
+            rest.push(self.expr()?);
+        }
+        self.close_paren(open, "TOP(")?;
+        let span = name.to(Span::new(self.prev_end, self.prev_end));
+        if rest.is_empty() {
+            return Err(QueryError::syntax("TOP needs at least one expression after k", span)
+                .with_hint("write TOP(k[, threshold], e, ...), e.g. TOP(10, page)"));
+        }
+        // `TOP(k, (5), e)` reads as its canonical text `TOP(k, 5, e)` does
+        let threshold = match (threshold, &rest[0].kind) {
+            (None, ExprKind::Literal(Value::Int(t))) if rest.len() > 1 && *t >= 0 => {
+                let t = *t as u64;
+                rest.remove(0);
+                Some(t)
+            }
+            (None, ExprKind::Literal(Value::Long(t))) if rest.len() > 1 && *t >= 0 => {
+                let t = *t as u64;
+                rest.remove(0);
+                Some(t)
+            }
+            (threshold, _) => threshold,
+        };
+        aggregate(Aggregate::Top { k, threshold, fields: rest }, self)
+    }
+
+    fn call_explode(&mut self, name: Span, upper: &str, open: Span) -> Result<Expr> {
+        let _ = (name, upper, open);
+        Err(QueryError::syntax("EXPLODE is a table function, not a value", name).with_hint(
+            "use it as a select item, SELECT EXPLODE(list) AS item FROM ..., or in \
+         LATERAL VIEW EXPLODE(list) AS item",
+        ))
+    }
+
+    fn call_scalar(&mut self, name: Span, upper: &str, open: Span) -> Result<Expr> {
+        let _ = (name, upper, open);
+        let Some(&(fname, function, min, max, usage)) =
+            FUNCTIONS.iter().find(|(n, ..)| *n == upper)
+        else {
+            let written = &self.src[name.start..name.end];
+            let error = QueryError::syntax(format!("unknown function '{written}'"), name);
+            return Err(if let Some(bql) = sql_function(written) {
+                error.with_hint(format!("BQL writes this as {bql}"))
+            } else if let Some(c) = did_you_mean(written, CALLABLE) {
+                error.with_hint(format!("did you mean {c}?"))
+            } else {
+                error.with_hint(
+                    "the functions are SIZEOF ABS TRIM LOWER UPPER HASH SIZEIS \
+                     CONTAINSKEY CONTAINSVALUE FILTER IF BETWEEN SUBSTRING UNIXTIMESTAMP \
+                     CAST, and the aggregates COUNT SUM MIN MAX AVG QUANTILE FREQ \
+                     CUMFREQ TOP",
+                )
+            });
+        };
+        let args = self.args(open, fname)?;
+        let span = name.to(Span::new(self.prev_end, self.prev_end));
+        if args.len() < min || args.len() > max {
+            let expected = if min == max {
+                format!("{min} argument{}", plural(min))
+            } else if min == 0 {
+                format!("at most {max} arguments")
+            } else {
+                format!("{min} or {max} arguments")
+            };
+            return Err(arity(fname, &expected, args.len(), usage, span));
+        }
+        Ok(Expr::new(ExprKind::Call { function, args }, span))
     }
 
     /// Comma-separated arguments up to the `)` of the call opened at `open`.

@@ -7,9 +7,9 @@
 //! errors phrased for the place they happen ("expected FROM after the select list, found
 //! 'WERE'"), did-you-mean hints drawn from the words that could stand there, context-dependent
 //! keywords (so `count`, `time` or `key` stay usable as field names), and no build-time
-//! generator. It never panics on any input, bounds its recursion ([`MAX_DEPTH`] levels of
-//! nesting, then an error, so deep input cannot overflow the stack), and every loop consumes a
-//! token, so it always ends.
+//! generator. It never panics on any input, bounds both the trees it builds ([`MAX_HEIGHT`])
+//! and its own recursion ([`MAX_DEPTH`]), so deep input cannot overflow the stack here or in
+//! whoever walks the tree, and every loop consumes a token, so it always ends.
 //!
 //! # Reserved words, and where other words are keywords
 //! [`crate::lexer::RESERVED`] lists the words that can never be a bare field name or alias
@@ -61,14 +61,19 @@ use crate::error::QueryError;
 use crate::hint::did_you_mean;
 use crate::lexer::{self, NumberSuffix, Token, TokenKind};
 
-/// How deeply expressions (parentheses, lists, calls, operators, field subscripts) may nest.
-pub const MAX_DEPTH: usize = 128;
+/// How tall a parsed expression tree may be (a leaf is 1): past it, an error. Every tree the
+/// parser returns is at most this tall, so recursive walks of it (validation, display,
+/// evaluation, drop) cannot overflow the stack. Operator chains (`a OR b OR c ...`) loop in the
+/// parser but nest in the tree, so this also bounds them (use `IN (...)` for long lists).
+/// It is kept low because unoptimized builds spend several KB of stack per level of nesting
+/// and test threads have 2 MB; see the report in the parser tests (`depth_is_bounded`).
+pub const MAX_HEIGHT: usize = 64;
 
-/// How tall an expression tree may grow through chains of operators (`a + b + c ...` loops in
-/// the parser but nests in the tree): past it, an error. With [`MAX_DEPTH`] this bounds the
-/// height of every tree the parser returns to under `MAX_HEIGHT + 2 * MAX_DEPTH`, so recursive
-/// walks of it (validation, display, evaluation, drop) cannot overflow the stack.
-pub const MAX_HEIGHT: usize = 512;
+/// How deeply the parser itself may recurse (parentheses, lists, calls, operators, subscripts):
+/// past it, an error. It is a guard for the parser's own stack and never the binding limit for
+/// a tree within [`MAX_HEIGHT`]: the canonical text of such a tree needs at most two levels per
+/// level of the tree (a parenthesis and an operand), so it always parses back.
+pub const MAX_DEPTH: usize = 2 * MAX_HEIGHT + 16;
 
 /// Parses one BQL query (a trailing `;` is allowed).
 pub fn parse_bql(text: &str) -> std::result::Result<Query, QueryError> {
@@ -239,7 +244,7 @@ impl<'s> Parser<'s> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
             return Err(QueryError::syntax(
-                format!("the query nests too deeply (more than {MAX_DEPTH} levels)"),
+                format!("the query nests too deeply (more than {MAX_DEPTH} levels of parentheses)"),
                 self.peek().span,
             )
             .with_hint("split the expression or remove redundant parentheses"));

@@ -804,16 +804,44 @@ fn depth_is_bounded() {
     let text = format!("SELECT * FROM STREAM() WHERE {}", "a = ".repeat(10_000) + "1");
     assert!(err(&text).message.contains("nests too deeply"));
     // operator chains loop in the parser, but the tree they build is bounded in height too
-    let text = format!("SELECT * FROM STREAM() WHERE {}", vec!["a = 1"; 400].join(" OR "));
+    let text =
+        format!("SELECT * FROM STREAM() WHERE {}", vec!["a = 1"; MAX_HEIGHT / 2].join(" OR "));
     q(&text);
     let text = format!("SELECT * FROM STREAM() WHERE {}", vec!["a"; 10_000].join(" + "));
     let error = err(&text);
-    assert!(error.message.contains("more than 512 levels"), "{}", error.message);
+    assert!(error.message.contains("more than 64 levels"), "{}", error.message);
     assert!(error.hint.unwrap().contains("IN (a, b, ...)"));
     // nesting and chains together stay bounded
     let chain = vec!["a"; 300].join(" * ");
     let text = format!("{}{chain}{}", "(".repeat(100), ") + a".repeat(100));
     if let Ok(tree) = parse_expr(&text) {
-        assert!(expr::height(&tree) < MAX_HEIGHT + 2 * MAX_DEPTH);
+        assert!(expr::height(&tree) <= MAX_HEIGHT);
     }
+    // the tallest trees allowed, and the deepest parentheses, fit on a test thread's stack and
+    // print to text that parses back (found by fuzzing: `- - - a` prints as `-(-(-a))`)
+    let n = MAX_HEIGHT - 1;
+    for (open, close) in [
+        ("-", ""),
+        ("NOT ", ""),
+        ("ABS(", ")"),
+        ("[", "]"),
+        ("a[", "]"),
+        ("QUANTILE(", ", LINEAR, 2)"),
+        ("CAST(", " AS STRING)"),
+    ] {
+        let text = format!("{}b{}", open.repeat(n), close.repeat(n));
+        let tree = e(&text);
+        assert_eq!(expr::height(&tree), MAX_HEIGHT, "{open}");
+        let printed = tree.to_string();
+        assert_eq!(e(&printed).to_string(), printed, "{open}");
+        let text = format!("{}b{}", open.repeat(n + 1), close.repeat(n + 1));
+        assert!(expr_err(&text).message.contains("nests too deeply"), "{open}");
+    }
+    let chain = format!("SELECT * FROM STREAM() WHERE {}", vec!["a"; 40].join(" = "));
+    let query = q(&chain);
+    let printed = query.where_clause.unwrap().to_string();
+    assert!(printed.starts_with(&"(".repeat(38)), "{printed}");
+    e(&printed);
+    let deep = format!("{}a{}", "(".repeat(MAX_DEPTH - 2), ")".repeat(MAX_DEPTH - 2));
+    e(&deep);
 }
