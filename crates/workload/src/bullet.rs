@@ -14,7 +14,9 @@
 //! ```
 //! Skewed fields (device, browser_name, browser_version, os_name, referrer, lang, event_type,
 //! country) draw value k of n with weight 1/(k+1); the other picks are uniform. Most maps have
-//! 3 or 4 entries (their first entries, in a fixed key order), a few up to 12: P(3+k) ∝ 0.1^k.
+//! 3 or 4 entries (their first entries, in a fixed key order), a few up to 12: P(3+k) ∝ 0.1^k,
+//! but at least 1/1024 for every count (draws go through 1024-slot tables). Lists hold 1–5 maps
+//! (70% one).
 //!
 //! Needles: every record draws its random values the same way whether or not it is a needle,
 //! so a stream with needles equals the stream without them except for the needle fields of the

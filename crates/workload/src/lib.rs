@@ -9,7 +9,7 @@
 //! `count` is where drivers stop ([`Generator::is_done`], and the `Iterator` impl honours it); its
 //! `rate` is for drivers too ([`Pacer`]). Each module documents its workload's NDJSON shape.
 
-mod bullet;
+pub mod bullet;
 mod error;
 pub mod iot;
 mod pace;
@@ -17,7 +17,6 @@ pub mod small;
 mod spec;
 mod write;
 
-pub use bullet::EVENT_TS_START as BULLET_TS_START;
 pub use error::WorkloadError;
 pub use pace::Pacer;
 pub use spec::{

@@ -168,7 +168,16 @@ pub fn parse_needle_field(s: &str) -> Result<(String, String), WorkloadError> {
     }
 }
 
-/// Parses a spec string (syntax in this module's doc) and validates it.
+/// Parses a spec string and validates it.
+///
+/// ```text
+/// [gen:]KIND[?PARAM=VALUE(&PARAM=VALUE)*]
+/// KIND   = bullet | iot | small
+/// PARAM  = seed | count | rate | sensors (iot) | needle=FIELD=VALUE (bullet; repeatable)
+///        | needle_count (bullet, default 1) | needle_at (bullet, default the middle of count, or 0)
+/// ```
+/// Values are percent-decoded. Example: `bullet?rate=20000&seed=3&needle=id=abc&needle_count=5`.
+/// Unknown or repeated parameters, and options that do not apply to the kind, are errors.
 pub fn parse_spec(s: &str) -> Result<WorkloadSpec, WorkloadError> {
     let s = s.strip_prefix("gen:").unwrap_or(s);
     let (kind, query) = s.split_once('?').unwrap_or((s, ""));
