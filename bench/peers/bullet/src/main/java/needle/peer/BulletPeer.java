@@ -34,7 +34,8 @@ import java.util.Map;
 public final class BulletPeer {
     static final String USAGE =
             "usage: BulletPeer --records FILE.ndjson --queries FILE.bql [--repeat N] [--warmup N]\n"
-            + "                  [--mode filter|querier] [--record avro|simple] [--format json|table]\n"
+            + "                  [--mode filter|querier] [--record avro|simple] [--decode setters|typed]\n"
+            + "                  [--format json|table]\n"
             + "  --repeat N   timed passes over the records (default 3)\n"
             + "  --warmup N   untimed passes first, for the JIT (default: enough for 200,000 record x query\n"
             + "               evaluations, at least 1, at most 50)\n"
@@ -42,6 +43,8 @@ public final class BulletPeer {
             + "               querier: bare Querier.consume(record) until isDone()\n"
             + "  --record     the Bullet record class: avro = TypedAvroBulletRecord (Bullet's default), simple =\n"
             + "               TypedSimpleBulletRecord\n"
+            + "  --decode     setters: the typed setters (setString, setStringMap...), Bullet infers each type (default);\n"
+            + "               typed: typedSet(field, new TypedObject(type, value)) with the type JSON gave\n"
             + "  --format     json: one JSON line with the figures and every query's result records;\n"
             + "               table: a short human summary (default)\n";
 
@@ -53,6 +56,7 @@ public final class BulletPeer {
         int warmup = -1;
         BulletEngine.Mode mode = BulletEngine.Mode.FILTER;
         String record = "avro";
+        boolean explicitTypes;
         String format = "table";
 
         static Options parse(String[] args) {
@@ -77,6 +81,12 @@ public final class BulletPeer {
                             throw new UsageException("--record must be one of " + PeerConfig.RECORD_PROVIDERS.keySet());
                         }
                         o.record = value;
+                        break;
+                    case "--decode":
+                        if (!value.equals("setters") && !value.equals("typed")) {
+                            throw new UsageException("--decode must be setters or typed");
+                        }
+                        o.explicitTypes = value.equals("typed");
                         break;
                     case "--format":
                         if (!value.equals("json") && !value.equals("table")) {
@@ -216,7 +226,7 @@ public final class BulletPeer {
 
         // Decoding: an untimed pass over (up to) the first 10,000 lines for the JIT, then the timed pass whose
         // records are the ones the queries see.
-        RecordDecoder decoder = new RecordDecoder(config.getBulletRecordProvider());
+        RecordDecoder decoder = new RecordDecoder(config.getBulletRecordProvider(), options.explicitTypes);
         for (int i = 0; i < Math.min(lines.size(), 10_000); i++) {
             decoder.decode(lines.get(i));
         }
@@ -281,6 +291,7 @@ public final class BulletPeer {
             json.put("decode_records_per_cpu_sec", Math.round(report.decodeRecordsPerCpuSec));
             json.put("mode", options.mode.name().toLowerCase(Locale.ROOT));
             json.put("record", options.record);
+            json.put("decode", options.explicitTypes ? "typed" : "setters");
             json.put("warmup_passes", report.warmupPasses);
             json.put("timed_passes", report.timedPasses);
             json.put("timed_out", report.timedOut);
@@ -289,9 +300,9 @@ public final class BulletPeer {
             out.println(new ObjectMapper().writeValueAsString(json));
             return;
         }
-        out.printf(Locale.ROOT, "bullet-core 1.5.2 peer  mode=%s  record=%s  passes=%d timed + %d warm-up%n",
-                   options.mode.name().toLowerCase(Locale.ROOT), options.record, report.timedPasses,
-                   report.warmupPasses);
+        out.printf(Locale.ROOT, "bullet-core 1.5.2 peer  mode=%s  record=%s  decode=%s  passes=%d timed + %d warm-up%n",
+                   options.mode.name().toLowerCase(Locale.ROOT), options.record,
+                   options.explicitTypes ? "typed" : "setters", report.timedPasses, report.warmupPasses);
         out.printf(Locale.ROOT, "%-28s %,14d%n", "queries", report.queries);
         out.printf(Locale.ROOT, "%-28s %,14d%n", "records", report.records);
         out.printf(Locale.ROOT, "%-28s %,14.0f%n", "records/s (all timed passes)", report.recordsPerSec);

@@ -5,8 +5,11 @@ import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
 import com.yahoo.bullet.record.BulletRecord;
 import com.yahoo.bullet.record.BulletRecordProvider;
+import com.yahoo.bullet.typesystem.Type;
+import com.yahoo.bullet.typesystem.TypedObject;
 
 import java.io.IOException;
+import java.io.Serializable;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -29,9 +32,21 @@ import java.util.Map;
 final class RecordDecoder {
     private final JsonFactory factory = new JsonFactory();
     private final BulletRecordProvider provider;
+    private final boolean explicitTypes;
 
+    /** Fills records through the typed setters ({@code setString}, {@code setStringMap}, ...). */
     RecordDecoder(BulletRecordProvider provider) {
+        this(provider, false);
+    }
+
+    /**
+     * @param explicitTypes false: the typed setters, which make Bullet infer each value's type (for a map or list
+     *                      by walking its values); true: {@code typedSet(field, new TypedObject(type, value))} with
+     *                      the type the JSON already gave, which skips that inference.
+     */
+    RecordDecoder(BulletRecordProvider provider, boolean explicitTypes) {
         this.provider = provider;
+        this.explicitTypes = explicitTypes;
     }
 
     BulletRecord decode(String line) throws IOException {
@@ -55,20 +70,20 @@ final class RecordDecoder {
         return record;
     }
 
-    private static void setField(BulletRecord record, String field, JsonToken t, JsonParser p) throws IOException {
+    private void setField(BulletRecord record, String field, JsonToken t, JsonParser p) throws IOException {
         switch (t) {
             case VALUE_STRING:
-                record.setString(field, p.getText());
+                store(record, field, Type.STRING, p.getText());
                 break;
             case VALUE_NUMBER_INT:
-                record.setLong(field, p.getLongValue());
+                store(record, field, Type.LONG, p.getLongValue());
                 break;
             case VALUE_NUMBER_FLOAT:
-                record.setDouble(field, p.getDoubleValue());
+                store(record, field, Type.DOUBLE, p.getDoubleValue());
                 break;
             case VALUE_TRUE:
             case VALUE_FALSE:
-                record.setBoolean(field, t == JsonToken.VALUE_TRUE);
+                store(record, field, Type.BOOLEAN, t == JsonToken.VALUE_TRUE);
                 break;
             case VALUE_NULL:
                 break;
@@ -118,8 +133,8 @@ final class RecordDecoder {
         }
     }
 
-    private static Map<String, String> readStringMap(String field, JsonParser p) throws IOException {
-        Map<String, String> map = new HashMap<>();
+    private static HashMap<String, String> readStringMap(String field, JsonParser p) throws IOException {
+        HashMap<String, String> map = new HashMap<>();
         JsonToken t;
         while ((t = p.nextToken()) == JsonToken.FIELD_NAME) {
             String key = p.currentName();
@@ -135,9 +150,8 @@ final class RecordDecoder {
         return map;
     }
 
-    @SuppressWarnings("unchecked")
-    private static void setMap(BulletRecord record, String field, JsonParser p) throws IOException {
-        Map<String, Object> map = new HashMap<>();
+    private void setMap(BulletRecord record, String field, JsonParser p) throws IOException {
+        HashMap<String, Object> map = new HashMap<>();
         Kind kind = Kind.NONE;
         JsonToken t;
         while ((t = p.nextToken()) == JsonToken.FIELD_NAME) {
@@ -152,32 +166,31 @@ final class RecordDecoder {
         switch (kind) {
             case NONE:
             case STRING:
-                record.setStringMap(field, (Map<String, String>) (Map<String, ?>) map);
+                store(record, field, Type.STRING_MAP, (Serializable) map);
                 break;
             case LONG:
-                record.setLongMap(field, (Map<String, Long>) (Map<String, ?>) map);
+                store(record, field, Type.LONG_MAP, (Serializable) map);
                 break;
             case DOUBLE:
-                Map<String, Double> doubles = new HashMap<>();
+                HashMap<String, Double> doubles = new HashMap<>();
                 for (Map.Entry<String, Object> e : map.entrySet()) {
                     doubles.put(e.getKey(), ((Number) e.getValue()).doubleValue());
                 }
-                record.setDoubleMap(field, doubles);
+                store(record, field, Type.DOUBLE_MAP, doubles);
                 break;
             case BOOLEAN:
-                record.setBooleanMap(field, (Map<String, Boolean>) (Map<String, ?>) map);
+                store(record, field, Type.BOOLEAN_MAP, (Serializable) map);
                 break;
             case STRING_MAP:
-                record.setMapOfStringMap(field, (Map<String, Map<String, String>>) (Map<String, ?>) map);
+                store(record, field, Type.STRING_MAP_MAP, (Serializable) map);
                 break;
             default:
                 throw new IllegalStateException(kind.name());
         }
     }
 
-    @SuppressWarnings("unchecked")
-    private static void setList(BulletRecord record, String field, JsonParser p) throws IOException {
-        List<Object> list = new ArrayList<>();
+    private void setList(BulletRecord record, String field, JsonParser p) throws IOException {
+        ArrayList<Object> list = new ArrayList<>();
         Kind kind = Kind.NONE;
         JsonToken t;
         while ((t = p.nextToken()) != JsonToken.END_ARRAY) {
@@ -190,26 +203,52 @@ final class RecordDecoder {
         switch (kind) {
             case NONE:
             case STRING_MAP:
-                record.setListOfStringMap(field, (List<Map<String, String>>) (List<?>) list);
+                store(record, field, Type.STRING_MAP_LIST, (Serializable) list);
                 break;
             case STRING:
-                record.setStringList(field, (List<String>) (List<?>) list);
+                store(record, field, Type.STRING_LIST, (Serializable) list);
                 break;
             case LONG:
-                record.setLongList(field, (List<Long>) (List<?>) list);
+                store(record, field, Type.LONG_LIST, (Serializable) list);
                 break;
             case DOUBLE:
-                List<Double> doubles = new ArrayList<>(list.size());
+                ArrayList<Double> doubles = new ArrayList<>(list.size());
                 for (Object o : list) {
                     doubles.add(((Number) o).doubleValue());
                 }
-                record.setDoubleList(field, doubles);
+                store(record, field, Type.DOUBLE_LIST, doubles);
                 break;
             case BOOLEAN:
-                record.setBooleanList(field, (List<Boolean>) (List<?>) list);
+                store(record, field, Type.BOOLEAN_LIST, (Serializable) list);
                 break;
             default:
                 throw new IllegalStateException(kind.name());
+        }
+    }
+
+    /** Sets one field, through the setter for its type, or with the type given explicitly. */
+    @SuppressWarnings("unchecked")
+    private void store(BulletRecord record, String field, Type type, Serializable value) {
+        if (explicitTypes) {
+            record.typedSet(field, new TypedObject(type, value));
+            return;
+        }
+        switch (type) {
+            case STRING: record.setString(field, (String) value); break;
+            case LONG: record.setLong(field, (Long) value); break;
+            case DOUBLE: record.setDouble(field, (Double) value); break;
+            case BOOLEAN: record.setBoolean(field, (Boolean) value); break;
+            case STRING_MAP: record.setStringMap(field, (Map<String, String>) value); break;
+            case LONG_MAP: record.setLongMap(field, (Map<String, Long>) value); break;
+            case DOUBLE_MAP: record.setDoubleMap(field, (Map<String, Double>) value); break;
+            case BOOLEAN_MAP: record.setBooleanMap(field, (Map<String, Boolean>) value); break;
+            case STRING_MAP_MAP: record.setMapOfStringMap(field, (Map<String, Map<String, String>>) value); break;
+            case STRING_MAP_LIST: record.setListOfStringMap(field, (List<Map<String, String>>) value); break;
+            case STRING_LIST: record.setStringList(field, (List<String>) value); break;
+            case LONG_LIST: record.setLongList(field, (List<Long>) value); break;
+            case DOUBLE_LIST: record.setDoubleList(field, (List<Double>) value); break;
+            case BOOLEAN_LIST: record.setBooleanList(field, (List<Boolean>) value); break;
+            default: throw new IllegalStateException(type.name());
         }
     }
 

@@ -5,7 +5,8 @@ import com.yahoo.bullet.record.BulletRecord;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.EnumSource;
+import org.junit.jupiter.params.provider.CsvSource;
+import org.junit.jupiter.params.provider.ValueSource;
 
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -52,10 +53,13 @@ class BulletPeerTest {
     }
 
     @ParameterizedTest
-    @EnumSource(BulletEngine.Mode.class)
-    void threeQueriesGiveExactResults(BulletEngine.Mode mode, @TempDir Path dir) throws Exception {
+    @CsvSource({"FILTER, avro, false", "QUERIER, avro, false", "FILTER, simple, true", "QUERIER, simple, false"})
+    void threeQueriesGiveExactResults(BulletEngine.Mode mode, String record, boolean explicitTypes,
+                                      @TempDir Path dir) throws Exception {
         BulletPeer.Options options = options(dir, RECORDS, QUERIES);
         options.mode = mode;
+        options.record = record;
+        options.explicitTypes = explicitTypes;
         BulletPeer.Report report = BulletPeer.run(options);
 
         assertEquals(3, report.queries);
@@ -81,10 +85,11 @@ class BulletPeerTest {
         assertEquals(0, report.rateLimited);
     }
 
-    @Test
-    void jsonTypesBecomeBulletTypes() throws Exception {
+    @ParameterizedTest
+    @ValueSource(booleans = {false, true})
+    void jsonTypesBecomeBulletTypes(boolean explicitTypes) throws Exception {
         BulletConfig config = PeerConfig.create("avro");
-        RecordDecoder decoder = new RecordDecoder(config.getBulletRecordProvider());
+        RecordDecoder decoder = new RecordDecoder(config.getBulletRecordProvider(), explicitTypes);
         BulletRecord record = decoder.decode("{\"s\":\"x\",\"l\":7,\"d\":1.5,\"b\":true,\"n\":null,"
                                              + "\"m\":{\"a\":\"1\"},\"lm\":[{\"a\":\"1\"},{\"b\":\"2\"}],"
                                              + "\"ll\":[1,2],\"mm\":{\"k\":{\"a\":\"1\"}}}");
