@@ -202,7 +202,14 @@ public final class BulletPeer {
                 }
                 throw new IllegalArgumentException(message.toString());
             }
-            queries.add(result.getQuery());
+            Query query = result.getQuery();
+            if (query.getWindow() != null && query.getWindow().getEmitType() != null) {
+                // A windowed query emits one result per window, and the peer reports one result per query.
+                throw new IllegalArgumentException("query " + (i + 1) + " has a WINDOW clause, which the peer does "
+                                                   + "not support (it reports one final result per query): "
+                                                   + bql.get(i));
+            }
+            queries.add(query);
         }
         return queries;
     }

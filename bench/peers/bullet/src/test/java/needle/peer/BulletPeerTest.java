@@ -120,4 +120,12 @@ class BulletPeerTest {
         Exception e = assertThrows(IllegalArgumentException.class, () -> BulletPeer.run(options));
         assertTrue(e.getMessage().startsWith("query 1 does not compile"), e.getMessage());
     }
+
+    @Test
+    void windowedQueryIsRefused(@TempDir Path dir) throws Exception {
+        BulletPeer.Options options = options(dir, RECORDS,
+                "SELECT COUNT(*) FROM STREAM(30000, TIME) WINDOWING TUMBLING(1000, TIME)\n");
+        Exception e = assertThrows(IllegalArgumentException.class, () -> BulletPeer.run(options));
+        assertTrue(e.getMessage().contains("has a WINDOW clause"), e.getMessage());
+    }
 }
