@@ -154,11 +154,13 @@ public final class BulletPeer {
         try {
             options = Options.parse(args);
         } catch (UsageException e) {
-            if (!e.getMessage().isEmpty()) {
-                System.err.println("error: " + e.getMessage());
+            if (e.getMessage().isEmpty()) {
+                System.out.print(USAGE);
+                System.exit(0);
             }
+            System.err.println("error: " + e.getMessage());
             System.err.print(USAGE);
-            System.exit(e.getMessage().isEmpty() ? 0 : 2);
+            System.exit(2);
             return;
         }
         try {
