@@ -28,9 +28,10 @@ pub(crate) enum JoinerMessage {
         run: Box<QueryRun>,
         results: Arc<ResultQueue>,
     },
+    /// Boxed: partial states are large, the channel's slots should not be.
     Partial {
         id: Arc<str>,
-        partial: Partial,
+        partial: Box<Partial>,
     },
     End {
         id: Arc<str>,
@@ -112,7 +113,7 @@ impl Joiner {
                 Ok(JoinerMessage::Partial { id, partial }) => {
                     if let Some(q) = running.get_mut(&id) {
                         self.progress(&id, partial.seen, partial.matched);
-                        match q.run.merge(partial, now_ms()) {
+                        match q.run.merge(*partial, now_ms()) {
                             Ok(emissions) => self.deliver(&id, q, emissions),
                             Err(error) => {
                                 eprintln!(

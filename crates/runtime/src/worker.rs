@@ -143,7 +143,10 @@ impl Worker {
     fn send(&self, slot: &mut Slot) {
         if let Some(partial) = slot.query.compiled.flush(&mut slot.state) {
             // Blocks when the joiner is behind: backpressure up to the sources.
-            let _ = self.joiner.send(JoinerMessage::Partial { id: slot.query.id.clone(), partial });
+            let _ = self.joiner.send(JoinerMessage::Partial {
+                id: slot.query.id.clone(),
+                partial: Box::new(partial),
+            });
         }
     }
 }
