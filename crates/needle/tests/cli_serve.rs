@@ -175,3 +175,59 @@ fn bad_sources_and_configs_are_refused_at_start() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("listn"));
 }
+
+#[test]
+fn the_query_command_runs_on_a_server_and_ctrl_c_kills_it_there() {
+    let server = Serve::start("gen:small?rate=2000");
+    let out = needle(&[
+        "query",
+        "--server",
+        &server.url,
+        "--format",
+        "json",
+        "SELECT COUNT(*) AS n FROM STREAM(1500, TIME) WINDOWING TUMBLING(1000, TIME)",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "a tumbling window and the final one: {lines:?}");
+    assert!(lines[0]["records"][0]["n"].as_i64().unwrap() > 500, "{lines:?}");
+
+    let refused = needle(&["query", "--server", &server.url, "SELECT * FORM STREAM()"]);
+    assert_eq!(refused.status.code(), Some(2));
+    let text = String::from_utf8_lossy(&refused.stderr);
+    assert!(text.contains("at line 1, column 10") && text.contains("         ^"), "{text}");
+
+    let mut child = Command::new(NEEDLE)
+        .args(["query", "--server", &server.url, "SELECT COUNT(*) AS n FROM STREAM(60000, TIME)"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let body: serde_json::Value =
+            reqwest::blocking::get(format!("{}/api/v1/queries", server.url))
+                .unwrap()
+                .json()
+                .unwrap();
+        if !body["queries"].as_array().unwrap().is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the query never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = Command::new("kill").args(["-INT", &child.id().to_string()]).status();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("killed"), "the final result says so: {text}");
+    let body: serde_json::Value =
+        reqwest::blocking::get(format!("{}/api/v1/queries", server.url)).unwrap().json().unwrap();
+    assert!(
+        body["queries"].as_array().unwrap().is_empty(),
+        "the query ended on the server: {body}"
+    );
+}

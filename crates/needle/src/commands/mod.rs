@@ -8,5 +8,6 @@ pub mod gen;
 pub mod kill;
 pub mod queries;
 pub mod query;
+pub mod query_remote;
 pub mod serve;
 pub mod validate;

@@ -31,9 +31,13 @@ const IDLE_TICK: Duration = Duration::from_millis(100);
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Where the records come from: `file:PATH` (NDJSON) or `stdin`.
+    /// Run locally over these records: `file:PATH` (NDJSON) or `stdin`.
+    #[arg(long, conflicts_with = "server", required_unless_present = "server")]
+    source: Option<String>,
+    /// Run on a needle server instead (`needle serve`), e.g. http://127.0.0.1:9900; shows
+    /// progress while it runs, and Ctrl-C kills the query there.
     #[arg(long)]
-    source: String,
+    server: Option<String>,
     /// How results print.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
@@ -42,7 +46,7 @@ pub struct Args {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum Format {
+pub(crate) enum Format {
     /// A table per emission and a one-line summary.
     Table,
     /// One JSON object per emission per line.
@@ -110,8 +114,12 @@ impl Malformed {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let Some(source) = parse_source(&args.source) else {
-        eprintln!("error: --source must be file:PATH or stdin, not {:?}", args.source);
+    if let Some(server) = args.server {
+        return super::query_remote::run(&server, &args.query, args.format);
+    }
+    let spec = args.source.unwrap_or_default();
+    let Some(source) = parse_source(&spec) else {
+        eprintln!("error: --source must be file:PATH or stdin, not {spec:?}");
         return ExitCode::from(2);
     };
     let text = if args.query == "-" {
@@ -240,13 +248,13 @@ fn spawn_reader(mut reader: Box<dyn BufRead + Send>) -> mpsc::Receiver<Line> {
     rx
 }
 
-struct Printer<W: Write> {
-    format: Format,
-    stdout: W,
+pub(crate) struct Printer<W: Write> {
+    pub(crate) format: Format,
+    pub(crate) stdout: W,
 }
 
 impl<W: Write> Printer<W> {
-    fn print(&mut self, e: &Emission) -> std::io::Result<()> {
+    pub(crate) fn print(&mut self, e: &Emission) -> std::io::Result<()> {
         match self.format {
             Format::Json => writeln!(self.stdout, "{}", e.to_json_string())?,
             Format::Table => {
