@@ -200,7 +200,7 @@ fn the_query_command_runs_on_a_server_and_ctrl_c_kills_it_there() {
     let text = String::from_utf8_lossy(&refused.stderr);
     assert!(text.contains("at line 1, column 10") && text.contains("         ^"), "{text}");
 
-    let mut child = Command::new(NEEDLE)
+    let child = Command::new(NEEDLE)
         .args(["query", "--server", &server.url, "SELECT COUNT(*) AS n FROM STREAM(60000, TIME)"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
