@@ -522,3 +522,26 @@ fn long_logic_chains_flatten_and_constants_prune() {
     let nested = bin(BinaryOp::And, field("t"), bin(BinaryOp::And, field("n"), field("t")));
     assert_eq!(eval(&nested), N);
 }
+
+#[test]
+fn in_a_constant_list_through_a_hash_set_keeps_sql_semantics() {
+    let strs = |extra: Vec<Expr>| {
+        let mut items: Vec<Expr> = ["a", "b", "ipad", "d"].iter().map(|s| lit(*s)).collect();
+        items.extend(extra);
+        list(items)
+    };
+    assert_eq!(eval(&in_(false, field("s"), strs(vec![]))), T);
+    assert_eq!(eval(&in_(false, lit("zz"), strs(vec![]))), F);
+    assert_eq!(eval(&in_(false, field("missing"), strs(vec![]))), N);
+    assert_eq!(eval(&in_(false, field("i"), strs(vec![]))), N, "a number equals no string");
+    assert_eq!(eval(&in_(false, field("COUNT(*)"), strs(vec![]))), N);
+    let with_null = || strs(vec![null()]);
+    assert_eq!(eval(&in_(false, field("s"), with_null())), T);
+    assert_eq!(eval(&in_(true, lit("zz"), with_null())), N);
+    let ints = || list(vec![int(1), long(7), int(9), null(), long(1 << 40)]);
+    assert_eq!(eval(&in_(false, field("i"), ints())), T, "INTEGER 7 matches LONG 7");
+    assert_eq!(eval(&in_(false, dbl(7.0), ints())), T, "floats compare by value");
+    assert_eq!(eval(&in_(false, dbl(7.5), ints())), N);
+    assert_eq!(eval(&in_(true, int(2), list(vec![int(1), int(3), int(4), int(5)]))), T);
+    assert_eq!(eval(&in_(false, field("s"), ints())), N);
+}
