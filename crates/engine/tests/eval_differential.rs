@@ -893,6 +893,21 @@ fn arg(want: Want, inner: BoxedStrategy<Expr>) -> BoxedStrategy<Expr> {
     prop_oneof![2 => typed, 1 => inner].boxed()
 }
 
+/// A literal list of 3 to 9 strings or integers (INTEGER and LONG mixed), sometimes with a NULL:
+/// the shape that IN looks up through a hash set.
+fn homogeneous_list() -> BoxedStrategy<Expr> {
+    let maybe_null = |v: BoxedStrategy<Value>| prop_oneof![6 => v, 1 => Just(Value::Null)].boxed();
+    let strings = prop::sample::select(STRINGS).prop_map(Value::from).boxed();
+    let ints =
+        prop_oneof![(-5i32..5).prop_map(Value::Int), (-5i64..5).prop_map(Value::Long)].boxed();
+    prop_oneof![
+        prop::collection::vec(maybe_null(strings), 3..10),
+        prop::collection::vec(maybe_null(ints), 3..10),
+    ]
+    .prop_map(|items| ex(ExprKind::Literal(Value::List(items))))
+    .boxed()
+}
+
 fn call(inner: BoxedStrategy<Expr>) -> BoxedStrategy<Expr> {
     use Function::*;
     use Want::*;
@@ -967,6 +982,7 @@ fn expr() -> impl Strategy<Value = Expr> {
                 }),
             1 => (any::<bool>(), i.clone(), prop_oneof![
                 prop::collection::vec(i.clone(), 0..4).prop_map(|xs| ex(ExprKind::List(xs))),
+                homogeneous_list(),
                 i.clone()
             ])
                 .prop_map(|(negated, v, l)| ex(ExprKind::In { negated, value: bx(v), list: bx(l) })),

@@ -4,7 +4,7 @@
 //! neither the record nor the clock folded into constants.
 
 use super::functions;
-use super::node::{ArithOp, FieldRef, Node, Pattern, Step};
+use super::node::{ArithOp, ConstSet, FieldRef, Node, Pattern, Step};
 use super::regex_cache::compile_literal;
 use super::EvalContext;
 use crate::EngineError;
@@ -72,10 +72,17 @@ pub(crate) fn compile(expr: &Expr) -> Result<Node, EngineError> {
             };
             not_if(*negated, fold(Node::Rlike { any: *any, value, pattern }))
         }
-        ExprKind::In { negated, value, list } => not_if(
-            *negated,
-            fold(Node::Quantified(CompareOp::Eq, Quantifier::Any, boxed(value)?, boxed(list)?)),
-        ),
+        ExprKind::In { negated, value, list } => {
+            let (value, list) = (boxed(value)?, boxed(list)?);
+            let node = match (&*list, value.is_const()) {
+                (Node::Const(l @ Value::List(items)), false) => match ConstSet::build(items) {
+                    Some((set, has_null)) => Node::InSet { value, set, has_null, list: l.clone() },
+                    None => Node::Quantified(CompareOp::Eq, Quantifier::Any, value, list),
+                },
+                _ => Node::Quantified(CompareOp::Eq, Quantifier::Any, value, list),
+            };
+            not_if(*negated, fold(node))
+        }
         ExprKind::Between { negated, value, low, high } => {
             not_if(*negated, fold(Node::Between(boxed(value)?, boxed(low)?, boxed(high)?)))
         }
@@ -162,6 +169,7 @@ fn foldable(node: &Node) -> bool {
         Node::Const(_) | Node::Now | Node::Field(_) => false,
         Node::List(items) | Node::All(items) | Node::Any(items) => items.iter().all(Node::is_const),
         Node::Negate(n) | Node::Not(n) | Node::IsNull(n) | Node::Cast(n, _) => n.is_const(),
+        Node::InSet { value, .. } => value.is_const(),
         Node::Arith(_, l, r)
         | Node::Xor(l, r)
         | Node::Compare(_, l, r)

@@ -42,7 +42,8 @@
 //!   empty list gives FALSE for ANY and TRUE for ALL whatever `x` is (SQL). A right side that is
 //!   not a list is NULL.
 //! - `x IN (a, b)` and `x IN list` are `x = ANY list`; `NOT IN` is its negation (so a NULL in the
-//!   list makes `NOT IN` NULL rather than TRUE, as in SQL).
+//!   list makes `NOT IN` NULL rather than TRUE, as in SQL). A constant list of strings or of integers
+//!   is looked up through a hash set (same result).
 //! - `x BETWEEN (lo, hi)` is `lo <= x AND x <= hi` (inclusive, three-valued: with a NULL bound it
 //!   is FALSE when the other bound already excludes `x`, else NULL); `NOT BETWEEN` negates.
 //! - `x IS NULL` is never NULL itself. NaN is not NULL.

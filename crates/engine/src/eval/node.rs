@@ -7,6 +7,7 @@ use super::{cast, functions, ops, EvalContext};
 use needle_query::ast::{CompareOp, Function, Quantifier};
 use needle_record::{Record, Type, Value};
 use std::borrow::Cow;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub(crate) static NULL: Value = Value::Null;
@@ -111,6 +112,38 @@ pub(crate) enum Pattern {
     Dynamic(Box<Node>),
 }
 
+/// The smallest constant IN list that gets a hash set (smaller ones are scanned).
+pub(crate) const IN_SET_MIN: usize = 4;
+
+/// The hashed elements of a constant IN list.
+#[derive(Debug, Clone)]
+pub(crate) enum ConstSet {
+    Strings(HashSet<String>),
+    Integers(HashSet<i64>),
+}
+
+impl ConstSet {
+    /// The set for a constant list, when it qualifies (see [`Node::InSet`]); and whether the list
+    /// holds a NULL.
+    pub fn build(items: &[Value]) -> Option<(ConstSet, bool)> {
+        if items.len() < IN_SET_MIN {
+            return None;
+        }
+        let has_null = items.iter().any(Value::is_null);
+        let mut values = items.iter().filter(|v| !v.is_null()).peekable();
+        let set = match values.peek()? {
+            Value::String(_) => ConstSet::Strings(
+                values.map(|v| v.as_str().map(str::to_owned)).collect::<Option<_>>()?,
+            ),
+            Value::Int(_) | Value::Long(_) => {
+                ConstSet::Integers(values.map(Value::as_i64).collect::<Option<_>>()?)
+            }
+            _ => return None,
+        };
+        Some((set, has_null))
+    }
+}
+
 /// A compiled expression node.
 #[derive(Debug, Clone)]
 pub(crate) enum Node {
@@ -130,6 +163,16 @@ pub(crate) enum Node {
     Xor(Box<Node>, Box<Node>),
     Compare(CompareOp, Box<Node>, Box<Node>),
     Quantified(CompareOp, Quantifier, Box<Node>, Box<Node>),
+    /// `value IN constant list` where the list has at least [`IN_SET_MIN`] elements, all strings or
+    /// all INTEGER/LONG (NULLs allowed, at least one non-NULL): a hash lookup with the same
+    /// result as `value = ANY list`. `list` is the constant list, for float operands (compared by
+    /// value, so they take the linear path).
+    InSet {
+        value: Box<Node>,
+        set: ConstSet,
+        has_null: bool,
+        list: Value,
+    },
     Rlike {
         any: bool,
         value: Box<Node>,
@@ -169,6 +212,7 @@ impl Node {
             | Node::Xor(..)
             | Node::Compare(..)
             | Node::Quantified(..)
+            | Node::InSet { .. }
             | Node::Rlike { .. }
             | Node::Between(..)
             | Node::IsNull(_) => boolean(self.eval_bool(record, ctx)),
@@ -223,6 +267,26 @@ impl Node {
             }
             Node::Quantified(op, q, l, r) => {
                 ops::quantified(*op, *q, &l.eval(record, ctx), &r.eval(record, ctx))
+            }
+            Node::InSet { value, set, has_null, list } => {
+                let v = value.eval(record, ctx);
+                let found = match (&*v, set) {
+                    (Value::String(x), ConstSet::Strings(set)) => set.contains(x.as_str()),
+                    (Value::Int(x), ConstSet::Integers(set)) => set.contains(&(*x as i64)),
+                    (Value::Long(x), ConstSet::Integers(set)) => set.contains(x),
+                    (Value::Float(_) | Value::Double(_), ConstSet::Integers(_)) => {
+                        return ops::quantified(CompareOp::Eq, Quantifier::Any, &v, list)
+                    }
+                    // NULL, or a type that equals no element (the list has a non-NULL element).
+                    _ => return None,
+                };
+                if found {
+                    Some(true)
+                } else if *has_null {
+                    None
+                } else {
+                    Some(false)
+                }
             }
             Node::Rlike { any, value, pattern } => {
                 let value = value.eval(record, ctx);

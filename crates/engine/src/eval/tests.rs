@@ -522,3 +522,75 @@ fn long_logic_chains_flatten_and_constants_prune() {
     let nested = bin(BinaryOp::And, field("t"), bin(BinaryOp::And, field("n"), field("t")));
     assert_eq!(eval(&nested), N);
 }
+
+#[test]
+fn in_a_constant_list_through_a_hash_set_keeps_sql_semantics() {
+    let strs = |extra: Vec<Expr>| {
+        let mut items: Vec<Expr> = ["a", "b", "ipad", "d"].iter().map(|s| lit(*s)).collect();
+        items.extend(extra);
+        list(items)
+    };
+    assert_eq!(eval(&in_(false, field("s"), strs(vec![]))), T);
+    assert_eq!(eval(&in_(false, lit("zz"), strs(vec![]))), F);
+    assert_eq!(eval(&in_(false, field("missing"), strs(vec![]))), N);
+    assert_eq!(eval(&in_(false, field("i"), strs(vec![]))), N, "a number equals no string");
+    assert_eq!(eval(&in_(false, field("COUNT(*)"), strs(vec![]))), N);
+    let with_null = || strs(vec![null()]);
+    assert_eq!(eval(&in_(false, field("s"), with_null())), T);
+    assert_eq!(eval(&in_(true, lit("zz"), with_null())), N);
+    let ints = || list(vec![int(1), long(7), int(9), null(), long(1 << 40)]);
+    assert_eq!(eval(&in_(false, field("i"), ints())), T, "INTEGER 7 matches LONG 7");
+    assert_eq!(eval(&in_(false, dbl(7.0), ints())), T, "floats compare by value");
+    assert_eq!(eval(&in_(false, dbl(7.5), ints())), N);
+    assert_eq!(eval(&in_(true, int(2), list(vec![int(1), int(3), int(4), int(5)]))), T);
+    assert_eq!(eval(&in_(false, field("s"), ints())), N);
+}
+
+/// BQL text through the real parser, compiled and evaluated against a record.
+fn bql(text: &str, r: &Record) -> Value {
+    let expr = needle_query::parser::parse_expr(text).unwrap_or_else(|e| panic!("{text}: {e:?}"));
+    CompiledExpr::compile(&expr)
+        .unwrap_or_else(|e| panic!("{text}: {e}"))
+        .eval(r, &EvalContext::new(1_234_567_890_123))
+}
+
+#[test]
+fn bql_text_end_to_end() {
+    let mut r = record();
+    let inner: Map = [("c".to_string(), Value::from("deep"))].into();
+    let m: Map = [("b".to_string(), Value::Map(inner))].into();
+    r.insert("a", Value::Map(m.clone()));
+    r.insert("l", Value::List(vec![Value::Map(m), Value::Int(2)]));
+    let cases: &[(&str, Value)] = &[
+        ("'abc' RLIKE 'b'", F),
+        ("'abc' RLIKE '.*b.*'", T),
+        ("s NOT RLIKE ANY ['x.*', 'y.*']", T),
+        ("i IN (1, 7, 9)", T),
+        ("i NOT IN (1, NULL)", N),
+        ("i BETWEEN (7, 8) AND NOT i BETWEEN (8, 9)", T),
+        ("i > ANY [8, 6]", T),
+        ("i > ALL [8, 6]", F),
+        ("a.b['c']", Value::from("deep")),
+        ("l[0].b.c", Value::from("deep")),
+        ("l[i - 6]", Value::Int(2)),
+        ("SUBSTRING('hello', -3, 2)", Value::from("ll")),
+        ("CAST('5' AS INTEGER) + 1", Value::Int(6)),
+        ("CAST(l AS LIST[STRING])", Value::List(vec![N, Value::from("2")])),
+        ("SIZEOF(s) * 2L", Value::Long(8)),
+        ("i / 2 + i % 2", Value::Int(4)),
+        ("7.0 / 0", N),
+        ("n IS NULL AND missing IS NULL", T),
+        ("t XOR n", N),
+        ("f AND n", F),
+        ("t OR n", T),
+        ("IF(i > 5, 'big', 'small')", Value::from("big")),
+        ("NOW", Value::Long(1_234_567_890_123)),
+        ("UNIXTIMESTAMP()", Value::Long(1_234_567_890)),
+        ("UNIXTIMESTAMP('2009-02-13 23:31:30')", Value::Long(1_234_567_890)),
+        ("\"COUNT(*)\" + 1", Value::Long(4)),
+        ("i : STRING", Value::from("7")),
+    ];
+    for (text, expected) in cases {
+        assert_eq!(&bql(text, &r), expected, "{text}");
+    }
+}
