@@ -119,33 +119,21 @@ impl Parser<'_> {
 
     /// One operator after `left`, if one that binds at least as tightly as `min` follows.
     fn infix_step(&mut self, left: Expr, min: u8) -> Result<Step> {
-        let tok = self.peek().clone();
-        let binary = |op| Some((op, bp_of(op)));
+        // a dispatcher of small functions: this frame is on the stack once per level of nesting
+        let tok = self.peek();
         let arith = match &tok.kind {
-            TokenKind::Plus => binary(BinaryOp::Add),
-            TokenKind::Minus => binary(BinaryOp::Sub),
-            TokenKind::Star => binary(BinaryOp::Mul),
-            TokenKind::Slash => binary(BinaryOp::Div),
-            TokenKind::Percent => binary(BinaryOp::Mod),
-            TokenKind::Word => match self.text(&tok).to_ascii_uppercase().as_str() {
-                "AND" => binary(BinaryOp::And),
-                "OR" => binary(BinaryOp::Or),
-                "XOR" => binary(BinaryOp::Xor),
-                _ => None,
-            },
+            TokenKind::Plus => Some(BinaryOp::Add),
+            TokenKind::Minus => Some(BinaryOp::Sub),
+            TokenKind::Star => Some(BinaryOp::Mul),
+            TokenKind::Slash => Some(BinaryOp::Div),
+            TokenKind::Percent => Some(BinaryOp::Mod),
+            TokenKind::Word if self.is_kw(tok, "AND") => Some(BinaryOp::And),
+            TokenKind::Word if self.is_kw(tok, "OR") => Some(BinaryOp::Or),
+            TokenKind::Word if self.is_kw(tok, "XOR") => Some(BinaryOp::Xor),
             _ => None,
         };
-        if let Some((op, bp)) = arith {
-            if bp < min {
-                return Ok(Step::Done(left));
-            }
-            self.bump();
-            let right = self.expr_bp(bp + 1)?;
-            let span = left.span.to(right.span);
-            return Ok(Step::Grew(Expr::new(
-                ExprKind::Binary { op, left: boxed(left), right: boxed(right) },
-                span,
-            )));
+        if let Some(op) = arith {
+            return self.binary(left, op, min);
         }
         let compare = match &tok.kind {
             TokenKind::Eq => Some(CompareOp::Eq),
@@ -156,30 +144,57 @@ impl Parser<'_> {
             TokenKind::Ge => Some(CompareOp::Ge),
             _ => None,
         };
-        if let Some(op) = compare {
-            if BP_CMP < min {
-                return Ok(Step::Done(left));
-            }
-            self.bump();
-            let quantifier = if self.at_quantifier("ANY") {
-                self.bump();
-                Some(Quantifier::Any)
-            } else if self.at_quantifier("ALL") {
-                self.bump();
-                Some(Quantifier::All)
-            } else {
-                None
-            };
-            let right = self.expr_bp(BP_CMP + 1)?;
-            if quantifier.is_none() && matches!(op, CompareOp::Eq | CompareOp::Ne) {
-                self.refuse_double_quoted_value(&left, &right, false)?;
-            }
-            let span = left.span.to(right.span);
-            return Ok(Step::Grew(Expr::new(
-                ExprKind::Compare { op, quantifier, left: boxed(left), right: boxed(right) },
-                span,
-            )));
+        match compare {
+            Some(op) => self.compare(left, op, min),
+            None if tok.kind == TokenKind::Word => self.word_operator(left, min),
+            None => Ok(Step::Done(left)),
         }
+    }
+
+    /// `left op right` for arithmetic and AND/OR/XOR.
+    fn binary(&mut self, left: Expr, op: BinaryOp, min: u8) -> Result<Step> {
+        let bp = bp_of(op);
+        if bp < min {
+            return Ok(Step::Done(left));
+        }
+        self.bump();
+        let right = self.expr_bp(bp + 1)?;
+        let span = left.span.to(right.span);
+        Ok(Step::Grew(Expr::new(
+            ExprKind::Binary { op, left: boxed(left), right: boxed(right) },
+            span,
+        )))
+    }
+
+    /// `left op [ANY|ALL] right` for the comparison operators.
+    fn compare(&mut self, left: Expr, op: CompareOp, min: u8) -> Result<Step> {
+        if BP_CMP < min {
+            return Ok(Step::Done(left));
+        }
+        self.bump();
+        let quantifier = if self.at_quantifier("ANY") {
+            self.bump();
+            Some(Quantifier::Any)
+        } else if self.at_quantifier("ALL") {
+            self.bump();
+            Some(Quantifier::All)
+        } else {
+            None
+        };
+        let right = self.expr_bp(BP_CMP + 1)?;
+        if quantifier.is_none() && matches!(op, CompareOp::Eq | CompareOp::Ne) {
+            self.refuse_double_quoted_value(&left, &right, false)?;
+        }
+        let span = left.span.to(right.span);
+        Ok(Step::Grew(Expr::new(
+            ExprKind::Compare { op, quantifier, left: boxed(left), right: boxed(right) },
+            span,
+        )))
+    }
+
+    /// `[NOT] IN`, `[NOT] RLIKE`, `[NOT] BETWEEN`, `IS [NOT] NULL` (and SQL's LIKE, refused).
+    fn word_operator(&mut self, left: Expr, min: u8) -> Result<Step> {
+        let tok = self.peek().clone();
         let Some(word) = self.word_upper(&tok) else { return Ok(Step::Done(left)) };
         if !matches!(word.as_str(), "NOT" | "IN" | "RLIKE" | "BETWEEN" | "IS" | "LIKE")
             || BP_CMP < min
@@ -362,64 +377,77 @@ impl Parser<'_> {
     // ---- prefixes and primaries ----
 
     fn prefix(&mut self) -> Result<Expr> {
-        let tok = self.peek().clone();
-        match &tok.kind {
-            TokenKind::Minus => {
-                self.bump();
-                if let TokenKind::Number(n) = &self.peek().kind {
-                    let n = n.clone();
-                    let num = self.bump();
-                    let value = self.number_value(&n, true, tok.span.to(num.span))?;
-                    return Ok(Expr::new(ExprKind::Literal(value), tok.span.to(num.span)));
-                }
-                let operand = self.expr_bp(BP_NEG)?;
-                let span = tok.span.to(operand.span);
-                if let ExprKind::Literal(v) = &operand.kind {
-                    if let Some(negative) = negate(v) {
-                        return Ok(Expr::new(ExprKind::Literal(negative), span));
-                    }
-                }
-                Ok(Expr::new(
-                    ExprKind::Unary { op: UnaryOp::Negate, operand: boxed(operand) },
-                    span,
-                ))
-            }
-            TokenKind::Number(n) => {
-                self.bump();
-                let value = self.number_value(n, false, tok.span)?;
-                Ok(Expr::new(ExprKind::Literal(value), tok.span))
-            }
-            TokenKind::Str(s) => {
-                self.bump();
-                Ok(Expr::new(ExprKind::Literal(Value::String(s.clone())), tok.span))
-            }
-            TokenKind::LBracket => {
-                self.bump();
-                let items = self.comma_list(&TokenKind::RBracket, tok.span, "[")?;
-                Ok(Expr::new(
-                    ExprKind::List(items),
-                    tok.span.to(Span::new(self.prev_end, self.prev_end)),
-                ))
-            }
-            TokenKind::LParen => {
-                self.bump();
-                let inner = self.expr()?;
-                if self.at(&TokenKind::Comma) {
-                    return Err(self.expected("')'", &[]).with_hint(
-                        "lists are written in brackets, [a, b]; a list after IN may use (a, b)",
-                    ));
-                }
-                let close = self.close_paren(tok.span, "this '('")?;
-                Ok(Expr::new(inner.kind, tok.span.to(close)))
-            }
-            TokenKind::QuotedIdent(name) => {
-                self.bump();
-                self.field(name.clone(), tok.span)
-            }
-            TokenKind::Word => self.word(tok),
-            TokenKind::Star => Err(QueryError::syntax("'*' is not a value here", tok.span)
+        // a dispatcher of small functions: this frame is on the stack once per level of nesting
+        let span = self.peek().span;
+        match &self.peek().kind {
+            TokenKind::Minus => self.minus(span),
+            TokenKind::Number(_) | TokenKind::Str(_) => self.literal(),
+            TokenKind::LBracket => self.list(span),
+            TokenKind::LParen => self.parenthesized(span),
+            TokenKind::QuotedIdent(_) => self.quoted_field(),
+            TokenKind::Word => self.word(self.peek().clone()),
+            TokenKind::Star => Err(QueryError::syntax("'*' is not a value here", span)
                 .with_hint("'*' stands alone in the select list (SELECT *) or in COUNT(*)")),
             _ => Err(self.expected("an expression", &[])),
+        }
+    }
+
+    /// `-5` (a negative literal) or `-e`.
+    fn minus(&mut self, start: Span) -> Result<Expr> {
+        self.bump();
+        if let TokenKind::Number(n) = &self.peek().kind {
+            let n = n.clone();
+            let num = self.bump();
+            let value = self.number_value(&n, true, start.to(num.span))?;
+            return Ok(Expr::new(ExprKind::Literal(value), start.to(num.span)));
+        }
+        let operand = self.expr_bp(BP_NEG)?;
+        let span = start.to(operand.span);
+        if let ExprKind::Literal(v) = &operand.kind {
+            if let Some(negative) = negate(v) {
+                return Ok(Expr::new(ExprKind::Literal(negative), span));
+            }
+        }
+        Ok(Expr::new(ExprKind::Unary { op: UnaryOp::Negate, operand: boxed(operand) }, span))
+    }
+
+    /// A number or string literal.
+    fn literal(&mut self) -> Result<Expr> {
+        let tok = self.bump();
+        let value = match &tok.kind {
+            TokenKind::Number(n) => self.number_value(n, false, tok.span)?,
+            TokenKind::Str(s) => Value::String(s.clone()),
+            _ => return Err(QueryError::syntax("expected a literal", tok.span)),
+        };
+        Ok(Expr::new(ExprKind::Literal(value), tok.span))
+    }
+
+    /// `[e, ...]`
+    fn list(&mut self, open: Span) -> Result<Expr> {
+        self.bump();
+        let items = self.comma_list(&TokenKind::RBracket, open, "[")?;
+        Ok(Expr::new(ExprKind::List(items), open.to(Span::new(self.prev_end, self.prev_end))))
+    }
+
+    /// `( e )`: the expression, its span widened to the parentheses.
+    fn parenthesized(&mut self, open: Span) -> Result<Expr> {
+        self.bump();
+        let inner = self.expr()?;
+        if self.at(&TokenKind::Comma) {
+            return Err(self.expected("')'", &[]).with_hint(
+                "lists are written in brackets, [a, b]; a list after IN may use (a, b)",
+            ));
+        }
+        let close = self.close_paren(open, "this '('")?;
+        Ok(Expr::new(inner.kind, open.to(close)))
+    }
+
+    /// `"name"` and its path.
+    fn quoted_field(&mut self) -> Result<Expr> {
+        let tok = self.bump();
+        match tok.kind {
+            TokenKind::QuotedIdent(name) => self.field(name, tok.span),
+            _ => Err(QueryError::syntax("expected a quoted name", tok.span)),
         }
     }
 

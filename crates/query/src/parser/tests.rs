@@ -809,7 +809,7 @@ fn depth_is_bounded() {
     q(&text);
     let text = format!("SELECT * FROM STREAM() WHERE {}", vec!["a"; 10_000].join(" + "));
     let error = err(&text);
-    assert!(error.message.contains("more than 64 levels"), "{}", error.message);
+    assert!(error.message.contains("more than 96 levels"), "{}", error.message);
     assert!(error.hint.unwrap().contains("IN (a, b, ...)"));
     // nesting and chains together stay bounded
     let chain = vec!["a"; 300].join(" * ");
@@ -828,6 +828,9 @@ fn depth_is_bounded() {
         ("a[", "]"),
         ("QUANTILE(", ", LINEAR, 2)"),
         ("CAST(", " AS STRING)"),
+        ("a = (", ")"),
+        ("a BETWEEN (", ", 1)"),
+        ("-(", ")"),
     ] {
         let text = format!("{}b{}", open.repeat(n), close.repeat(n));
         let tree = e(&text);
