@@ -49,6 +49,12 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
+    use axum::serve::ListenerExt;
     let app = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    // Results are small writes that must go out at once: without TCP_NODELAY, Nagle's
+    // algorithm holds them for the client's delayed ACK (~40 ms on Linux).
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, app).with_graceful_shutdown(shutdown).await.map_err(ServerError::Serve)
 }

@@ -67,6 +67,7 @@ impl BenchServer {
 /// Writes generated bullet records to the source at `rate` per second until told to stop.
 fn feed(data: SocketAddr, rate: f64, running: &AtomicBool) {
     let Ok(mut socket) = TcpStream::connect(data) else { return };
+    let _ = socket.set_nodelay(true);
     let spec = parse_spec("bullet?seed=11").expect("a valid spec");
     let mut generator = Generator::new(&spec).expect("a valid generator");
     let pacer = Pacer::new(rate, Instant::now());
