@@ -122,21 +122,13 @@ pub fn run(args: Args) -> ExitCode {
         eprintln!("error: --source must be file:PATH or stdin, not {spec:?}");
         return ExitCode::from(2);
     };
-    let text = if args.query == "-" {
-        if matches!(source, Source::Stdin) {
-            eprintln!(
-                "error: the query cannot come from stdin when the records do (--source stdin)"
-            );
-            return ExitCode::from(2);
-        }
-        let mut text = String::new();
-        if let Err(e) = std::io::stdin().read_to_string(&mut text) {
-            eprintln!("error: cannot read the query from stdin: {e}");
-            return ExitCode::from(2);
-        }
-        text
-    } else {
-        args.query.clone()
+    if args.query == "-" && matches!(source, Source::Stdin) {
+        eprintln!("error: the query cannot come from stdin when the records do (--source stdin)");
+        return ExitCode::from(2);
+    }
+    let text = match read_query(&args.query) {
+        Ok(text) => text,
+        Err(code) => return code,
     };
     let plan = match needle_query::compile(&text, &QueryConfig::default()) {
         Ok(plan) => plan,
@@ -215,6 +207,22 @@ pub fn run(args: Args) -> ExitCode {
         return ExitCode::from(1);
     }
     ExitCode::SUCCESS
+}
+
+/// The query argument, or the query read from stdin when it is `-` (exit code 2 when stdin
+/// cannot be read).
+pub(crate) fn read_query(arg: &str) -> Result<String, ExitCode> {
+    if arg != "-" {
+        return Ok(arg.to_owned());
+    }
+    let mut text = String::new();
+    match std::io::stdin().read_to_string(&mut text) {
+        Ok(_) => Ok(text),
+        Err(e) => {
+            eprintln!("error: cannot read the query from stdin: {e}");
+            Err(ExitCode::from(2))
+        }
+    }
 }
 
 enum Line {

@@ -7,11 +7,11 @@
 //! 130 killed by Ctrl-C.
 
 use super::client::{authorized, client, json_or_message, server_url};
-use super::query::{Format, Printer};
+use super::query::{read_query, Format, Printer};
 use indicatif::{ProgressBar, ProgressStyle};
 use needle_engine::exec::Emission;
 use serde_json::Value as Json;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -25,15 +25,9 @@ enum Event {
 
 pub fn run(server: &str, query: &str, format: Format) -> ExitCode {
     let server = server_url(Some(server.to_owned()));
-    let text = if query == "-" {
-        let mut text = String::new();
-        if let Err(e) = std::io::stdin().read_to_string(&mut text) {
-            eprintln!("error: cannot read the query from stdin: {e}");
-            return ExitCode::from(2);
-        }
-        text
-    } else {
-        query.to_owned()
+    let text = match read_query(query) {
+        Ok(text) => text,
+        Err(code) => return code,
     };
     let http = client();
     let answer =

@@ -15,7 +15,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::stream::{self, Stream};
-use needle_runtime::{QueryStatus, ResultQueue, Runtime};
+use needle_runtime::{QueryHandle, QueryStatus, ResultQueue, Runtime};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::convert::Infallible;
@@ -52,8 +52,7 @@ pub async fn run_query(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let text = query_text(&headers, &body)?;
-    let handle = state.runtime().submit(&text, &owner).map_err(submit_error)?;
+    let (_, handle) = submit(&state, &owner, &headers, &body)?;
     let mut guard =
         KillOnDrop { runtime: state.runtime().clone(), id: handle.id.clone(), armed: true };
     let mut emissions = Vec::new();
@@ -105,8 +104,7 @@ pub async fn start_query(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let text = query_text(&headers, &body)?;
-    let handle = state.runtime().submit(&text, &owner).map_err(submit_error)?;
+    let (text, handle) = submit(&state, &owner, &headers, &body)?;
     let ends_in = Duration::from_millis((handle.ends_ms - now_ms()).max(0) as u64);
     state.keep_results(&handle.id, handle.results.clone(), ends_in);
     let base = format!("/api/v1/queries/{}", handle.id);
@@ -222,6 +220,18 @@ fn event_stream(
             }
         }
     })
+}
+
+/// Reads the query from the request and starts it for `owner`.
+fn submit(
+    state: &AppState,
+    owner: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(String, QueryHandle), ApiError> {
+    let text = query_text(headers, body)?;
+    let handle = state.runtime().submit(&text, owner).map_err(submit_error)?;
+    Ok((text, handle))
 }
 
 fn not_running(id: &str) -> ApiError {
