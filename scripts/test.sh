@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything `make test` does: install what the tests need, check formatting and lints, run every
-# test in the workspace (units, golden files, integration tests against the real binary).
+# test: the Bullet peer's JUnit tests (Maven fetches its jars from Maven Central), then the Rust
+# workspace's (units, golden files, property tests, integration tests against the real binary).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,5 +11,7 @@ echo "== fmt"
 cargo fmt --all -- --check
 echo "== clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== the Bullet peer (bench/peers/bullet: Maven, JUnit)"
+(cd bench/peers/bullet && mvn -B -q package)
 echo "== tests"
 cargo test --workspace --locked
