@@ -231,3 +231,63 @@ fn the_query_command_runs_on_a_server_and_ctrl_c_kills_it_there() {
         "the query ended on the server: {body}"
     );
 }
+
+fn running_queries(url: &str) -> usize {
+    let body: serde_json::Value =
+        reqwest::blocking::get(format!("{url}/api/v1/queries")).unwrap().json().unwrap();
+    body["queries"].as_array().unwrap().len()
+}
+
+fn wait_for_queries(url: &str, count: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while running_queries(url) != count {
+        assert!(Instant::now() < deadline, "expected {count} running queries");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_websocket_client_runs_queries_and_a_client_that_leaves_ends_its_queries() {
+    let server = Serve::start(
+        "gen:bullet?rate=1000&seed=5&needle=id=c39ba8cfe8&needle_count=3&needle_at=1500",
+    );
+    let ws_url = format!("{}/api/v1/ws", server.url.replace("http://", "ws://"));
+    let (mut ws, _) = tungstenite::connect(ws_url.as_str()).unwrap();
+    let start = |q: &str| {
+        tungstenite::Message::Text(
+            serde_json::json!({"type": "start", "query": q}).to_string().into(),
+        )
+    };
+    ws.send(start("SELECT id FROM STREAM(20000, TIME) WHERE id = 'c39ba8cfe8' LIMIT 3")).unwrap();
+    ws.send(start("SELECT COUNT(*) AS n FROM STREAM(60000, TIME)")).unwrap();
+    let mut found = 0;
+    while found < 3 {
+        let message = ws.read().unwrap();
+        let v: serde_json::Value = serde_json::from_str(message.to_text().unwrap()).unwrap();
+        if v["type"] == "result" {
+            found += v["result"]["records"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|r| r["id"] == "c39ba8cfe8")
+                .count();
+        }
+        assert_ne!(v["type"], "error", "{v}");
+    }
+    assert_eq!(running_queries(&server.url), 1, "the LIMIT query ended; the COUNT runs on");
+    drop(ws); // the client goes away without a word
+    wait_for_queries(&server.url, 0);
+
+    // The same for a client waiting on POST /api/v1/query that disconnects.
+    let mut raw = TcpStream::connect(server.url.trim_start_matches("http://")).unwrap();
+    let body = "SELECT COUNT(*) FROM STREAM(60000, TIME)";
+    write!(
+        raw,
+        "POST /api/v1/query HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    wait_for_queries(&server.url, 1);
+    drop(raw);
+    wait_for_queries(&server.url, 0);
+}
