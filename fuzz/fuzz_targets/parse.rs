@@ -5,7 +5,6 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use needle_query::ast::{Expr, From, Query, SelectItem};
 use needle_query::parser::parse_expr;
 use needle_query::{parse_bql, QueryError};
 
@@ -15,32 +14,11 @@ fn check_error(text: &str, error: &QueryError) {
     assert!(error.render(text).starts_with("error: "));
 }
 
-/// Every expression of a query (the inner query's too).
-fn expressions(q: &Query) -> Vec<&Expr> {
-    let mut out = Vec::new();
-    for item in &q.select.items {
-        match item {
-            SelectItem::All { .. } => {}
-            SelectItem::Expr { expr, .. } => out.push(expr),
-            SelectItem::TableFunction(t) => out.push(&t.expr),
-        }
-    }
-    if let From::Subquery(inner) = &q.from {
-        out.extend(expressions(inner));
-    }
-    out.extend(q.lateral_views.iter().map(|t| &t.expr));
-    out.extend(q.where_clause.iter());
-    out.extend(q.group_by.iter());
-    out.extend(q.having.iter());
-    out.extend(q.order_by.iter().map(|o| &o.expr));
-    out
-}
-
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
     match parse_bql(text) {
         Ok(query) => {
-            for e in expressions(&query) {
+            for e in query.expressions() {
                 let printed = e.to_string();
                 let again = parse_expr(&printed).expect("printed expressions parse");
                 assert_eq!(again.to_string(), printed);

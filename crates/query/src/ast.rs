@@ -46,6 +46,30 @@ pub struct Query {
     pub span: Span,
 }
 
+impl Query {
+    /// Every expression the query holds, the inner query's too, in clause order: select items,
+    /// the inner query, LATERAL VIEWs, WHERE, GROUP BY, HAVING, ORDER BY.
+    pub fn expressions(&self) -> Vec<&Expr> {
+        let mut out = Vec::new();
+        for item in &self.select.items {
+            match item {
+                SelectItem::All { .. } => {}
+                SelectItem::Expr { expr, .. } => out.push(expr),
+                SelectItem::TableFunction(t) => out.push(&t.expr),
+            }
+        }
+        if let From::Subquery(inner) = &self.from {
+            out.extend(inner.expressions());
+        }
+        out.extend(self.lateral_views.iter().map(|t| &t.expr));
+        out.extend(self.where_clause.iter());
+        out.extend(self.group_by.iter());
+        out.extend(self.having.iter());
+        out.extend(self.order_by.iter().map(|o| &o.expr));
+        out
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Select {
     pub distinct: bool,

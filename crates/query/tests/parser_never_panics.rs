@@ -3,7 +3,7 @@
 //! panic, overflow the stack or hang), and an error must carry a span inside the text that
 //! renders; a query it accepts must print and parse back to the same expressions.
 
-use needle_query::ast::{Expr, Query, SelectItem};
+use needle_query::ast::Expr;
 use needle_query::parser::parse_expr;
 use needle_query::{parse_bql, QueryError};
 use proptest::prelude::*;
@@ -111,7 +111,7 @@ const PIECES: &[&str] = &[
 fn check(text: &str) -> Result<(), TestCaseError> {
     match parse_bql(text) {
         Ok(query) => {
-            for e in expressions(&query) {
+            for e in query.expressions() {
                 round_trips(e)?;
             }
         }
@@ -139,26 +139,6 @@ fn round_trips(e: &Expr) -> Result<(), TestCaseError> {
         .map_err(|err| TestCaseError::fail(format!("{printed:?}: {}", err.render(&printed))))?;
     prop_assert_eq!(again.to_string(), printed);
     Ok(())
-}
-
-fn expressions(q: &Query) -> Vec<&Expr> {
-    let mut out = Vec::new();
-    for item in &q.select.items {
-        match item {
-            SelectItem::All { .. } => {}
-            SelectItem::Expr { expr, .. } => out.push(expr),
-            SelectItem::TableFunction(t) => out.push(&t.expr),
-        }
-    }
-    if let needle_query::ast::From::Subquery(inner) = &q.from {
-        out.extend(expressions(inner));
-    }
-    out.extend(q.lateral_views.iter().map(|t| &t.expr));
-    out.extend(q.where_clause.iter());
-    out.extend(q.group_by.iter());
-    out.extend(q.having.iter());
-    out.extend(q.order_by.iter().map(|o| &o.expr));
-    out
 }
 
 #[derive(Debug, Clone)]

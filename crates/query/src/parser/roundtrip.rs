@@ -279,27 +279,6 @@ proptest! {
     }
 }
 
-/// Every expression of a parsed query.
-fn expressions(q: &Query) -> Vec<&Expr> {
-    let mut out = Vec::new();
-    for item in &q.select.items {
-        match item {
-            SelectItem::All { .. } => {}
-            SelectItem::Expr { expr, .. } => out.push(expr),
-            SelectItem::TableFunction(t) => out.push(&t.expr),
-        }
-    }
-    if let From::Subquery(inner) = &q.from {
-        out.extend(expressions(inner));
-    }
-    out.extend(q.lateral_views.iter().map(|t| &t.expr));
-    out.extend(q.where_clause.iter());
-    out.extend(q.group_by.iter());
-    out.extend(q.having.iter());
-    out.extend(q.order_by.iter().map(|o| &o.expr));
-    out
-}
-
 pub(crate) const CORPUS: &[&str] = &[
     "SELECT * FROM STREAM(30000, TIME) WHERE id = 'c39ba8cfe8' LIMIT 10",
     "SELECT a.b[0].c AS x, COUNT(*) FROM STREAM() WHERE a.b[0].c > 5 GROUP BY a.b[0].c",
@@ -330,7 +309,7 @@ pub(crate) const CORPUS: &[&str] = &[
 fn every_expression_of_the_corpus_round_trips() {
     for text in CORPUS {
         let query = parse_bql(text).unwrap_or_else(|e| panic!("{}", e.render(text)));
-        for e in expressions(&query) {
+        for e in query.expressions() {
             let printed = e.to_string();
             let mut again =
                 parse_expr(&printed).unwrap_or_else(|err| panic!("{}", err.render(&printed)));
