@@ -10,6 +10,17 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 use std::time::Duration;
 
+/// The next piece of a streamed response body, waiting at most 10 s.
+async fn next_chunk<B: AsRef<[u8]>>(
+    stream: &mut (impl futures_util::Stream<Item = reqwest::Result<B>> + Unpin),
+) -> String {
+    let chunk = tokio::time::timeout(Duration::from_secs(10), stream.next()).await;
+    String::from_utf8_lossy(
+        chunk.expect("a chunk within 10 s").expect("more body").unwrap().as_ref(),
+    )
+    .into_owned()
+}
+
 fn records(n: usize, needles: &[usize]) -> Vec<String> {
     (0..n)
         .map(|i| {
@@ -140,23 +151,12 @@ async fn bad_requests_get_json_errors_with_the_right_status() {
 #[tokio::test]
 async fn validate_answers_the_plan_or_the_error() {
     let server = Server::start(NeedleConfig::default()).await;
-    let client = reqwest::Client::new();
-    let r = client
-        .post(server.url("/api/v1/validate"))
-        .body("SELECT COUNT(*) FROM STREAM()")
-        .send()
-        .await
-        .unwrap();
+    let r = server.post("/api/v1/validate", "SELECT COUNT(*) FROM STREAM()").await;
     assert_eq!(r.status(), StatusCode::OK);
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["plan"]["stage"]["aggregation"]["type"], "GROUP_ALL", "{body}");
     assert!(body["explain"].as_str().unwrap().len() > 10);
-    let r = client
-        .post(server.url("/api/v1/validate"))
-        .body("SELECT COUNT(*) FROM STREAM() WHERE")
-        .send()
-        .await
-        .unwrap();
+    let r = server.post("/api/v1/validate", "SELECT COUNT(*) FROM STREAM() WHERE").await;
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
     server.shutdown().await;
 }
@@ -165,12 +165,7 @@ async fn validate_answers_the_plan_or_the_error() {
 async fn a_started_query_streams_events_lists_progress_and_can_be_killed() {
     let server = Server::start(NeedleConfig::default()).await;
     let client = reqwest::Client::new();
-    let r = client
-        .post(server.url("/api/v1/queries"))
-        .body("SELECT i FROM STREAM(60000, TIME) WHERE id = 'needle' WINDOWING EVERY(1, RECORD, FIRST, 1, RECORD)")
-        .send()
-        .await
-        .unwrap();
+    let r = server.post("/api/v1/queries", "SELECT i FROM STREAM(60000, TIME) WHERE id = 'needle' WINDOWING EVERY(1, RECORD, FIRST, 1, RECORD)").await;
     assert_eq!(r.status(), StatusCode::CREATED);
     let started: Value = r.json().await.unwrap();
     let id = started["id"].as_str().unwrap().to_owned();
@@ -183,12 +178,7 @@ async fn a_started_query_streams_events_lists_progress_and_can_be_killed() {
     server.send(records(300, &[7, 123])).await;
     let mut text = String::new();
     while text.matches("event: result").count() < 2 {
-        let chunk = tokio::time::timeout(Duration::from_secs(10), stream.next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        text.push_str(&String::from_utf8_lossy(&chunk));
+        text.push_str(&next_chunk(&mut stream).await);
     }
     assert!(text.contains(r#""i":7"#) && text.contains(r#""i":123"#), "{text}");
 
@@ -202,12 +192,7 @@ async fn a_started_query_streams_events_lists_progress_and_can_be_killed() {
     let r = client.delete(server.url(&format!("/api/v1/queries/{id}"))).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::OK);
     while !text.contains("event: complete") {
-        let chunk = tokio::time::timeout(Duration::from_secs(10), stream.next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        text.push_str(&String::from_utf8_lossy(&chunk));
+        text.push_str(&next_chunk(&mut stream).await);
     }
     assert!(text.contains("killed"), "{text}");
     let r = client.get(server.url(&format!("/api/v1/queries/{id}/events"))).send().await.unwrap();
@@ -222,12 +207,12 @@ async fn a_client_that_never_reads_does_not_hold_up_the_others() {
     let server = Server::start(config).await;
     let client = reqwest::Client::new();
     // A streaming query whose events nobody reads.
-    let r = client
-        .post(server.url("/api/v1/queries"))
-        .body("SELECT i FROM STREAM(60000, TIME) WINDOWING EVERY(1, RECORD, FIRST, 1, RECORD)")
-        .send()
-        .await
-        .unwrap();
+    let r = server
+        .post(
+            "/api/v1/queries",
+            "SELECT i FROM STREAM(60000, TIME) WINDOWING EVERY(1, RECORD, FIRST, 1, RECORD)",
+        )
+        .await;
     let idle: Value = r.json().await.unwrap();
     let request = client
         .post(server.url("/api/v1/query"))
@@ -244,12 +229,7 @@ async fn a_client_that_never_reads_does_not_hold_up_the_others() {
     let events =
         client.get(server.url(idle["urls"]["events"].as_str().unwrap())).send().await.unwrap();
     let mut stream = events.bytes_stream();
-    let chunk = tokio::time::timeout(Duration::from_secs(10), stream.next())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&chunk).contains("Dropped Emissions"));
+    assert!(next_chunk(&mut stream).await.contains("Dropped Emissions"));
     assert!(server.runtime.metrics().results_dropped.get() > 4000);
     server.shutdown().await;
 }

@@ -44,6 +44,11 @@ impl Server {
         format!("{}{path}", self.base)
     }
 
+    /// POSTs `body` (sent as is) to `path` and returns the answer.
+    pub async fn post(&self, path: &str, body: impl Into<reqwest::Body>) -> reqwest::Response {
+        reqwest::Client::new().post(self.url(path)).body(body).send().await.unwrap()
+    }
+
     /// Sends NDJSON lines to the data source (from a blocking thread).
     pub async fn send(&self, lines: Vec<String>) {
         let addr = self.data;
