@@ -1,12 +1,13 @@
 //! Criterion bench: decoding bullet records (from the workload crate, seed 1) three ways on the
 //! same bytes — the full decode into a `Record`, `decode_fields` of two fields, and serde_json
-//! validation only (`IgnoredAny`) as the reference — with throughput in bytes. For context, the
+//! validation only (`IgnoredAny`) as the reference; `FieldSet::decode` (the workers' fast path)
+//! of one and two fields beside sonic-rs's own validate-only read (`IgnoredAny`) — with throughput in bytes. For context, the
 //! trees of serde_json (`serde_json::Value`, with `preserve_order`) and sonic-rs
 //! (`sonic_rs::Value`, arena-allocated) on the same bytes, and sonic-rs's lazy `get_many` of the
 //! same two fields, which stops early and validates nothing after them.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use needle_record::{decode_fields, decode_record};
+use needle_record::{decode_fields, decode_record, FieldSet};
 use needle_workload::{Generator, WorkloadKind, WorkloadSpec};
 use std::hint::black_box;
 
@@ -40,6 +41,31 @@ fn decode(c: &mut Criterion) {
         b.iter(|| {
             for line in &lines {
                 black_box(decode_fields(line, &["device", "demographics"]).unwrap());
+            }
+        })
+    });
+    let id = FieldSet::new(["id"]);
+    group.bench_function("field_set_id", |b| {
+        b.iter(|| {
+            for line in &lines {
+                black_box(id.decode(line).unwrap());
+            }
+        })
+    });
+    let two = FieldSet::new(["device", "demographics"]);
+    group.bench_function("field_set_2", |b| {
+        b.iter(|| {
+            for line in &lines {
+                black_box(two.decode(line).unwrap());
+            }
+        })
+    });
+    // The fastest way sonic-rs reads and validates the same bytes: the parse-only baseline of
+    // `needle bench matching`.
+    group.bench_function("sonic_rs_ignored_any", |b| {
+        b.iter(|| {
+            for line in &lines {
+                black_box(sonic_rs::from_slice::<serde::de::IgnoredAny>(line).unwrap());
             }
         })
     });

@@ -1,6 +1,7 @@
 //! Decoding records from JSON text: one NDJSON line → one [`Record`], straight into [`Value`]s
 //! with sonic-rs (no intermediate JSON tree), and lazily: only the top-level fields a caller
-//! names ([`decode_fields`]), skipping the rest without building values.
+//! names ([`decode_fields`], exact; [`FieldSet::decode`], the workers' fast path), skipping the
+//! rest without building values.
 //!
 //! Rules, the same for every entry point:
 //! - an integer that fits in an `i64` is a LONG; any other number (fractions, exponents, integers
@@ -17,6 +18,8 @@
 
 use crate::{Map, Record, RecordError, Value};
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use sonic_rs::{JsonContainerTrait, JsonValueTrait};
+use std::collections::HashMap;
 use std::fmt;
 
 /// The deepest nesting of arrays and objects a decoder accepts (a top-level array or object is
@@ -68,6 +71,163 @@ pub fn decode_fields(bytes: &[u8], names: &[&str]) -> Result<Record, RecordError
     let fields = FieldsSeed { names }.deserialize(&mut de).map_err(|e| malformed(&e))?;
     de.end().map_err(|e| malformed(&e))?;
     Ok(Record::from_map(fields))
+}
+
+/// A line with at most this many `{` and `[` bytes (inside strings or not) cannot nest deeper,
+/// so [`FieldSet::decode`] may parse it with sonic-rs's tree parser, which recurses once per
+/// level: that many frames fit any thread's stack. Other lines take [`decode_fields`]' path,
+/// which counts levels and stops at [`MAX_DEPTH`].
+pub const FAST_SKIP_MAX_OPENINGS: usize = 256;
+
+/// A set of top-level field names to decode, built once and used for many lines
+/// ([`FieldSet::decode`]): what the active queries touch.
+#[derive(Debug, Clone, Default)]
+pub struct FieldSet {
+    names: Vec<Box<str>>,
+    /// For larger sets: name → position in `names` (small sets are scanned, which is faster).
+    index: Option<HashMap<Box<str>, usize, foldhash::fast::FixedState>>,
+}
+
+/// The largest set looked up by scanning instead of hashing.
+const FIELD_SET_SCAN_MAX: usize = 8;
+
+impl FieldSet {
+    /// The set of `names` (duplicates are kept once).
+    pub fn new<S: AsRef<str>>(names: impl IntoIterator<Item = S>) -> Self {
+        let mut unique: Vec<Box<str>> = Vec::new();
+        for n in names {
+            if !unique.iter().any(|u| **u == *n.as_ref()) {
+                unique.push(n.as_ref().into());
+            }
+        }
+        let index = (unique.len() > FIELD_SET_SCAN_MAX).then(|| {
+            unique.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect::<HashMap<_, _, _>>()
+        });
+        Self { names: unique, index }
+    }
+
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        Names::position(self, name).is_some()
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.names.iter().map(|n| &**n)
+    }
+
+    /// Decodes the fields of this set from one JSON object, skipping the others without building
+    /// values: the hot path of a worker, which reads only what its queries use.
+    ///
+    /// How: sonic-rs's tree parser (SIMD, arena-allocated, validating: the fastest way sonic-rs
+    /// reads and checks a whole line, measured in `examples`/benches) builds a throw-away tree,
+    /// and only the wanted fields are converted into [`Value`]s — building needle's values is
+    /// what costs, not reading the bytes.
+    ///
+    /// It accepts every line [`decode_record`] accepts, with the same values as
+    /// [`decode_record`] restricted to the set. Skipped values are validated as JSON (syntax,
+    /// UTF-8, numbers within a double's range) but, for lines of at most
+    /// [`FAST_SKIP_MAX_OPENINGS`] brackets, not held to the nesting limit ([`MAX_DEPTH`]), which
+    /// only matters once a value is built: it accepts a line whose unread field nests 33 to 256
+    /// levels deep, which [`decode_record`] rejects, and never the other way round.
+    pub fn decode(&self, bytes: &[u8]) -> Result<Record, RecordError> {
+        if count_openings(bytes) > FAST_SKIP_MAX_OPENINGS {
+            return decode_fields(bytes, &self.names.iter().map(|n| &**n).collect::<Vec<_>>());
+        }
+        let tree = sonic_rs::from_slice::<sonic_rs::Value>(bytes).map_err(|e| malformed(&e))?;
+        let Some(object) = tree.as_object() else {
+            return Err(RecordError::NotAnObject { found: sonic_kind_name(&tree) });
+        };
+        let mut map = Map::with_capacity(self.names.len());
+        for (key, value) in object.iter() {
+            if let Some(i) = Names::position(self, key) {
+                map.insert(self.names[i].to_string(), from_sonic(value, 2)?);
+            }
+        }
+        Ok(Record::from_map(map))
+    }
+}
+
+/// The number of `{` and `[` bytes in `bytes` (strings included): a bound on how deep it nests.
+fn count_openings(bytes: &[u8]) -> usize {
+    // `{` is 0x7B and `[` 0x5B: one compare after setting bit 0x20 finds both. Byte counters
+    // over 255-byte chunks let the compiler vectorize the loop.
+    bytes
+        .chunks(255)
+        .map(|chunk| chunk.iter().fold(0u8, |n, &b| n + u8::from(b | 0x20 == b'{')) as usize)
+        .sum()
+}
+
+/// Converts a sonic-rs tree value at nesting level `depth` (the same rules as [`ValueSeed`]).
+fn from_sonic(v: &sonic_rs::Value, depth: usize) -> Result<Value, RecordError> {
+    let too_deep = || RecordError::Malformed {
+        message: format!("arrays and objects nest deeper than {MAX_DEPTH} levels"),
+        offset: None,
+    };
+    Ok(match v.get_type() {
+        sonic_rs::JsonType::Null => Value::Null,
+        sonic_rs::JsonType::Boolean => Value::Bool(v.is_true()),
+        sonic_rs::JsonType::Number => match (v.as_i64(), v.as_f64()) {
+            (Some(i), _) => Value::Long(i),
+            (None, Some(f)) => Value::Double(f),
+            (None, None) => Value::Null,
+        },
+        sonic_rs::JsonType::String => Value::String(v.as_str().unwrap_or_default().to_owned()),
+        sonic_rs::JsonType::Array => {
+            if depth > MAX_DEPTH {
+                return Err(too_deep());
+            }
+            let items = v.as_array().map_or(&[][..], |a| a.as_slice());
+            Value::List(items.iter().map(|i| from_sonic(i, depth + 1)).collect::<Result<_, _>>()?)
+        }
+        sonic_rs::JsonType::Object => {
+            if depth > MAX_DEPTH {
+                return Err(too_deep());
+            }
+            let mut map = Map::new();
+            if let Some(object) = v.as_object() {
+                map.reserve(object.len());
+                for (k, item) in object.iter() {
+                    map.insert(k.to_owned(), from_sonic(item, depth + 1)?);
+                }
+            }
+            Value::Map(map)
+        }
+    })
+}
+
+fn sonic_kind_name(v: &sonic_rs::Value) -> &'static str {
+    match v.get_type() {
+        sonic_rs::JsonType::Null => "null",
+        sonic_rs::JsonType::Boolean => "a boolean",
+        sonic_rs::JsonType::Number => "a number",
+        sonic_rs::JsonType::String => "a string",
+        sonic_rs::JsonType::Array => "an array",
+        sonic_rs::JsonType::Object => "an object",
+    }
+}
+
+impl Names for FieldSet {
+    fn position(&self, key: &str) -> Option<usize> {
+        match &self.index {
+            Some(index) => index.get(key).copied(),
+            None => self.names.iter().position(|n| **n == *key),
+        }
+    }
+
+    fn name(&self, i: usize) -> &str {
+        &self.names[i]
+    }
+
+    fn count(&self) -> usize {
+        self.names.len()
+    }
 }
 
 fn malformed(e: &sonic_rs::Error) -> RecordError {
@@ -266,11 +426,32 @@ impl<'de> Visitor<'de> for Skip {
 /// Deserializes the top-level object keeping only the entries named in `names`: their keys are
 /// matched without allocating, their values decode as [`Value`]s, every other value is
 /// [`Skip`]ped.
-struct FieldsSeed<'a> {
-    names: &'a [&'a str],
+struct FieldsSeed<'a, N: ?Sized> {
+    names: &'a N,
 }
 
-impl<'de> DeserializeSeed<'de> for FieldsSeed<'_> {
+/// Where a key stands among the wanted names.
+trait Names {
+    fn position(&self, key: &str) -> Option<usize>;
+    fn name(&self, i: usize) -> &str;
+    fn count(&self) -> usize;
+}
+
+impl Names for [&str] {
+    fn position(&self, key: &str) -> Option<usize> {
+        self.iter().position(|n| *n == key)
+    }
+
+    fn name(&self, i: usize) -> &str {
+        self[i]
+    }
+
+    fn count(&self) -> usize {
+        self.len()
+    }
+}
+
+impl<'de, N: Names + ?Sized> DeserializeSeed<'de> for FieldsSeed<'_, N> {
     type Value = Map;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Map, D::Error> {
@@ -278,7 +459,7 @@ impl<'de> DeserializeSeed<'de> for FieldsSeed<'_> {
     }
 }
 
-impl<'de> Visitor<'de> for FieldsSeed<'_> {
+impl<'de, N: Names + ?Sized> Visitor<'de> for FieldsSeed<'_, N> {
     type Value = Map;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -286,12 +467,12 @@ impl<'de> Visitor<'de> for FieldsSeed<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Map, A::Error> {
-        let mut map = Map::with_capacity(self.names.len());
+        let mut map = Map::with_capacity(self.names.count());
         while let Some(wanted) = access.next_key_seed(KeyFilter { names: self.names })? {
             match wanted {
                 Some(i) => {
                     let value = access.next_value_seed(ValueSeed { depth: 2 })?;
-                    map.insert(self.names[i].to_owned(), value);
+                    map.insert(self.names.name(i).to_owned(), value);
                 }
                 None => access.next_value_seed(Skip { depth: 2 })?,
             }
@@ -301,11 +482,11 @@ impl<'de> Visitor<'de> for FieldsSeed<'_> {
 }
 
 /// A map key, as the index in `names` of the name it equals (or `None`).
-struct KeyFilter<'a> {
-    names: &'a [&'a str],
+struct KeyFilter<'a, N: ?Sized> {
+    names: &'a N,
 }
 
-impl<'de> DeserializeSeed<'de> for KeyFilter<'_> {
+impl<'de, N: Names + ?Sized> DeserializeSeed<'de> for KeyFilter<'_, N> {
     type Value = Option<usize>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Option<usize>, D::Error> {
@@ -313,7 +494,7 @@ impl<'de> DeserializeSeed<'de> for KeyFilter<'_> {
     }
 }
 
-impl<'de> Visitor<'de> for KeyFilter<'_> {
+impl<'de, N: Names + ?Sized> Visitor<'de> for KeyFilter<'_, N> {
     type Value = Option<usize>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -321,7 +502,7 @@ impl<'de> Visitor<'de> for KeyFilter<'_> {
     }
 
     fn visit_str<E: de::Error>(self, key: &str) -> Result<Option<usize>, E> {
-        Ok(self.names.iter().position(|n| *n == key))
+        Ok(self.names.position(key))
     }
 }
 
@@ -538,8 +719,71 @@ mod tests {
         Ok(())
     }
 
+    /// The fast path accepts a superset of what the full decode accepts, with equal values.
+    fn fast_agrees(bytes: &[u8]) -> Result<(), TestCaseError> {
+        let full = decode_record(bytes);
+        for names in
+            [&["a"][..], &["b", "cd"], &[], &["a", "b", "c", "d", "e", "f", "g", "h", "cd"]]
+        {
+            let set = FieldSet::new(names.iter());
+            match (&full, set.decode(bytes)) {
+                (Ok(full), Ok(some)) => prop_assert_eq!(restrict(full, names), some),
+                (Ok(full), Err(e)) => {
+                    prop_assert!(false, "decode_record {:?} but fast {:?}", full, e)
+                }
+                (Err(_), _) => {}
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn field_set_fast_path_skips_validated_json_and_bounds_its_recursion() {
+        let set = FieldSet::new(["a"]);
+        // skipped values are still held to JSON's syntax
+        for bad in [&br#"{"a":1,"b":[1,}"#[..], br#"{"a":1,"b":tru}"#, br#"{"a":1,"b":"x}"#] {
+            assert!(set.decode(bad).is_err(), "{}", String::from_utf8_lossy(bad));
+        }
+        // a skipped value nested past MAX_DEPTH in a short line is accepted (documented) ...
+        let deep = format!("{}{}", "[".repeat(MAX_DEPTH + 5), "]".repeat(MAX_DEPTH + 5));
+        let line = format!(r#"{{"a":1,"b":{deep}}}"#);
+        assert_eq!(set.decode(line.as_bytes()).unwrap().get("a"), Some(&Value::Long(1)));
+        // ... while a line with more brackets than the fast path allows is skipped level by
+        // level: no stack overflow, the nesting limit applies
+        for depth in [FAST_SKIP_MAX_OPENINGS + 1, 100_000] {
+            let deep = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+            let line = format!(r#"{{"a":1,"b":{deep}}}"#);
+            assert!(matches!(set.decode(line.as_bytes()), Err(RecordError::Malformed { .. })));
+        }
+        // a wanted value is always decoded under the limit
+        let line = format!(r#"{{"a":{deep}}}"#);
+        assert!(set.decode(line.as_bytes()).is_err());
+        assert_eq!(FieldSet::new(["a", "a", "b"]).len(), 2);
+        let big = FieldSet::new((0..20).map(|i| format!("f{i}")));
+        assert!(big.contains("f19") && !big.contains("f20"));
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn field_set_accepts_what_decode_record_accepts(bytes in json_object()) {
+            fast_agrees(&bytes)?;
+        }
+
+        #[test]
+        fn field_set_never_panics_on_mutated_json(
+            bytes in json_object(),
+            at in any::<prop::sample::Index>(),
+            byte in any::<u8>(),
+        ) {
+            let mut bytes = bytes;
+            if !bytes.is_empty() {
+                let i = at.index(bytes.len());
+                bytes[i] = byte;
+            }
+            fast_agrees(&bytes)?;
+        }
 
         #[test]
         fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..200)) {

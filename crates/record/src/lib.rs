@@ -10,7 +10,9 @@ pub mod error;
 pub mod types;
 pub mod value;
 
-pub use decode::{decode_fields, decode_record, decode_value, MAX_DEPTH};
+pub use decode::{
+    decode_fields, decode_record, decode_value, FieldSet, FAST_SKIP_MAX_OPENINGS, MAX_DEPTH,
+};
 pub use error::RecordError;
 pub use types::Type;
 pub use value::{Map, Record, Value};
