@@ -8,6 +8,7 @@ pub mod compare;
 pub mod error;
 pub mod eval;
 pub mod exec;
+pub mod matching;
 
 pub use aggregate::{AggregateOutput, Aggregator, PartialState};
 pub use error::EngineError;

@@ -184,6 +184,12 @@ impl Expr {
     pub fn new(kind: ExprKind, span: Span) -> Self {
         Self { kind, span }
     }
+
+    /// Calls `f` on this expression and every expression inside it (aggregate arguments and
+    /// computed accessors `a[expr]` included), parents first.
+    pub fn visit<'a>(&'a self, f: &mut impl FnMut(&'a Expr)) {
+        crate::validate::visit(self, f)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -161,6 +161,42 @@ impl Serialize for Expr {
     }
 }
 
+impl Stage {
+    /// The expressions this stage evaluates on the records it reads (explode, filter,
+    /// aggregation), not post-aggregation, which reads the aggregated records.
+    pub fn input_expressions(&self) -> Vec<&Expr> {
+        let mut out: Vec<&Expr> = self.explode.iter().map(|e| &e.expr).collect();
+        out.extend(self.filter.as_ref());
+        match &self.aggregation {
+            Aggregation::Raw { projection, .. } => match projection {
+                Projection::All => {}
+                Projection::Fields { fields } | Projection::AllAnd { fields } => {
+                    out.extend(fields.iter().map(|f| &f.expr))
+                }
+            },
+            Aggregation::GroupAll { aggregates } => {
+                out.extend(aggregates.iter().filter_map(|a| a.input.as_ref()))
+            }
+            Aggregation::GroupBy { keys, aggregates, .. } => {
+                out.extend(keys.iter().map(|f| &f.expr));
+                out.extend(aggregates.iter().filter_map(|a| a.input.as_ref()));
+            }
+            Aggregation::CountDistinct { fields, .. } => out.extend(fields),
+            Aggregation::Distribution { value, .. } => out.push(value),
+            Aggregation::TopK { fields, .. } => out.extend(fields.iter().map(|f| &f.expr)),
+        }
+        out
+    }
+
+    /// True when the stage reads whole records (RAW with `*`), not just named fields.
+    pub fn reads_whole_records(&self) -> bool {
+        matches!(
+            self.aggregation,
+            Aggregation::Raw { projection: Projection::All | Projection::AllAnd { .. }, .. }
+        )
+    }
+}
+
 impl Plan {
     /// The plan as pretty JSON (what `needle validate` prints).
     pub fn to_json_pretty(&self) -> String {

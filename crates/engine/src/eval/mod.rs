@@ -85,7 +85,7 @@ pub mod cast;
 mod compile;
 pub mod functions;
 pub mod hash;
-mod node;
+pub(crate) mod node;
 pub mod ops;
 pub mod regex_cache;
 pub mod time;
@@ -125,6 +125,11 @@ impl CompiledExpr {
     /// expression ([`EngineError::Regex`]).
     pub fn compile(expr: &Expr) -> Result<CompiledExpr, EngineError> {
         Ok(CompiledExpr { root: compile::compile(expr)? })
+    }
+
+    /// The compiled tree (constants folded), for the matching index to read predicates from.
+    pub(crate) fn root(&self) -> &node::Node {
+        &self.root
     }
 
     /// The expression's value for this record.

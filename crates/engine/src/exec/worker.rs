@@ -34,7 +34,7 @@ impl WorkerState {
 
     /// True when there is something to flush.
     pub fn is_dirty(&self) -> bool {
-        self.seen > 0
+        self.seen > 0 || self.matched > 0
     }
 }
 
@@ -64,8 +64,33 @@ impl CompiledQuery {
         matched > 0
     }
 
-    /// Takes the worker's partial, leaving it empty; `None` when no record was processed since
-    /// the last flush.
+    /// [`CompiledQuery::process`] for a record the matching index chose
+    /// ([`crate::matching`]): the same, except that the record is not counted as seen by this
+    /// query — the caller counts the records it read once for all queries.
+    pub fn process_candidate(
+        &self,
+        worker: &mut WorkerState,
+        record: &Record,
+        ctx: &EvalContext,
+    ) -> bool {
+        let matched = self.inner.process(&mut worker.state, record, ctx);
+        worker.matched += matched;
+        matched > 0
+    }
+
+    /// True when the stream stage's filter holds for `record` (no filter: true). Only meaningful
+    /// for a stage without EXPLODE (the filter then reads the record itself).
+    pub(crate) fn filter_passes(&self, record: &Record, ctx: &EvalContext) -> bool {
+        self.inner.filter.as_ref().is_none_or(|f| f.test(record, ctx))
+    }
+
+    /// True when the stream stage explodes records before filtering them.
+    pub(crate) fn explodes(&self) -> bool {
+        !self.inner.explode.is_empty()
+    }
+
+    /// Takes the worker's partial, leaving it empty; `None` when no record was processed (or, for
+    /// [`CompiledQuery::process_candidate`], matched) since the last flush.
     pub fn flush(&self, worker: &mut WorkerState) -> Option<Partial> {
         if !worker.is_dirty() {
             return None;

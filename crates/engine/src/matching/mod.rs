@@ -1,0 +1,55 @@
+//! Many queries, one pass: which of the active queries a record can match, found without
+//! testing every query against every record.
+//!
+//! - [`access`]: what a query's filter offers an index (equality, IN, ranges, their ANDs and
+//!   ORs) and which fields it reads;
+//! - [`index`]: the immutable predicate index over a list of queries;
+//! - [`set`]: [`MatchSet`], the snapshot the workers read (an index updated incrementally, and
+//!   the union of the fields to decode);
+//! - [`worker`]: [`MatchWorker`], one worker thread's loop over a line and its per-query states.
+//!
+//! The contract: for every record, the queries that match it through a [`MatchWorker`] are
+//! exactly those that match when every query's filter runs on the whole record
+//! (`tests/matching_differential.rs` checks it on random queries and records). A record costs
+//! the decoding of the fields some query reads, one lookup per indexed field, and the work of
+//! the queries it may match — not of every query that exists.
+
+pub mod access;
+pub mod index;
+pub mod set;
+pub mod worker;
+
+pub use set::MatchSet;
+pub use worker::{LineOutcome, MatchWorker};
+
+use crate::exec::CompiledQuery;
+use access::Access;
+use std::sync::Arc;
+
+/// One active query as the matcher knows it. `serial` is unique for the life of a process (the
+/// registry hands them out), so a worker's state cannot be confused with a later query's.
+#[derive(Debug)]
+pub struct Member {
+    pub serial: u64,
+    pub id: Arc<str>,
+    pub query: Arc<CompiledQuery>,
+    pub(crate) access: Access,
+}
+
+impl Member {
+    pub fn new(serial: u64, id: Arc<str>, query: Arc<CompiledQuery>) -> Arc<Member> {
+        let access = Access::of(&query);
+        Arc::new(Member { serial, id, query, access })
+    }
+
+    /// True when the index can skip this query for records its filter's terms rule out; false
+    /// when every record is a candidate (no filter, or none the index can use).
+    pub fn is_indexed(&self) -> bool {
+        self.access.terms.is_some()
+    }
+
+    /// The top-level fields this query reads from the stream.
+    pub fn fields(&self) -> &[String] {
+        &self.access.fields
+    }
+}

@@ -1,0 +1,118 @@
+//! [`MatchWorker`]: one worker thread's side of matching — its per-query states, and the loop
+//! over one line: decode the fields the active queries read, ask the [`MatchSet`] for the
+//! candidates, run each candidate's filter and aggregation, decode the whole record only for a
+//! RAW `*` query that matched.
+
+use super::{MatchSet, Member};
+use crate::eval::EvalContext;
+use crate::exec::{Partial, WorkerState};
+use needle_record::{decode_record, Record, RecordError};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+type Fast = foldhash::fast::FixedState;
+
+struct Slot {
+    member: Arc<Member>,
+    state: WorkerState,
+}
+
+/// What one line did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LineOutcome {
+    /// Queries the record was tested against (index candidates).
+    pub candidates: usize,
+    /// Queries it matched.
+    pub matched: usize,
+}
+
+/// One worker's states, one per query that has had a candidate record on this worker.
+#[derive(Default)]
+pub struct MatchWorker {
+    slots: HashMap<u64, Slot, Fast>,
+}
+
+impl MatchWorker {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Runs one line through the active queries. `raw_out` receives a RAW query's partial as soon
+    /// as it matched (the caller sends it on at once). A malformed line is an error and changes
+    /// nothing.
+    pub fn process(
+        &mut self,
+        set: &MatchSet,
+        line: &[u8],
+        ctx: &EvalContext,
+        raw_out: impl FnMut(&Arc<Member>, Partial),
+    ) -> Result<LineOutcome, RecordError> {
+        let record = set.decode(line)?;
+        Ok(self.process_record(set, &record, Some(line), ctx, raw_out))
+    }
+
+    /// [`MatchWorker::process`] for a record already decoded with (at least) the set's fields.
+    /// `line` is the record's text, to decode it whole for RAW `*` queries; `None` when `record`
+    /// is whole already.
+    pub fn process_record(
+        &mut self,
+        set: &MatchSet,
+        record: &Record,
+        line: Option<&[u8]>,
+        ctx: &EvalContext,
+        mut raw_out: impl FnMut(&Arc<Member>, Partial),
+    ) -> LineOutcome {
+        let mut candidates: Vec<&Arc<Member>> = Vec::new();
+        set.candidates(record, ctx, &mut candidates);
+        let mut outcome = LineOutcome { candidates: candidates.len(), matched: 0 };
+        let mut whole: Option<Result<Record, RecordError>> = None;
+        for member in candidates {
+            let query = &member.query;
+            let input = match line {
+                Some(line) if member.access.whole_record => {
+                    if member.access.prefilter && !query.filter_passes(record, ctx) {
+                        continue;
+                    }
+                    match whole.get_or_insert_with(|| decode_record(line)) {
+                        Ok(whole) => whole,
+                        // accepted by the field decoder but not whole (too deep): not for `*`
+                        Err(_) => continue,
+                    }
+                }
+                _ => record,
+            };
+            let slot = self
+                .slots
+                .entry(member.serial)
+                .or_insert_with(|| Slot { member: (*member).clone(), state: query.new_worker() });
+            if query.process_candidate(&mut slot.state, input, ctx) {
+                outcome.matched += 1;
+                if query.is_raw() {
+                    if let Some(partial) = query.flush(&mut slot.state) {
+                        raw_out(&slot.member, partial);
+                    }
+                }
+            }
+        }
+        outcome
+    }
+
+    /// Flushes every state with something in it, and forgets the states of queries that left
+    /// `set`.
+    pub fn flush(&mut self, set: &MatchSet, mut out: impl FnMut(&Arc<Member>, Partial)) {
+        self.slots.retain(|serial, slot| {
+            if !set.contains(*serial) {
+                return false;
+            }
+            if let Some(partial) = slot.member.query.flush(&mut slot.state) {
+                out(&slot.member, partial);
+            }
+            true
+        });
+    }
+
+    /// Queries with a state on this worker.
+    pub fn states(&self) -> usize {
+        self.slots.len()
+    }
+}
