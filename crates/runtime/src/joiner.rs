@@ -37,6 +37,11 @@ pub(crate) enum JoinerMessage {
         id: Arc<str>,
         reason: EndReason,
     },
+    /// A worker read this many records since its last progress message: every running query
+    /// has seen them.
+    Progress {
+        records: u64,
+    },
     /// Finish every query and exit.
     Shutdown,
 }
@@ -98,6 +103,8 @@ impl Joiner {
     pub fn run(self) {
         let mut running: HashMap<Arc<str>, Running> = HashMap::new();
         let mut last_tick = Instant::now();
+        // Queries a message touched, checked for being done after it (all are, on the tick).
+        let mut touched: Option<Arc<str>> = None;
         loop {
             let wait = self.tick.saturating_sub(last_tick.elapsed());
             match self.messages.recv_timeout(wait) {
@@ -112,6 +119,7 @@ impl Joiner {
                 }
                 Ok(JoinerMessage::Partial { id, partial }) => {
                     if let Some(q) = running.get_mut(&id) {
+                        touched = Some(id.clone());
                         self.progress(&id, partial.seen, partial.matched);
                         match q.run.merge(*partial, now_ms()) {
                             Ok(emissions) => self.deliver(&id, q, emissions),
@@ -123,7 +131,17 @@ impl Joiner {
                         }
                     }
                 }
+                Ok(JoinerMessage::Progress { records }) => {
+                    let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
+                    for (id, q) in running.iter_mut() {
+                        q.run.add_seen(records);
+                        if let Some(s) = status.get_mut(id) {
+                            s.records_seen += records;
+                        }
+                    }
+                }
                 Ok(JoinerMessage::End { id, reason }) => {
+                    touched = Some(id.clone());
                     if let Some(q) = running.get_mut(&id) {
                         let last = q.run.finish(now_ms()).map(|e| annotate_end(e, reason));
                         self.deliver(&id, q, last.into_iter().collect());
@@ -147,8 +165,13 @@ impl Joiner {
                     self.deliver(id, q, emissions);
                 }
                 last_tick = Instant::now();
+                touched = None;
+                self.retire_done(&mut running);
+            } else if let Some(id) = touched.take() {
+                if running.get(&id).is_some_and(|q| q.run.is_done()) {
+                    self.retire(&mut running, &id);
+                }
             }
-            self.retire_done(&mut running);
         }
     }
 
@@ -207,13 +230,17 @@ impl Joiner {
         let done: Vec<Arc<str>> =
             running.iter().filter(|(_, q)| q.run.is_done()).map(|(id, _)| id.clone()).collect();
         for id in done {
-            if let Some(q) = running.remove(&id) {
-                q.results.close();
-            }
-            self.queries.remove(&id);
-            self.status.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
-            self.metrics.queries_active.dec();
+            self.retire(running, &id);
         }
+    }
+
+    fn retire(&self, running: &mut HashMap<Arc<str>, Running>, id: &Arc<str>) {
+        if let Some(q) = running.remove(id) {
+            q.results.close();
+        }
+        self.queries.remove(id);
+        self.status.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
+        self.metrics.queries_active.dec();
     }
 }
 

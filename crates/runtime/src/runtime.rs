@@ -12,7 +12,7 @@
 use crate::config::NeedleConfig;
 use crate::joiner::{EndReason, Joiner, JoinerMessage, QueryStatus, StatusTable};
 use crate::metrics::Metrics;
-use crate::registry::{ActiveQuery, QuerySet};
+use crate::registry::QuerySet;
 use crate::results::ResultQueue;
 use crate::schema::{SchemaReport, SchemaTracker};
 use crate::source::{BatchSink, Source, SourceCounters, StopSignal};
@@ -107,6 +107,7 @@ impl Runtime {
                 schema: schema.clone(),
                 tick,
                 lines: 0,
+                unreported: 0,
             };
             threads.push(spawn(format!("needle-worker-{index}"), Box::new(move || worker.run()))?);
         }
@@ -198,7 +199,10 @@ impl Runtime {
                 )));
             }
             let per_client = self.config.server.max_queries_per_client;
-            if status.values().filter(|s| s.owner == owner).count() >= per_client {
+            // (counted only when it could matter: the count is linear in the running queries)
+            if status.len() >= per_client
+                && status.values().filter(|s| s.owner == owner).count() >= per_client
+            {
                 self.metrics.queries_rejected.inc();
                 return Err(SubmitError::TooMany(format!(
                     "you are running {per_client} queries, the most one client may \
@@ -236,7 +240,7 @@ impl Runtime {
             self.status.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
             return Err(SubmitError::ShuttingDown);
         }
-        self.queries.add(ActiveQuery { id: id.clone(), compiled });
+        self.queries.add(id.clone(), compiled);
         self.metrics.queries_started.inc();
         self.metrics.queries_active.inc();
         Ok(QueryHandle { id: id.to_string(), results, windowed, ends_ms })

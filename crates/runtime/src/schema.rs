@@ -2,8 +2,8 @@
 //! often each appears (`GET /api/v1/schema`), so a user can write a query without reading raw
 //! records first.
 //!
-//! Workers hand in one decoded record in [`SAMPLE_EVERY`] (and, when no query needs records
-//! decoded, decode one line in [`IDLE_SAMPLE_EVERY`] just for this). Top-level fields and the
+//! Workers decode one line in [`SAMPLE_EVERY`] whole just for this (they otherwise decode only
+//! the fields their queries read). Top-level fields and the
 //! keys of top-level maps (`demographics.country`) are tracked, at most [`MAX_FIELDS`] names, so
 //! a stream with ever-new keys cannot grow this without bound.
 
@@ -12,8 +12,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-pub const SAMPLE_EVERY: u64 = 64;
-pub const IDLE_SAMPLE_EVERY: u64 = 1024;
+pub const SAMPLE_EVERY: u64 = 1024;
 pub const MAX_FIELDS: usize = 10_000;
 
 #[derive(Debug, Default)]

@@ -1,8 +1,14 @@
-//! A worker thread: takes batches of lines from the sources' queue, decodes each record once,
-//! runs it through every active query's worker state (explode → filter → partial aggregation),
-//! and hands partials to the joiner: at once when a RAW query matched (latency), otherwise on
-//! the tick. Nothing is locked per record; the set of queries is the registry's snapshot,
-//! loaded once per batch.
+//! A worker thread: takes batches of lines from the sources' queue and runs each line through
+//! the engine's matcher ([`MatchWorker`]): decode only the fields the active queries read, find
+//! the candidate queries in the predicate index, run their filters and partial aggregations.
+//! Partials go to the joiner at once when a RAW query matched (latency), otherwise on the tick.
+//! Nothing is locked per record; the set of queries is the registry's snapshot, loaded once per
+//! batch.
+//!
+//! Records read are counted once for all queries: each tick the worker tells the joiner how many
+//! it read ([`JoinerMessage::Progress`]), and the joiner adds them to every running query's
+//! "Records Seen" (a query that starts or ends mid-tick may be credited up to one tick of
+//! records it did not see).
 //!
 //! Malformed lines (not JSON, not an object) are counted and skipped; a sample is logged to
 //! stderr (the 1st, 2nd, 4th, 8th, ... of the process) so a flood of garbage cannot flood the
@@ -11,12 +17,12 @@
 use crate::framing::Batch;
 use crate::joiner::JoinerMessage;
 use crate::metrics::Metrics;
-use crate::registry::{ActiveQuery, QuerySet};
-use crate::schema::{SchemaTracker, IDLE_SAMPLE_EVERY, SAMPLE_EVERY};
+use crate::registry::{QuerySet, Snapshot};
+use crate::schema::{SchemaTracker, SAMPLE_EVERY};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use needle_engine::exec::WorkerState;
+use needle_engine::exec::Partial;
+use needle_engine::matching::{MatchWorker, Member};
 use needle_engine::EvalContext;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,96 +40,64 @@ pub(crate) struct Worker {
     pub tick: Duration,
     /// Lines this worker has read, for sampling.
     pub lines: u64,
-}
-
-struct Slot {
-    query: ActiveQuery,
-    state: WorkerState,
+    /// Lines read since the last [`JoinerMessage::Progress`].
+    pub unreported: u64,
 }
 
 impl Worker {
     /// Runs until the sources are done and the queue is drained.
     pub fn run(mut self) {
-        let mut slots: Vec<Slot> = Vec::new();
-        let mut version = u64::MAX;
+        let mut matcher = MatchWorker::new();
         let mut last_flush = Instant::now();
         loop {
             let wait = self.tick.saturating_sub(last_flush.elapsed());
             match self.batches.recv_timeout(wait) {
                 Ok(batch) => {
                     self.metrics.source_queue_depth.set(self.batches.len() as i64);
-                    self.sync(&mut slots, &mut version);
-                    self.process(&batch, &mut slots);
+                    let snapshot = self.queries.load();
+                    self.process(&batch, &snapshot, &mut matcher);
                 }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => {
-                    self.flush(&mut slots);
+                    self.flush(&mut matcher);
                     return;
                 }
             }
             if last_flush.elapsed() >= self.tick {
-                self.sync(&mut slots, &mut version);
-                self.flush(&mut slots);
+                self.flush(&mut matcher);
                 last_flush = Instant::now();
             }
         }
     }
 
-    /// Brings the worker's states in line with the registry: new queries get a fresh state,
-    /// ended ones are dropped.
-    fn sync(&self, slots: &mut Vec<Slot>, version: &mut u64) {
-        let snapshot = self.queries.load();
-        if snapshot.version == *version {
-            return;
-        }
-        let mut old: HashMap<Arc<str>, Slot> =
-            slots.drain(..).map(|s| (s.query.id.clone(), s)).collect();
-        slots.extend(snapshot.queries.iter().map(|q| {
-            old.remove(&q.id)
-                .unwrap_or_else(|| Slot { query: q.clone(), state: q.compiled.new_worker() })
-        }));
-        *version = snapshot.version;
-    }
-
-    fn process(&mut self, batch: &Batch, slots: &mut [Slot]) {
+    fn process(&mut self, batch: &Batch, snapshot: &Snapshot, matcher: &mut MatchWorker) {
         let mut records = 0u64;
         let mut malformed = 0u64;
         let mut matched_records = 0u64;
         let ctx = EvalContext::new(now_ms());
+        let set = &snapshot.set;
+        let joiner = &self.joiner;
         for line in batch.lines() {
             records += 1;
             self.lines += 1;
-            if slots.is_empty() {
-                // Nobody is asking: decode only the odd line, for the schema.
-                if self.lines.is_multiple_of(IDLE_SAMPLE_EVERY) {
-                    if let Ok(record) = needle_record::decode_record(line) {
-                        self.schema.observe(&record);
-                    }
+            if self.lines.is_multiple_of(SAMPLE_EVERY) {
+                if let Ok(record) = needle_record::decode_record(line) {
+                    self.schema.observe(&record);
                 }
+            }
+            if set.is_empty() {
                 continue;
             }
-            let record = match needle_record::decode_record(line) {
-                Ok(record) => record,
+            match matcher.process(set, line, &ctx, |member, partial| send(joiner, member, partial))
+            {
+                Ok(outcome) => matched_records += u64::from(outcome.matched > 0),
                 Err(error) => {
                     malformed += 1;
                     log_malformed(self.index, line, &error);
-                    continue;
-                }
-            };
-            if self.lines.is_multiple_of(SAMPLE_EVERY) {
-                self.schema.observe(&record);
-            }
-            let mut matched_any = false;
-            for slot in slots.iter_mut() {
-                if slot.query.compiled.process(&mut slot.state, &record, &ctx) {
-                    matched_any = true;
-                    if slot.query.compiled.is_raw() {
-                        self.send(slot);
-                    }
                 }
             }
-            matched_records += u64::from(matched_any);
         }
+        self.unreported += records;
         let m = &self.metrics;
         m.records_read.inc_by(records);
         m.bytes_read.inc_by(batch.bytes().len() as u64);
@@ -134,21 +108,23 @@ impl Worker {
         }
     }
 
-    fn flush(&self, slots: &mut [Slot]) {
-        for slot in slots.iter_mut() {
-            self.send(slot);
+    /// Sends every partial with something in it, then how many records were read: the joiner
+    /// credits them to the queries running when it arrives.
+    fn flush(&mut self, matcher: &mut MatchWorker) {
+        let snapshot = self.queries.load();
+        let joiner = &self.joiner;
+        matcher.flush(&snapshot.set, |member, partial| send(joiner, member, partial));
+        if self.unreported > 0 {
+            let _ = self.joiner.send(JoinerMessage::Progress { records: self.unreported });
+            self.unreported = 0;
         }
     }
+}
 
-    fn send(&self, slot: &mut Slot) {
-        if let Some(partial) = slot.query.compiled.flush(&mut slot.state) {
-            // Blocks when the joiner is behind: backpressure up to the sources.
-            let _ = self.joiner.send(JoinerMessage::Partial {
-                id: slot.query.id.clone(),
-                partial: Box::new(partial),
-            });
-        }
-    }
+fn send(joiner: &Sender<JoinerMessage>, member: &Arc<Member>, partial: Partial) {
+    // Blocks when the joiner is behind: backpressure up to the sources.
+    let _ =
+        joiner.send(JoinerMessage::Partial { id: member.id.clone(), partial: Box::new(partial) });
 }
 
 fn log_malformed(worker: usize, line: &[u8], error: &needle_record::RecordError) {

@@ -208,3 +208,27 @@ fn a_raw_query_is_held_to_its_records_per_second() {
     assert_eq!(runtime.metrics().raw_records_rate_limited.get(), 150);
     runtime.shutdown();
 }
+
+/// Workers count records once for all queries (the index skips queries a record cannot match):
+/// a query that matched nothing has still seen every record read while it ran.
+#[test]
+fn records_seen_counts_records_the_index_skipped() {
+    let (runtime, addr) = start(config());
+    let q = runtime
+        .submit("SELECT COUNT(*) AS n FROM STREAM(20000, TIME) WHERE id = 'absent'", "t")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let lines: Vec<String> = (0..500).map(|i| format!(r#"{{"id":"x{i}","n":{i}}}"#)).collect();
+    send(addr, &lines);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while runtime.query(&q.id).is_none_or(|s| s.records_seen < 500) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(runtime.query(&q.id).unwrap().records_seen, 500);
+    assert!(runtime.kill(&q.id));
+    let e = next(&q.results, Duration::from_secs(5)).expect("the final emission");
+    let json = e.to_json();
+    assert_eq!(json["meta"]["Stats"]["Records Seen"], 500, "{json}");
+    assert_eq!(json["records"][0]["n"], 0, "{json}");
+    runtime.shutdown();
+}

@@ -92,6 +92,15 @@ impl QueryRun {
         self.done
     }
 
+    /// Counts `records` more input records as seen by this query (its "Records Seen"), for a
+    /// runtime whose workers count the records they read once for all queries instead of in
+    /// each partial ([`CompiledQuery::process_candidate`]). Ignored once the query is done.
+    pub fn add_seen(&mut self, records: u64) {
+        if !self.done {
+            self.seen += records;
+        }
+    }
+
     /// When the query ends by its duration (ms, the injected clock).
     pub fn end_ms(&self) -> i64 {
         self.end_ms
