@@ -5,6 +5,7 @@
 
 pub mod harness;
 pub mod latency;
+pub mod matching;
 
 use std::time::Duration;
 

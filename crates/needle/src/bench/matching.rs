@@ -1,0 +1,343 @@
+//! `needle bench matching`: how the cost of a record grows with the number of active queries,
+//! on one worker thread, against the parse-only baseline measured in the same run.
+//!
+//! The records are the `bullet` workload (about 1.8 KiB of JSON each, seeded), held in memory.
+//! For each query count, the queries are compiled and added one by one to a `MatchSet` (the
+//! registry's incremental path; its time is reported), then one thread runs every line through
+//! a `MatchWorker` — lazy decoding, the predicate index, filters, partial aggregations, a flush
+//! every 10,000 lines as a tick would — for at least `--seconds`. The baseline is the fastest
+//! way sonic-rs (needle's JSON crate) reads and validates the same bytes: the best of its
+//! validating tree parser (`sonic_rs::Value`) and its validating skip (`IgnoredAny`), measured
+//! just before. `ratio` = needle's records/s ÷ the baseline's.
+//!
+//! Query sets:
+//! - `a`, Bullet test 7's shape: `SELECT * FROM STREAM(30000, TIME) WHERE id = '<random>'
+//!   LIMIT 10`, ids that no record has (each query waits for its needle);
+//! - `b`, a mix over different fields, one kind per query in turn: needle hunts on `id`, narrow
+//!   `timespent` ranges, GROUP BY `browser_version` for one country and device, COUNT DISTINCT
+//!   `session_id` for one browser and OS, TOP 5 `page_url` for one device in two countries;
+//!   parameters drawn uniformly from the workload's values.
+//!
+//! Memory per idle query: a real `Runtime` (workers, joiner, registry, result queues, status
+//! table) with no input, resident memory before and after submitting the largest count of set
+//! `a`, divided by the count.
+
+use indicatif::{ProgressBar, ProgressStyle};
+use needle_engine::exec::CompiledQuery;
+use needle_engine::matching::{MatchSet, MatchWorker, Member};
+use needle_engine::EvalContext;
+use needle_query::QueryConfig;
+use needle_workload::{Generator, WorkloadKind, WorkloadSpec};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use std::hint::black_box;
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct MatchingPlan {
+    pub sets: Vec<char>,
+    pub queries: Vec<usize>,
+    pub records: usize,
+    pub seconds: f64,
+    pub seed: u64,
+    /// Measure resident memory per idle query (starts a runtime).
+    pub memory: bool,
+}
+
+/// One line of the result.
+#[derive(Debug, Clone, Serialize)]
+pub struct MatchingRow {
+    pub scenario: &'static str,
+    pub set: String,
+    pub queries: usize,
+    pub records_per_sec: f64,
+    pub parse_only_records_per_sec: f64,
+    pub ratio: f64,
+    /// Queries tested per record (index candidates), and matched per record.
+    pub candidates_per_record: f64,
+    pub matched_per_record: f64,
+    /// Time to compile the queries and add them one by one to the match set.
+    pub add_ms: f64,
+    pub indexed_fields: Vec<String>,
+    pub unindexed_queries: usize,
+    pub mib_per_sec: f64,
+}
+
+/// The memory line of the result.
+#[derive(Debug, Clone, Serialize)]
+pub struct MemoryRow {
+    pub scenario: &'static str,
+    pub idle_queries: usize,
+    pub bytes_per_idle_query: f64,
+    pub submit_ms: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MatchingResult {
+    pub rows: Vec<MatchingRow>,
+    pub memory: Option<MemoryRow>,
+    pub record_bytes: f64,
+}
+
+pub fn run(plan: &MatchingPlan) -> Result<MatchingResult, String> {
+    let lines = bullet_lines(plan.records, plan.seed)?;
+    let bytes: usize = lines.iter().map(Vec::len).sum();
+    let steps = plan.sets.len() * plan.queries.len() + usize::from(plan.memory);
+    let progress = progress_bar(steps as u64);
+    let mut rows = Vec::new();
+    for &set in &plan.sets {
+        for &count in &plan.queries {
+            progress.set_message(format!("set {set}, {count} queries"));
+            let texts = query_texts(set, count, plan.seed);
+            rows.push(measure(set, &texts, &lines, bytes, plan.seconds)?);
+            progress.inc(1);
+        }
+    }
+    let memory = if plan.memory {
+        progress.set_message("memory per idle query");
+        let count = plan.queries.iter().copied().max().unwrap_or(1000).max(1000);
+        let row = memory_per_idle_query(count, plan.seed)?;
+        progress.inc(1);
+        Some(row)
+    } else {
+        None
+    };
+    progress.finish_and_clear();
+    Ok(MatchingResult { rows, memory, record_bytes: bytes as f64 / lines.len().max(1) as f64 })
+}
+
+fn progress_bar(steps: u64) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(steps);
+    if let Ok(style) = ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} ({elapsed})") {
+        bar.set_style(style);
+    }
+    bar
+}
+
+fn bullet_lines(count: usize, seed: u64) -> Result<Vec<Vec<u8>>, String> {
+    let spec = WorkloadSpec::new(WorkloadKind::Bullet).with_seed(seed);
+    let mut generator = Generator::new(&spec).map_err(|e| e.to_string())?;
+    Ok((0..count.max(1))
+        .map(|_| {
+            let mut line = Vec::new();
+            generator.write_next(&mut line);
+            line
+        })
+        .collect())
+}
+
+const COUNTRIES: &[&str] = &["US", "IN", "BR", "GB", "DE", "FR", "JP", "CA", "MX", "ID", "IT"];
+const DEVICES: &[&str] =
+    &["iphone", "android", "desktop", "ipad", "tablet", "tv", "mac", "console", "watch", "other"];
+const BROWSERS: &[&str] =
+    &["chrome", "safari", "edge", "firefox", "samsung", "opera", "ucweb", "ie"];
+const OS: &[&str] = &["ios", "android", "windows", "macos", "linux", "chromeos", "tizen"];
+
+fn random_id(rng: &mut ChaCha8Rng) -> String {
+    // 11 hex characters: the workload's ids have 10, so no record has one of these
+    (0..11).map(|_| char::from_digit(rng.random_range(0..16), 16).unwrap_or('0')).collect()
+}
+
+/// The BQL texts of `count` queries of set `a` or `b`.
+pub fn query_texts(set: char, count: usize, seed: u64) -> Vec<String> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6d61_7463_6869_6e67);
+    let pick =
+        |rng: &mut ChaCha8Rng, from: &[&str]| from[rng.random_range(0..from.len())].to_owned();
+    (0..count)
+        .map(|i| {
+            let kind = if set == 'a' { 0 } else { i % 5 };
+            match kind {
+                0 => format!(
+                    "SELECT * FROM STREAM(30000, TIME) WHERE id = '{}' LIMIT 10",
+                    random_id(&mut rng)
+                ),
+                1 => {
+                    let low = rng.random_range(0..3600);
+                    format!(
+                        "SELECT id, timespent FROM STREAM(30000, TIME) \
+                         WHERE timespent BETWEEN ({low}, {}) LIMIT 10",
+                        low + 2
+                    )
+                }
+                2 => format!(
+                    "SELECT browser_version, COUNT(*), AVG(page_load_ms) FROM STREAM(30000, TIME) \
+                     WHERE demographics.country = '{}' AND device = '{}' GROUP BY browser_version",
+                    pick(&mut rng, COUNTRIES),
+                    pick(&mut rng, DEVICES)
+                ),
+                3 => format!(
+                    "SELECT COUNT(DISTINCT session_id) FROM STREAM(30000, TIME) \
+                     WHERE browser_name = '{}' AND os_name = '{}'",
+                    pick(&mut rng, BROWSERS),
+                    pick(&mut rng, OS)
+                ),
+                _ => format!(
+                    "SELECT TOP(5, page_url) FROM STREAM(30000, TIME) \
+                     WHERE device = '{}' AND demographics.country IN ('{}', '{}')",
+                    pick(&mut rng, DEVICES),
+                    pick(&mut rng, COUNTRIES),
+                    pick(&mut rng, COUNTRIES)
+                ),
+            }
+        })
+        .collect()
+}
+
+fn compile(text: &str) -> Result<Arc<CompiledQuery>, String> {
+    let plan = needle_query::compile(text, &QueryConfig::default())
+        .map_err(|e| format!("{text}: {}", e.render(text)))?;
+    CompiledQuery::compile(&plan).map(Arc::new).map_err(|e| format!("{text}: {e}"))
+}
+
+/// Records/s of the fastest validating read of `lines` by sonic-rs.
+fn parse_only(lines: &[Vec<u8>], seconds: f64) -> f64 {
+    let tree = throughput(lines, seconds / 2.0, |line| {
+        black_box(sonic_rs::from_slice::<sonic_rs::Value>(line).is_ok());
+    });
+    let skip = throughput(lines, seconds / 2.0, |line| {
+        black_box(sonic_rs::from_slice::<serde::de::IgnoredAny>(line).is_ok());
+    });
+    tree.max(skip)
+}
+
+/// Records/s of `f` over `lines`, repeated for at least `seconds`.
+fn throughput(lines: &[Vec<u8>], seconds: f64, mut f: impl FnMut(&[u8])) -> f64 {
+    let start = Instant::now();
+    let mut done = 0usize;
+    while done == 0 || start.elapsed().as_secs_f64() < seconds {
+        for line in lines {
+            f(line);
+        }
+        done += lines.len();
+    }
+    done as f64 / start.elapsed().as_secs_f64()
+}
+
+fn measure(
+    set: char,
+    texts: &[String],
+    lines: &[Vec<u8>],
+    bytes: usize,
+    seconds: f64,
+) -> Result<MatchingRow, String> {
+    let started = Instant::now();
+    let mut matches = MatchSet::new();
+    for (serial, text) in texts.iter().enumerate() {
+        let member = Member::new(serial as u64 + 1, format!("q{serial}").into(), compile(text)?);
+        matches = matches.update(vec![member], &[]);
+    }
+    let add_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let baseline = parse_only(lines, seconds);
+
+    let ctx = EvalContext::new(0);
+    let mut worker = MatchWorker::new();
+    let (mut candidates, mut matched, mut processed) = (0usize, 0usize, 0usize);
+    let mut malformed = 0usize;
+    let start = Instant::now();
+    while processed == 0 || start.elapsed().as_secs_f64() < seconds {
+        for chunk in lines.chunks(10_000) {
+            for line in chunk {
+                match worker.process(&matches, line, &ctx, |_, partial| drop(black_box(partial))) {
+                    Ok(outcome) => {
+                        candidates += outcome.candidates;
+                        matched += outcome.matched;
+                    }
+                    Err(_) => malformed += 1,
+                }
+            }
+            worker.flush(&matches, |_, partial| drop(black_box(partial)));
+            processed += chunk.len();
+        }
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    if malformed > 0 {
+        return Err(format!("{malformed} generated records did not decode"));
+    }
+    let records_per_sec = processed as f64 / elapsed;
+    let (indexed_fields, unindexed_queries) = matches.shape();
+    Ok(MatchingRow {
+        scenario: "matching",
+        set: set.to_string(),
+        queries: texts.len(),
+        records_per_sec,
+        parse_only_records_per_sec: baseline,
+        ratio: records_per_sec / baseline,
+        candidates_per_record: candidates as f64 / processed as f64,
+        matched_per_record: matched as f64 / processed as f64,
+        add_ms,
+        indexed_fields,
+        unindexed_queries,
+        mib_per_sec: records_per_sec * (bytes as f64 / lines.len() as f64) / (1024.0 * 1024.0),
+    })
+}
+
+/// Resident memory of this process, in bytes (Linux `/proc/self/statm`).
+fn resident_bytes() -> Option<f64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: f64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096.0)
+}
+
+fn memory_per_idle_query(count: usize, seed: u64) -> Result<MemoryRow, String> {
+    use needle_runtime::metrics::Metrics;
+    use needle_runtime::source::{SourceOptions, TcpSource};
+    use needle_runtime::{NeedleConfig, Runtime};
+
+    let mut config = NeedleConfig::default();
+    config.runtime.max_queries = config.runtime.max_queries.max(count);
+    config.server.max_queries_per_client = config.server.max_queries_per_client.max(count);
+    // a source nobody connects to: the queries stay idle
+    let source =
+        TcpSource::bind("127.0.0.1:0", &SourceOptions::default()).map_err(|e| e.to_string())?;
+    let runtime = Runtime::start(config, Box::new(source), Arc::new(Metrics::new()))
+        .map_err(|e| e.to_string())?;
+    let texts = query_texts('a', count, seed);
+    // warm up the allocator and the runtime's tables with a few queries first
+    let mut handles = Vec::with_capacity(count);
+    for text in texts.iter().take(100) {
+        handles.push(runtime.submit(text, "bench").map_err(|e| e.to_string())?);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let before = resident_bytes().ok_or("cannot read /proc/self/statm")?;
+    let started = Instant::now();
+    for text in &texts[100.min(texts.len())..] {
+        handles.push(runtime.submit(text, "bench").map_err(|e| e.to_string())?);
+    }
+    let submit_ms = started.elapsed().as_secs_f64() * 1000.0;
+    std::thread::sleep(Duration::from_millis(500));
+    let after = resident_bytes().ok_or("cannot read /proc/self/statm")?;
+    let added = texts.len().saturating_sub(100).max(1);
+    runtime.shutdown();
+    drop(handles);
+    Ok(MemoryRow {
+        scenario: "matching-memory",
+        idle_queries: added,
+        bytes_per_idle_query: (after - before) / added as f64,
+        submit_ms,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_query_of_both_sets_compiles_and_set_b_mixes_five_kinds() {
+        for set in ['a', 'b'] {
+            for text in query_texts(set, 50, 7) {
+                compile(&text).unwrap();
+            }
+        }
+        let b = query_texts('b', 5, 7);
+        assert!(b[0].contains("id =") && b[1].contains("BETWEEN") && b[2].contains("GROUP BY"));
+        assert!(b[3].contains("COUNT(DISTINCT") && b[4].contains("TOP(5"));
+        assert_eq!(query_texts('a', 3, 7), query_texts('a', 3, 7), "seeded");
+    }
+}
