@@ -13,7 +13,8 @@
 //! is needle's p50 over the baseline's p50.
 
 use super::harness::BenchServer;
-use super::Summary;
+use super::{Outcome, Output, Summary};
+use comfy_table::Table;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
@@ -27,6 +28,62 @@ pub struct LatencyResult {
     pub baseline_name: &'static str,
     pub ratio_p50: f64,
     pub bullet_reference_ms: f64,
+}
+
+/// The options of `needle bench latency-min` and `find-record`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Measurements to take.
+    #[arg(long, default_value_t = 200)]
+    pub runs: usize,
+    /// Background records per second fed into the server while measuring (0: idle).
+    #[arg(long, default_value_t = 20_000.0)]
+    pub rate: f64,
+    #[command(flatten)]
+    pub output: Output,
+}
+
+/// Runs `scenario` (`latency-min` or `find-record`) and reports it.
+pub fn run(scenario: &str, args: Args) -> std::process::ExitCode {
+    if args.runs == 0 || !(args.rate >= 0.0 && args.rate.is_finite()) {
+        return super::usage_error("--runs must be at least 1 and --rate a number ≥ 0");
+    }
+    let outcome = match scenario {
+        "latency-min" => latency_min(args.runs, args.rate),
+        _ => find_record(args.runs, args.rate),
+    };
+    super::report(scenario, &args.output, outcome)
+}
+
+impl Outcome for LatencyResult {
+    fn scenario(&self) -> &str {
+        self.scenario
+    }
+
+    fn json_lines(&self) -> Vec<serde_json::Value> {
+        vec![serde_json::to_value(self).expect("a result serializes")]
+    }
+
+    fn print_table(&self) {
+        let mut table = Table::new();
+        table.set_header(["", "runs", "p50 ms", "p90 ms", "p99 ms", "max ms"]);
+        for (name, s) in [("needle", &self.needle), (self.baseline_name, &self.baseline)] {
+            table.add_row([
+                name.to_owned(),
+                s.runs.to_string(),
+                format!("{:.3}", s.p50_ms),
+                format!("{:.3}", s.p90_ms),
+                format!("{:.3}", s.p99_ms),
+                format!("{:.3}", s.max_ms),
+            ]);
+        }
+        println!("{} at {} background records/s", self.scenario, self.rate);
+        println!("{table}");
+        println!(
+            "needle p50 / baseline p50 = {:.2}; Bullet on Storm (reference): {} ms",
+            self.ratio_p50, self.bullet_reference_ms
+        );
+    }
 }
 
 pub fn latency_min(runs: usize, rate: f64) -> Result<LatencyResult, String> {

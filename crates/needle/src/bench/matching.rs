@@ -22,7 +22,8 @@
 //! table) with no input, resident memory before and after submitting the largest count of set
 //! `a`, divided by the count.
 
-use indicatif::{ProgressBar, ProgressStyle};
+use super::{Outcome, Output};
+use comfy_table::Table;
 use needle_engine::exec::CompiledQuery;
 use needle_engine::matching::{MatchSet, MatchWorker, Member};
 use needle_engine::EvalContext;
@@ -32,9 +33,98 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use std::hint::black_box;
-use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The options of `needle bench matching`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The query counts to measure, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,10,100,1000,10000,100000")]
+    pub queries: Vec<usize>,
+    /// The query sets, `a` (Bullet test 7: id needles) and/or `b` (a mix).
+    #[arg(long, value_delimiter = ',', default_value = "a,b", value_parser = ["a", "b"])]
+    pub set: Vec<String>,
+    /// Generated bullet records held in memory and read over and over.
+    #[arg(long, default_value_t = 20_000)]
+    pub records: usize,
+    /// Seconds to measure each point (and as long again for its baseline).
+    #[arg(long, default_value_t = 1.0)]
+    pub seconds: f64,
+    /// Skip the memory-per-idle-query measurement.
+    #[arg(long)]
+    pub no_memory: bool,
+    /// Seed of the generated records and queries.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[command(flatten)]
+    pub output: Output,
+}
+
+/// Runs `needle bench matching` and reports it.
+pub fn run(args: Args) -> std::process::ExitCode {
+    if args.queries.is_empty() || args.records == 0 || args.seconds.is_nan() || args.seconds <= 0.0
+    {
+        return super::usage_error(
+            "--queries needs at least one count, --records and --seconds must be > 0",
+        );
+    }
+    let plan = MatchingPlan {
+        sets: args.set.iter().filter_map(|s| s.chars().next()).collect(),
+        queries: args.queries.clone(),
+        records: args.records,
+        seconds: args.seconds,
+        seed: args.seed,
+        memory: !args.no_memory,
+    };
+    super::report("matching", &args.output, measure_plan(&plan))
+}
+
+impl Outcome for MatchingResult {
+    fn scenario(&self) -> &str {
+        "matching"
+    }
+
+    fn json_lines(&self) -> Vec<serde_json::Value> {
+        let rows = self.rows.iter().map(serde_json::to_value);
+        let memory = self.memory.iter().map(serde_json::to_value);
+        rows.chain(memory).map(|v| v.expect("a row serializes")).collect()
+    }
+
+    fn print_table(&self) {
+        let mut table = Table::new();
+        table.set_header([
+            "set",
+            "queries",
+            "records/s",
+            "parse-only records/s",
+            "ratio",
+            "candidates/record",
+            "matched/record",
+            "add ms",
+        ]);
+        for row in &self.rows {
+            table.add_row([
+                row.set.clone(),
+                row.queries.to_string(),
+                format!("{:.0}", row.records_per_sec),
+                format!("{:.0}", row.parse_only_records_per_sec),
+                format!("{:.2}", row.ratio),
+                format!("{:.2}", row.candidates_per_record),
+                format!("{:.3}", row.matched_per_record),
+                format!("{:.0}", row.add_ms),
+            ]);
+        }
+        println!("matching: one worker thread, bullet records of {:.0} bytes", self.record_bytes);
+        println!("{table}");
+        if let Some(m) = &self.memory {
+            println!(
+                "memory: {:.0} bytes per idle query ({} idle queries submitted in {:.0} ms)",
+                m.bytes_per_idle_query, m.idle_queries, m.submit_ms
+            );
+        }
+    }
+}
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -83,11 +173,11 @@ pub struct MatchingResult {
     pub record_bytes: f64,
 }
 
-pub fn run(plan: &MatchingPlan) -> Result<MatchingResult, String> {
+pub fn measure_plan(plan: &MatchingPlan) -> Result<MatchingResult, String> {
     let lines = bullet_lines(plan.records, plan.seed)?;
     let bytes: usize = lines.iter().map(Vec::len).sum();
     let steps = plan.sets.len() * plan.queries.len() + usize::from(plan.memory);
-    let progress = progress_bar(steps as u64);
+    let progress = super::progress_bar(steps as u64);
     let mut rows = Vec::new();
     for &set in &plan.sets {
         for &count in &plan.queries {
@@ -108,17 +198,6 @@ pub fn run(plan: &MatchingPlan) -> Result<MatchingResult, String> {
     };
     progress.finish_and_clear();
     Ok(MatchingResult { rows, memory, record_bytes: bytes as f64 / lines.len().max(1) as f64 })
-}
-
-fn progress_bar(steps: u64) -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(steps);
-    if let Ok(style) = ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} ({elapsed})") {
-        bar.set_style(style);
-    }
-    bar
 }
 
 fn bullet_lines(count: usize, seed: u64) -> Result<Vec<Vec<u8>>, String> {

@@ -7,7 +7,80 @@ pub mod harness;
 pub mod latency;
 pub mod matching;
 
+use serde::Serialize;
+use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::Duration;
+
+/// Where and how every scenario reports (flattened into each scenario's options).
+#[derive(clap::Args, Debug, Clone)]
+pub struct Output {
+    /// `table` (default) or `json` (one object per line).
+    #[arg(long, default_value = "table", value_parser = ["table", "json"])]
+    pub format: String,
+    /// Where to write SCENARIO.json (and charts, for the scenarios that draw one).
+    #[arg(long, default_value = "bench-out")]
+    pub out: PathBuf,
+}
+
+/// A scenario's result: serialized whole into `--out DIR/SCENARIO.json`, printed as JSON lines
+/// or as a table.
+pub trait Outcome: Serialize {
+    /// The scenario's name, which names the result file.
+    fn scenario(&self) -> &str;
+    /// The objects `--format json` prints, one per line.
+    fn json_lines(&self) -> Vec<serde_json::Value>;
+    /// The human-readable report.
+    fn print_table(&self);
+}
+
+/// Reports a scenario's outcome (or its failure) and returns the exit code: 0 when measured,
+/// 1 when the measurement failed.
+pub fn report<T: Outcome>(scenario: &str, output: &Output, outcome: Result<T, String>) -> ExitCode {
+    let result = match outcome {
+        Ok(result) => result,
+        Err(message) => {
+            eprintln!("error: {scenario} failed: {message}");
+            return ExitCode::from(1);
+        }
+    };
+    let json = serde_json::to_string(&result).expect("a result serializes");
+    if let Err(e) = std::fs::create_dir_all(&output.out)
+        .and_then(|_| std::fs::write(output.out.join(format!("{}.json", result.scenario())), &json))
+    {
+        eprintln!("warning: cannot write the result file in {}: {e}", output.out.display());
+    }
+    if output.format == "json" {
+        for line in result.json_lines() {
+            println!("{line}");
+        }
+    } else {
+        result.print_table();
+    }
+    ExitCode::SUCCESS
+}
+
+/// A progress bar on stderr for a run of `steps` steps, hidden when stderr is not a terminal
+/// (so JSON output and logs stay clean).
+pub fn progress_bar(steps: u64) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(steps);
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} ({elapsed})")
+    {
+        bar.set_style(style);
+    }
+    bar
+}
+
+/// The usage error of a scenario's options: printed, exit code 2.
+pub fn usage_error(message: &str) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::from(2)
+}
 
 /// Percentiles of a set of durations, in milliseconds.
 #[derive(Debug, Clone, Copy, serde::Serialize)]
