@@ -111,9 +111,8 @@ impl Worker {
     /// Sends every partial with something in it, then how many records were read: the joiner
     /// credits them to the queries running when it arrives.
     fn flush(&mut self, matcher: &mut MatchWorker) {
-        let snapshot = self.queries.load();
         let joiner = &self.joiner;
-        matcher.flush(&snapshot.set, |member, partial| send(joiner, member, partial));
+        matcher.flush(|member, partial| send(joiner, member, partial));
         if self.unreported > 0 {
             let _ = self.joiner.send(JoinerMessage::Progress { records: self.unreported });
             self.unreported = 0;

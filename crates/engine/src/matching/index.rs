@@ -23,7 +23,8 @@ type Fast = foldhash::fast::FixedState;
 pub(crate) struct PredicateIndex {
     fields: Vec<FieldIndex>,
     always: Vec<Arc<Member>>,
-    members: HashMap<u64, Arc<Member>, Fast>,
+    /// Every member, by serial.
+    members: Vec<Arc<Member>>,
 }
 
 #[derive(Debug)]
@@ -71,17 +72,18 @@ impl FieldIndex {
 }
 
 impl PredicateIndex {
-    pub fn build<'a>(members: impl IntoIterator<Item = &'a Arc<Member>>) -> Self {
+    /// The index over `members` (each once).
+    pub fn build(mut members: Vec<Arc<Member>>) -> Self {
+        members.sort_unstable_by_key(|m| m.serial);
         let mut index = PredicateIndex::default();
-        let mut by_key: HashMap<String, usize> = HashMap::new();
-        for member in members {
-            index.members.insert(member.serial, member.clone());
+        let mut by_key: HashMap<&str, usize, Fast> = HashMap::default();
+        for member in &members {
             let Some(terms) = &member.access.terms else {
                 index.always.push(member.clone());
                 continue;
             };
             for term in terms {
-                let i = *by_key.entry(term.key.clone()).or_insert_with(|| {
+                let i = *by_key.entry(&term.key).or_insert_with(|| {
                     index.fields.push(FieldIndex::new(term.key.clone(), term.field.clone()));
                     index.fields.len() - 1
                 });
@@ -113,24 +115,32 @@ impl PredicateIndex {
             field.strings.shrink_to_fit();
             field.numbers.shrink_to_fit();
         }
-        index.members.shrink_to_fit();
+        index.members = members;
         index
     }
 
+    /// Members, retired ones included.
     pub fn len(&self) -> usize {
         self.members.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// The member with this serial, retired or not.
     pub fn get(&self, serial: u64) -> Option<&Arc<Member>> {
-        self.members.get(&serial)
+        let i = self.members.binary_search_by_key(&serial, |m| m.serial).ok()?;
+        Some(&self.members[i])
     }
 
-    pub fn members(&self) -> impl Iterator<Item = &Arc<Member>> {
-        self.members.values()
+    /// Every member, retired ones included, by serial.
+    pub fn members(&self) -> &[Arc<Member>] {
+        &self.members
     }
 
-    /// Pushes the members whose terms hold for `record` (possibly more than once each), and
-    /// those without terms.
+    /// Pushes the members whose terms hold for `record` (possibly more than once each, retired
+    /// ones included), and those without terms.
     pub fn candidates<'a>(
         &'a self,
         record: &Record,
@@ -148,8 +158,8 @@ impl PredicateIndex {
         self.fields.iter().map(|f| f.key.replace("\u{0}", ""))
     }
 
-    /// Members that are candidates for every record.
+    /// Live members that are candidates for every record.
     pub fn unindexed(&self) -> usize {
-        self.always.len()
+        self.always.iter().filter(|m| m.is_live()).count()
     }
 }

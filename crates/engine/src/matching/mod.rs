@@ -24,6 +24,7 @@ pub use worker::{LineOutcome, MatchWorker};
 
 use crate::exec::CompiledQuery;
 use access::Access;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// One active query as the matcher knows it. `serial` is unique for the life of a process (the
@@ -34,12 +35,25 @@ pub struct Member {
     pub id: Arc<str>,
     pub query: Arc<CompiledQuery>,
     pub(crate) access: Access,
+    /// Set once, when the member leaves its [`MatchSet`]: from then on no snapshot offers it as
+    /// a candidate, old ones included, even before the index drops it physically.
+    retired: AtomicBool,
 }
 
 impl Member {
     pub fn new(serial: u64, id: Arc<str>, query: Arc<CompiledQuery>) -> Arc<Member> {
         let access = Access::of(&query);
-        Arc::new(Member { serial, id, query, access })
+        Arc::new(Member { serial, id, query, access, retired: AtomicBool::new(false) })
+    }
+
+    /// False once the member was removed from its set.
+    pub fn is_live(&self) -> bool {
+        !self.retired.load(Ordering::Relaxed)
+    }
+
+    /// Marks the member removed; true when it was live until now.
+    pub(crate) fn retire(&self) -> bool {
+        !self.retired.swap(true, Ordering::Relaxed)
     }
 
     /// True when the index can skip this query for records its filter's terms rule out; false

@@ -2,12 +2,16 @@
 //! without locks, and that is updated by building a new snapshot (read-copy-update: the runtime
 //! swaps it in atomically).
 //!
-//! Updates are incremental: a snapshot is a large `base` index, a small `delta` index of the
-//! members added since the base was built, and the serials removed from the base since. Adding
-//! or removing a member rebuilds only the delta (or the removed set); when either outgrows
-//! about the square root of the total, everything is folded into a new base. So a change costs
-//! O(√n) amortized, a record costs two index lookups, and 100,000 queries arrive in seconds,
-//! not hours.
+//! Updates are cheap, so that 100,000 queries arrive (and leave) in seconds:
+//! - **Adding** works like a log-structured merge: the members live in a few levels, each an
+//!   immutable [`PredicateIndex`], level `i` holding up to `FIRST_LEVEL × GROWTH^i` members (the
+//!   last level is unbounded). New members go to the first level, which is rebuilt; a level
+//!   that overflows is merged into the next, and a burst of additions is built once into the
+//!   level it ends in. A member is rebuilt O(log n) times over its life, so an addition costs
+//!   O(log n) amortized, and a record costs one lookup per non-empty level.
+//! - **Removing** marks the member retired ([`Member::is_live`]) at once — a one-way flag every
+//!   snapshot honours — and the level keeps it physically until more than half of its members
+//!   are retired, when it is rebuilt without them: O(1) amortized per removal.
 //!
 //! The snapshot also keeps what decoding needs: the union of the top-level fields the members
 //! read, as a [`FieldSet`], rebuilt only when a field name comes or goes.
@@ -21,13 +25,28 @@ use std::sync::Arc;
 
 type Fast = foldhash::fast::FixedState;
 
+/// Members the first level holds before it is merged into the second.
+const FIRST_LEVEL: usize = 32;
+/// How much larger each level may grow than the one before it.
+const GROWTH: usize = 8;
+/// The number of levels; the last one is unbounded (32 × 8^5 ≈ 1M before it is reached).
+const LEVELS: usize = 6;
+
+fn capacity(level: usize) -> usize {
+    if level + 1 == LEVELS {
+        usize::MAX
+    } else {
+        FIRST_LEVEL * GROWTH.pow(level as u32)
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct MatchSet {
-    base: Arc<PredicateIndex>,
-    delta: Arc<PredicateIndex>,
-    removed: Arc<HashSet<u64, Fast>>,
-    /// How many members read each top-level field.
-    field_uses: Arc<HashMap<String, usize>>,
+    levels: [Arc<PredicateIndex>; LEVELS],
+    /// Retired members still held by each level.
+    retired: [usize; LEVELS],
+    /// How many live members read each top-level field.
+    field_uses: Arc<HashMap<String, usize, Fast>>,
     fields: Arc<FieldSet>,
 }
 
@@ -40,38 +59,34 @@ impl Default for MatchSet {
 impl MatchSet {
     pub fn new() -> Self {
         Self {
-            base: Arc::default(),
-            delta: Arc::default(),
-            removed: Arc::default(),
+            levels: Default::default(),
+            retired: [0; LEVELS],
             field_uses: Arc::default(),
             fields: Arc::new(FieldSet::default()),
         }
     }
 
-    /// The number of members.
+    /// The number of live members.
     pub fn len(&self) -> usize {
-        self.base.len() - self.removed.len() + self.delta.len()
+        self.levels.iter().map(|l| l.len()).sum::<usize>() - self.retired.iter().sum::<usize>()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    /// The live member with this serial.
     pub fn get(&self, serial: u64) -> Option<&Arc<Member>> {
-        self.delta
-            .get(serial)
-            .or_else(|| self.base.get(serial).filter(|_| !self.removed.contains(&serial)))
+        self.levels.iter().find_map(|l| l.get(serial)).filter(|m| m.is_live())
     }
 
     pub fn contains(&self, serial: u64) -> bool {
         self.get(serial).is_some()
     }
 
+    /// The live members.
     pub fn members(&self) -> impl Iterator<Item = &Arc<Member>> {
-        self.base
-            .members()
-            .filter(|m| !self.removed.contains(&m.serial))
-            .chain(self.delta.members())
+        self.levels.iter().flat_map(|l| l.members()).filter(|m| m.is_live())
     }
 
     /// The top-level fields some member reads: what a worker decodes.
@@ -81,76 +96,93 @@ impl MatchSet {
 
     /// The set with `added` and without the members whose serials are in `removed` (also when
     /// they are in `added`). Members already present (by serial) are not added twice; unknown
-    /// serials are ignored.
+    /// serials are ignored. Removed members are retired for every snapshot, this one included.
     pub fn update(&self, added: Vec<Arc<Member>>, removed: &[u64]) -> MatchSet {
         let gone: HashSet<u64, Fast> = removed.iter().copied().collect();
-        let added: Vec<Arc<Member>> = added
-            .into_iter()
-            .filter(|m| !self.contains(m.serial) && !gone.contains(&m.serial))
-            .collect();
-        let removed: Vec<&Arc<Member>> = gone.iter().filter_map(|s| self.get(*s)).collect();
-        if added.is_empty() && removed.is_empty() {
-            return self.clone();
-        }
-        let mut field_uses = (*self.field_uses).clone();
-        for m in &added {
-            for f in &m.access.fields {
-                *field_uses.entry(f.clone()).or_default() += 1;
+        let mut field_uses: Option<HashMap<String, usize, Fast>> = None;
+        let mut uses = |fields: &[String], delta: isize| {
+            let uses = field_uses.get_or_insert_with(|| (*self.field_uses).clone());
+            for f in fields {
+                let n = uses.entry(f.clone()).or_default();
+                *n = n.saturating_add_signed(delta);
+                if *n == 0 {
+                    uses.remove(f);
+                }
             }
-        }
-        for m in &removed {
-            for f in &m.access.fields {
-                if let Some(n) = field_uses.get_mut(f) {
-                    *n -= 1;
-                    if *n == 0 {
-                        field_uses.remove(f);
-                    }
+        };
+        let mut retired = self.retired;
+        for &serial in &gone {
+            let found = self.levels.iter().enumerate().find_map(|(i, l)| Some((i, l.get(serial)?)));
+            if let Some((level, member)) = found {
+                if member.retire() {
+                    retired[level] += 1;
+                    uses(member.fields(), -1);
                 }
             }
         }
-        let fields = if field_uses.len() == self.field_uses.len()
-            && field_uses.keys().all(|k| self.field_uses.contains_key(k))
-        {
-            self.fields.clone()
-        } else {
-            let mut names: Vec<&String> = field_uses.keys().collect();
-            names.sort();
-            Arc::new(FieldSet::new(names))
-        };
+        let added: Vec<Arc<Member>> = added
+            .into_iter()
+            .filter(|m| {
+                let new = !gone.contains(&m.serial) && self.get(m.serial).is_none();
+                if !new && gone.contains(&m.serial) {
+                    m.retire();
+                }
+                new
+            })
+            .collect();
+        for m in &added {
+            uses(m.fields(), 1);
+        }
 
-        let mut delta: Vec<&Arc<Member>> =
-            self.delta.members().filter(|m| !gone.contains(&m.serial)).collect();
-        delta.extend(&added);
-        let mut base_removed = (*self.removed).clone();
-        base_removed
-            .extend(removed.iter().filter(|m| self.base.get(m.serial).is_some()).map(|m| m.serial));
+        let mut levels = self.levels.clone();
+        if !added.is_empty() {
+            // the members of the first levels and the new ones, built once into the first level
+            // that holds them all
+            let mut pending = added;
+            let mut level = 0;
+            loop {
+                pending.extend(live(&levels[level]));
+                retired[level] = 0;
+                levels[level] = Arc::default();
+                if pending.len() <= capacity(level) {
+                    break;
+                }
+                level += 1;
+            }
+            levels[level] = Arc::new(PredicateIndex::build(pending));
+        }
+        for (level, index) in levels.iter_mut().enumerate() {
+            if retired[level] > 0 && retired[level] * 2 > index.len() {
+                *index = Arc::new(PredicateIndex::build(live(index).collect()));
+                retired[level] = 0;
+            }
+        }
 
-        let total = self.base.len() - base_removed.len() + delta.len();
-        let limit = ((total as f64).sqrt() as usize).max(64);
-        let (base, delta, removed) = if delta.len() > limit || base_removed.len() > limit {
-            let all: Vec<&Arc<Member>> = self
-                .base
-                .members()
-                .filter(|m| !base_removed.contains(&m.serial))
-                .chain(delta)
-                .collect();
-            let mut all = all;
-            all.sort_by_key(|m| m.serial);
-            (Arc::new(PredicateIndex::build(all)), Arc::default(), Arc::default())
-        } else {
-            delta.sort_by_key(|m| m.serial);
-            (self.base.clone(), Arc::new(PredicateIndex::build(delta)), Arc::new(base_removed))
+        let fields = match field_uses {
+            Some(uses) => {
+                let same_names = uses.len() == self.field_uses.len()
+                    && uses.keys().all(|k| self.field_uses.contains_key(k));
+                let fields = if same_names {
+                    self.fields.clone()
+                } else {
+                    let mut names: Vec<&String> = uses.keys().collect();
+                    names.sort();
+                    Arc::new(FieldSet::new(names))
+                };
+                (Arc::new(uses), fields)
+            }
+            None => (self.field_uses.clone(), self.fields.clone()),
         };
-        MatchSet { base, delta, removed, field_uses: Arc::new(field_uses), fields }
+        MatchSet { levels, retired, field_uses: fields.0, fields: fields.1 }
     }
 
-    /// The fields the index looks up, and how many members are candidates for every record
-    /// (they have no index terms): what `needle bench matching` and the metrics report.
+    /// The fields the index looks up, and how many live members are candidates for every
+    /// record (they have no index terms): what `needle bench matching` and the metrics report.
     pub fn shape(&self) -> (Vec<String>, usize) {
-        let mut keys: Vec<String> = self.base.field_keys().chain(self.delta.field_keys()).collect();
+        let mut keys: Vec<String> = self.levels.iter().flat_map(|l| l.field_keys()).collect();
         keys.sort();
         keys.dedup();
-        (keys, self.base.unindexed() + self.delta.unindexed())
+        (keys, self.levels.iter().map(|l| l.unindexed()).sum())
     }
 
     /// Decodes the fields the members read from one line (the whole record is decoded later,
@@ -159,22 +191,97 @@ impl MatchSet {
         self.fields.decode(line)
     }
 
-    /// The members a record may match, each once, in serial order: those whose index terms hold
-    /// and those without terms. The caller runs each one's filter.
+    /// The live members a record may match, each once, in serial order: those whose index
+    /// terms hold and those without terms. The caller runs each one's filter.
     pub fn candidates<'a>(
         &'a self,
         record: &Record,
         ctx: &EvalContext,
         out: &mut Vec<&'a Arc<Member>>,
     ) {
-        self.base.candidates(record, ctx, out);
-        if !self.removed.is_empty() {
-            out.retain(|m| !self.removed.contains(&m.serial));
+        for level in self.levels.iter().filter(|l| !l.is_empty()) {
+            level.candidates(record, ctx, out);
         }
-        self.delta.candidates(record, ctx, out);
         if out.len() > 1 {
             out.sort_unstable_by_key(|m| m.serial);
             out.dedup_by_key(|m| m.serial);
         }
+        if self.retired.iter().any(|&n| n > 0) {
+            out.retain(|m| m.is_live());
+        }
+    }
+}
+
+/// The live members of one level.
+fn live(level: &PredicateIndex) -> impl Iterator<Item = Arc<Member>> + '_ {
+    level.members().iter().filter(|m| m.is_live()).cloned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::CompiledQuery;
+    use needle_query::QueryConfig;
+
+    fn member(serial: u64, bql: &str) -> Arc<Member> {
+        let plan = needle_query::compile(bql, &QueryConfig::default()).unwrap();
+        Member::new(
+            serial,
+            format!("q{serial}").into(),
+            Arc::new(CompiledQuery::compile(&plan).unwrap()),
+        )
+    }
+
+    fn level_sizes(set: &MatchSet) -> Vec<usize> {
+        set.levels.iter().map(|l| l.len()).collect()
+    }
+
+    #[test]
+    fn additions_fill_the_first_level_and_overflow_into_larger_ones() {
+        let mut set = MatchSet::new();
+        for serial in 1..=FIRST_LEVEL as u64 {
+            set = set.update(vec![member(serial, "SELECT * FROM STREAM() WHERE s = 'x'")], &[]);
+        }
+        assert_eq!(level_sizes(&set)[..2], [FIRST_LEVEL, 0]);
+        let next = FIRST_LEVEL as u64 + 1;
+        set = set.update(vec![member(next, "SELECT * FROM STREAM() WHERE s = 'x'")], &[]);
+        assert_eq!(level_sizes(&set)[..2], [0, FIRST_LEVEL + 1]);
+        // a burst is built once, into the level that holds it all
+        let burst: Vec<Arc<Member>> =
+            (100..100 + 3000).map(|s| member(s, "SELECT * FROM STREAM() WHERE n > 1")).collect();
+        set = set.update(burst, &[]);
+        assert_eq!(set.len(), 3000 + FIRST_LEVEL + 1);
+        assert_eq!(level_sizes(&set)[..4], [0, 0, 0, 3000 + FIRST_LEVEL + 1]);
+        assert_eq!(set.fields().names().collect::<Vec<_>>(), ["n", "s"]);
+    }
+
+    #[test]
+    fn removals_retire_at_once_and_rebuild_a_level_once_half_is_gone() {
+        let members: Vec<Arc<Member>> =
+            (1..=100).map(|s| member(s, "SELECT * FROM STREAM() WHERE s = 'x'")).collect();
+        let before = MatchSet::new().update(members.clone(), &[]);
+        assert_eq!(level_sizes(&before)[1], 100);
+        let after = before.update(vec![], &[1, 2, 3, 999]);
+        assert_eq!(after.len(), 97);
+        assert!(!members[0].is_live() && before.get(1).is_none(), "old snapshots honour it");
+        assert_eq!(level_sizes(&after)[1], 100, "still held");
+        let removed: Vec<u64> = (4..=51).collect();
+        let after = after.update(vec![], &removed);
+        assert_eq!(level_sizes(&after)[1], 49, "rebuilt without the retired");
+        assert_eq!(after.len(), 49);
+        // the last reader of a field takes it out of the decoded set
+        let all: Vec<u64> = (52..=100).collect();
+        let empty = after.update(vec![], &all);
+        assert!(empty.is_empty() && empty.fields().is_empty());
+    }
+
+    #[test]
+    fn a_member_added_and_removed_at_once_is_not_added() {
+        let m = member(7, "SELECT * FROM STREAM()");
+        let set = MatchSet::new().update(vec![m.clone()], &[7]);
+        assert!(set.is_empty() && !m.is_live());
+        let set = MatchSet::new().update(vec![member(8, "SELECT * FROM STREAM()")], &[]);
+        let again = set.update(vec![member(8, "SELECT * FROM STREAM() WHERE s = 'y'")], &[]);
+        assert_eq!(again.len(), 1, "a serial already present is not added twice");
     }
 }

@@ -98,10 +98,10 @@ impl MatchWorker {
     }
 
     /// Flushes every state with something in it, and forgets the states of queries that left
-    /// `set`.
-    pub fn flush(&mut self, set: &MatchSet, mut out: impl FnMut(&Arc<Member>, Partial)) {
-        self.slots.retain(|serial, slot| {
-            if !set.contains(*serial) {
+    /// their set (retired members).
+    pub fn flush(&mut self, mut out: impl FnMut(&Arc<Member>, Partial)) {
+        self.slots.retain(|_, slot| {
+            if !slot.member.is_live() {
                 return false;
             }
             if let Some(partial) = slot.member.query.flush(&mut slot.state) {

@@ -76,6 +76,19 @@ pub fn progress_bar(steps: u64) -> indicatif::ProgressBar {
     bar
 }
 
+/// CPU time consumed by the calling thread, in seconds (Linux `CLOCK_THREAD_CPUTIME_ID`).
+/// Single-thread throughput figures divide by it rather than by wall time, so that other work
+/// on a shared machine does not count against whichever side happened to run beside it.
+pub fn thread_cpu_seconds() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant the kernel knows.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return f64::NAN;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
 /// The usage error of a scenario's options: printed, exit code 2.
 pub fn usage_error(message: &str) -> ExitCode {
     eprintln!("error: {message}");
