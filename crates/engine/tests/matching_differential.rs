@@ -17,7 +17,8 @@ fn literal() -> impl Strategy<Value = String> {
     prop_oneof![
         prop::sample::select(vec!["'a'", "'b'", "'10'", "''"]).prop_map(str::to_owned),
         prop::sample::select(vec!["-1", "0", "1", "2", "10"]).prop_map(str::to_owned),
-        prop::sample::select(vec!["-1L", "0L", "2L", "10L"]).prop_map(str::to_owned),
+        prop::sample::select(vec!["-1L", "0L", "2L", "10L", "9007199254740992L"])
+            .prop_map(str::to_owned),
         prop::sample::select(vec!["0.0", "-0.0", "1.0", "2.5", "-1.5"]).prop_map(str::to_owned),
         Just("TRUE".to_owned()),
         Just("FALSE".to_owned()),
@@ -68,6 +69,18 @@ fn filter() -> impl Strategy<Value = String> {
     })
 }
 
+/// Conjunctions of equalities, IN lists and ranges on different fields: what the index files
+/// under composite keys, with clauses left to check.
+fn conjunction() -> impl Strategy<Value = String> {
+    let eq = (field(), literal()).prop_map(|(f, v)| format!("{f} = {v}"));
+    let within = (field(), prop::collection::vec(literal(), 1..4))
+        .prop_map(|(f, vs)| format!("{f} IN ({})", vs.join(", ")));
+    let range = (field(), prop::sample::select(vec!["<", "<=", ">", ">="]), literal())
+        .prop_map(|(f, op, v)| format!("{f} {op} {v}"));
+    let clause = prop_oneof![3 => eq, 2 => within, 2 => range];
+    prop::collection::vec(clause, 2..5).prop_map(|clauses| clauses.join(" AND "))
+}
+
 fn query() -> impl Strategy<Value = String> {
     let shape = prop::sample::select(vec![
         "SELECT * FROM STREAM()",
@@ -75,7 +88,8 @@ fn query() -> impl Strategy<Value = String> {
         "SELECT COUNT(*), SUM(n) FROM STREAM()",
         "SELECT s, COUNT(*) FROM STREAM()",
     ]);
-    (shape, prop::option::weighted(0.9, filter())).prop_map(|(shape, filter)| {
+    let filter = prop_oneof![3 => filter(), 1 => conjunction()];
+    (shape, prop::option::weighted(0.9, filter)).prop_map(|(shape, filter)| {
         let group = if shape.starts_with("SELECT s, COUNT") { " GROUP BY s" } else { "" };
         match filter {
             Some(f) => format!("{shape} WHERE {f}{group}"),

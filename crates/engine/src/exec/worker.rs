@@ -78,6 +78,20 @@ impl CompiledQuery {
         matched > 0
     }
 
+    /// [`CompiledQuery::process_candidate`] for a record the matching index proved to pass the
+    /// filter: aggregates it without running the filter again. Only for a stage without EXPLODE.
+    pub(crate) fn process_matched(
+        &self,
+        worker: &mut WorkerState,
+        record: &Record,
+        ctx: &EvalContext,
+    ) -> bool {
+        debug_assert!(!self.explodes());
+        self.inner.aggregator.update(&mut worker.state, record, ctx);
+        worker.matched += 1;
+        true
+    }
+
     /// True when the stream stage's filter holds for `record` (no filter: true). Only meaningful
     /// for a stage without EXPLODE (the filter then reads the record itself).
     pub(crate) fn filter_passes(&self, record: &Record, ctx: &EvalContext) -> bool {

@@ -1,27 +1,42 @@
-//! What one query offers the matching index: the index terms read from its filter (a necessary
-//! condition: if the filter holds for a record, at least one term matches it), the top-level
-//! fields it reads, and whether it needs whole records.
+//! What one query offers the matching index: its filter read as an OR of conjuncts (each an AND
+//! of clauses on single fields) that the index can look up, the top-level fields it reads, and
+//! whether it needs whole records.
 //!
-//! Terms come from the compiled filter (constants already folded), so they follow the engine's
+//! The conjuncts are a necessary condition: when the filter is TRUE for a record, every clause
+//! of at least one conjunct is TRUE. When the filter is *exactly* the OR of its conjuncts
+//! ([`Access::exact`]), the converse holds too, and a record whose conjunct holds needs no
+//! filter at all.
+//!
+//! Clauses come from the compiled filter (constants already folded), so they follow the engine's
 //! own comparison rules exactly:
-//! - `f = c` and `f IN (c, ...)` (also `f = ANY [..]`) give equality terms. A string constant
+//! - `f = c` and `f IN (c, ...)` (also `f = ANY [..]`) give an equality clause. A string constant
 //!   matches only a string value with the same bytes; a number matches any numeric value equal
 //!   to it (`5`, `5L` and `5.0` are equal), so numbers are keyed by their `f64` value (integers
 //!   past 2^53 may collide: a false candidate, never a miss); booleans match booleans.
 //! - `f < c`, `f <= c`, `f > c`, `f >= c`, `f BETWEEN (lo, hi)` with numeric constants give a
-//!   range term, kept inclusive on `f64` (a superset of the strict and integer comparisons).
-//! - `a AND b`: the terms of its most selective indexable side (equality before ranges, fewer
-//!   terms first); ranges on one field are intersected first (`f > 1 AND f < 9`).
-//! - `a OR b`: the union of both sides' terms, when both have some.
+//!   range clause, looked up as an inclusive `f64` range (a superset of the strict and integer
+//!   comparisons).
+//! - `a AND b`: every combination of a conjunct of `a` with one of `b` (at most
+//!   [`MAX_CONJUNCTS`]; past that, only the most selective side, and the result is not exact).
+//!   A side the index cannot read is left out (not exact).
+//! - `a OR b`: the conjuncts of both sides, when both have some.
 //! - Anything else (NOT, `!=`, RLIKE, IS NULL, functions, comparisons between fields, a field
-//!   reached through a computed index `a[b]`) has no terms: such a query is a candidate for every
-//!   record and its filter decides, as without an index. So is a query without a filter, and one
-//!   that explodes records (its filter reads the exploded records, not the stream's).
+//!   reached through a computed index `a[b]`) has no clauses: such a query is a candidate for
+//!   every record and its filter decides, as without an index. So is a query without a filter,
+//!   and one that explodes records (its filter reads the exploded records, not the stream's).
+//!
+//! Each clause keeps the sub-expression it stands for ([`Clause::test`]), so the matcher checks
+//! a candidate's conjunct with the engine's own evaluation: only the index lookup itself relies
+//! on the keys above, and only an equality on a string, a boolean or a number below 2^53 (where
+//! a key match is the comparison's answer) is trusted without that check.
 
 use crate::eval::node::{ConstSet, FieldRef, Node, Step};
 use crate::exec::CompiledQuery;
 use needle_query::ast::{CompareOp, ExprKind, Quantifier};
 use needle_record::Value;
+
+/// Past this many conjuncts, an AND keeps only its most selective side.
+pub(crate) const MAX_CONJUNCTS: usize = 16;
 
 /// The index key of a field reference: its name, constant path and type hint, as text.
 pub(crate) fn field_key(field: &FieldRef) -> Option<String> {
@@ -55,11 +70,26 @@ impl EqKey {
     /// The key a constant stands for; `None` for constants no value can equal in a way the
     /// index handles (NULL, NaN, lists, maps).
     pub fn of_const(v: &Value) -> Option<EqKey> {
+        Self::of_value(v)
+    }
+
+    /// The key of a record's value (or a constant); `None` for NULL, NaN, lists and maps.
+    pub fn of_value(v: &Value) -> Option<EqKey> {
         match v {
             Value::String(s) => Some(EqKey::Str(s.as_str().into())),
             Value::Bool(b) => Some(EqKey::Bool(*b)),
             v if v.is_numeric() => number_bits(v.as_f64()?).map(EqKey::Num),
             _ => None,
+        }
+    }
+
+    /// True when a value with this key is certainly equal to the constant it came from: always
+    /// for strings and booleans, and for numbers of magnitude below 2^53, where no integer rounds
+    /// onto the constant.
+    fn is_exact(&self) -> bool {
+        match self {
+            EqKey::Str(_) | EqKey::Bool(_) => true,
+            EqKey::Num(bits) => f64::from_bits(*bits).abs() < 9_007_199_254_740_992.0,
         }
     }
 }
@@ -72,29 +102,50 @@ pub(crate) fn number_bits(x: f64) -> Option<u64> {
     Some(if x == 0.0 { 0.0f64.to_bits() } else { x.to_bits() })
 }
 
-/// One necessary condition on one field.
+/// What a clause asks of its field's value.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Condition {
-    Eq(EqKey),
-    /// An inclusive numeric range.
-    Range {
-        low: f64,
-        high: f64,
-    },
+    /// Equal to one of these keys (never empty).
+    Eq(Vec<EqKey>),
+    /// A number within this inclusive range.
+    Range { low: f64, high: f64 },
 }
 
+/// One field's part of a conjunct.
 #[derive(Debug, Clone)]
-pub(crate) struct Term {
+pub(crate) struct Clause {
     pub key: String,
     pub field: FieldRef,
     pub condition: Condition,
+    /// The sub-expression of the filter this clause stands for: the clause holds when it is TRUE.
+    pub test: Node,
+}
+
+impl Clause {
+    /// True when an index hit on this clause's keys is the clause's answer.
+    pub fn hit_is_exact(&self) -> bool {
+        matches!(&self.condition, Condition::Eq(keys) if keys.iter().all(EqKey::is_exact))
+    }
+
+    fn is_range(&self) -> bool {
+        matches!(self.condition, Condition::Range { .. })
+    }
+}
+
+/// Clauses that must all hold.
+#[derive(Debug, Clone)]
+pub(crate) struct Conjunct {
+    pub clauses: Vec<Clause>,
 }
 
 /// What the index and the decoder need to know about one query.
 #[derive(Debug, Clone)]
 pub(crate) struct Access {
-    /// `None`: a candidate for every record.
-    pub terms: Option<Vec<Term>>,
+    /// `None`: a candidate for every record. Otherwise the filter is TRUE only when one of
+    /// these holds.
+    pub conjuncts: Option<Vec<Conjunct>>,
+    /// The filter is TRUE exactly when one of `conjuncts` holds.
+    pub exact: bool,
     /// Top-level fields the stream stage reads.
     pub fields: Vec<String>,
     /// RAW with `*`: a matching record is handed over whole.
@@ -118,25 +169,42 @@ impl Access {
             });
         }
         let explodes = query.explodes();
-        let terms = match (&query.inner.filter, explodes) {
-            (Some(filter), false) => terms(filter.root()).map(|t| t.terms),
+        let dnf = match (&query.inner.filter, explodes) {
+            (Some(filter), false) => dnf(filter.root()),
             _ => None,
         };
-        Access { terms, fields, whole_record: stage.reads_whole_records(), prefilter: !explodes }
+        let (conjuncts, exact) = match dnf {
+            Some(Dnf { conjuncts, exact }) => (Some(conjuncts), exact),
+            None => (None, false),
+        };
+        Access {
+            conjuncts,
+            exact,
+            fields,
+            whole_record: stage.reads_whole_records(),
+            prefilter: !explodes,
+        }
     }
 }
 
-/// Terms read from one node, with a rank for choosing among the sides of an AND.
-struct Terms {
-    terms: Vec<Term>,
+/// A node as an OR of conjuncts; `exact` when it is exactly that OR.
+struct Dnf {
+    conjuncts: Vec<Conjunct>,
+    exact: bool,
 }
 
-impl Terms {
-    /// Lower is more selective: equality before ranges, then fewer terms.
+impl Dnf {
+    fn clause(field: &FieldRef, key: String, condition: Condition, test: &Node) -> Dnf {
+        let clause = Clause { key, field: field.clone(), condition, test: test.clone() };
+        Dnf { conjuncts: vec![Conjunct { clauses: vec![clause] }], exact: true }
+    }
+
+    /// Lower is more selective: conjuncts without a range first (equalities), then fewer
+    /// conjuncts.
     fn rank(&self) -> (bool, usize) {
         (
-            self.terms.iter().any(|t| matches!(t.condition, Condition::Range { .. })),
-            self.terms.len(),
+            self.conjuncts.iter().any(|c| c.clauses.iter().all(Clause::is_range)),
+            self.conjuncts.len(),
         )
     }
 }
@@ -153,27 +221,14 @@ fn numeric(v: &Value) -> Option<f64> {
     (!x.is_nan()).then_some(x)
 }
 
-fn single(field: &FieldRef, key: String, condition: Condition) -> Terms {
-    Terms { terms: vec![Term { key, field: field.clone(), condition }] }
-}
-
-fn eq_terms<'a>(
-    field: &FieldRef,
-    key: String,
-    items: impl Iterator<Item = &'a Value>,
-) -> Option<Terms> {
-    let mut terms = Vec::new();
-    for item in items {
-        match item {
-            Value::Null => {} // never equal to anything
-            v => terms.push(Term {
-                key: key.clone(),
-                field: field.clone(),
-                condition: Condition::Eq(EqKey::of_const(v)?),
-            }),
-        }
+/// The equality keys of a constant list, NULLs left out (they equal nothing); `None` when an
+/// item has no key (a list or map) or none is left.
+fn eq_keys<'a>(items: impl Iterator<Item = &'a Value>) -> Option<Vec<EqKey>> {
+    let mut keys = Vec::new();
+    for item in items.filter(|v| !v.is_null()) {
+        keys.push(EqKey::of_const(item)?);
     }
-    Some(Terms { terms })
+    (!keys.is_empty()).then_some(keys)
 }
 
 fn flip(op: CompareOp) -> CompareOp {
@@ -186,7 +241,7 @@ fn flip(op: CompareOp) -> CompareOp {
     }
 }
 
-fn terms(node: &Node) -> Option<Terms> {
+fn dnf(node: &Node) -> Option<Dnf> {
     match node {
         Node::Compare(op, l, r) => {
             let (op, field, constant) = match (&**l, &**r) {
@@ -195,98 +250,86 @@ fn terms(node: &Node) -> Option<Terms> {
                 _ => return None,
             };
             let (field, key) = indexable_field(field)?;
-            match op {
-                CompareOp::Eq => {
-                    Some(single(field, key, Condition::Eq(EqKey::of_const(constant)?)))
-                }
-                CompareOp::Ne => None,
+            let condition = match op {
+                CompareOp::Eq => Condition::Eq(vec![EqKey::of_const(constant)?]),
+                CompareOp::Ne => return None,
                 CompareOp::Lt | CompareOp::Le => {
-                    let high = numeric(constant)?;
-                    Some(single(field, key, Condition::Range { low: f64::NEG_INFINITY, high }))
+                    Condition::Range { low: f64::NEG_INFINITY, high: numeric(constant)? }
                 }
                 CompareOp::Gt | CompareOp::Ge => {
-                    let low = numeric(constant)?;
-                    Some(single(field, key, Condition::Range { low, high: f64::INFINITY }))
+                    Condition::Range { low: numeric(constant)?, high: f64::INFINITY }
                 }
-            }
+            };
+            Some(Dnf::clause(field, key, condition, node))
         }
         Node::Between(v, lo, hi) => {
             let (field, key) = indexable_field(v)?;
             let (Node::Const(lo), Node::Const(hi)) = (&**lo, &**hi) else { return None };
             let (low, high) = (numeric(lo)?, numeric(hi)?);
-            Some(single(field, key, Condition::Range { low, high }))
+            Some(Dnf::clause(field, key, Condition::Range { low, high }, node))
         }
         Node::InSet { value, set, .. } => {
             let (field, key) = indexable_field(value)?;
-            let terms = match set {
-                ConstSet::Strings(items) => items
-                    .iter()
-                    .map(|s| Term {
-                        key: key.clone(),
-                        field: field.clone(),
-                        condition: Condition::Eq(EqKey::Str(s.as_str().into())),
-                    })
-                    .collect(),
-                ConstSet::Integers(items) => items
-                    .iter()
-                    .filter_map(|i| number_bits(*i as f64))
-                    .map(|bits| Term {
-                        key: key.clone(),
-                        field: field.clone(),
-                        condition: Condition::Eq(EqKey::Num(bits)),
-                    })
-                    .collect(),
+            let keys: Vec<EqKey> = match set {
+                ConstSet::Strings(items) => {
+                    items.iter().map(|s| EqKey::Str(s.as_str().into())).collect()
+                }
+                ConstSet::Integers(items) => {
+                    items.iter().filter_map(|i| number_bits(*i as f64)).map(EqKey::Num).collect()
+                }
             };
-            Some(Terms { terms })
+            if keys.is_empty() {
+                return None;
+            }
+            Some(Dnf::clause(field, key, Condition::Eq(keys), node))
         }
         Node::Quantified(CompareOp::Eq, Quantifier::Any, value, list) => {
             let (field, key) = indexable_field(value)?;
             let Node::Const(Value::List(items)) = &**list else { return None };
-            eq_terms(field, key, items.iter())
+            Some(Dnf::clause(field, key, Condition::Eq(eq_keys(items.iter())?), node))
         }
         Node::All(children) => {
-            let mut found: Vec<Terms> = children.iter().filter_map(terms).collect();
-            intersect_ranges(&mut found);
-            found.into_iter().min_by_key(Terms::rank)
+            let sides: Vec<Option<Dnf>> = children.iter().map(dnf).collect();
+            let mut exact = sides.iter().all(|s| s.as_ref().is_some_and(|d| d.exact));
+            let mut sides: Vec<Dnf> = sides.into_iter().flatten().collect();
+            if sides.is_empty() {
+                return None;
+            }
+            let product = sides.iter().try_fold(1usize, |n, s| n.checked_mul(s.conjuncts.len()));
+            if product.is_none_or(|n| n > MAX_CONJUNCTS) {
+                let best = (0..sides.len()).min_by_key(|&i| sides[i].rank()).unwrap_or(0);
+                let mut best = sides.swap_remove(best);
+                best.exact = false;
+                return Some(best);
+            }
+            let mut conjuncts = vec![Conjunct { clauses: Vec::new() }];
+            for side in &sides {
+                exact &= side.exact;
+                conjuncts = conjuncts
+                    .iter()
+                    .flat_map(|left| {
+                        side.conjuncts.iter().map(move |right| Conjunct {
+                            clauses: left.clauses.iter().chain(&right.clauses).cloned().collect(),
+                        })
+                    })
+                    .collect();
+            }
+            Some(Dnf { conjuncts, exact })
         }
         Node::Any(children) => {
-            let mut all = Vec::new();
+            let mut conjuncts = Vec::new();
+            let mut exact = true;
             for child in children {
-                all.extend(terms(child)?.terms);
+                let side = dnf(child)?;
+                exact &= side.exact;
+                conjuncts.extend(side.conjuncts);
             }
-            Some(Terms { terms: all })
+            if conjuncts.len() > MAX_CONJUNCTS {
+                return None;
+            }
+            Some(Dnf { conjuncts, exact })
         }
         _ => None,
-    }
-}
-
-/// Among the sides of an AND, replaces single range terms on the same field by their
-/// intersection (kept on the first of them).
-fn intersect_ranges(found: &mut Vec<Terms>) {
-    let mut i = 0;
-    while i < found.len() {
-        if let [Term { key, condition: Condition::Range { .. }, .. }] = &found[i].terms[..] {
-            let key = key.clone();
-            let mut j = i + 1;
-            while j < found.len() {
-                let same = matches!(&found[j].terms[..],
-                    [Term { key: k, condition: Condition::Range { .. }, .. }] if *k == key);
-                if same {
-                    let other = found.remove(j);
-                    if let (
-                        Condition::Range { low, high },
-                        Condition::Range { low: l2, high: h2 },
-                    ) = (&mut found[i].terms[0].condition, &other.terms[0].condition)
-                    {
-                        *low = low.max(*l2);
-                        *high = high.min(*h2);
-                    }
-                } else {
-                    j += 1;
-                }
-            }
-        }
-        i += 1;
     }
 }
 
@@ -300,69 +343,95 @@ mod tests {
         Access::of(&CompiledQuery::compile(&plan).unwrap())
     }
 
-    fn conditions(bql: &str) -> Option<Vec<(String, Condition)>> {
-        access(bql)
-            .terms
-            .map(|ts| ts.into_iter().map(|t| (t.key.replace('\u{0}', ""), t.condition)).collect())
+    /// A conjunct as (key, condition) pairs.
+    type Text = Vec<(String, Condition)>;
+
+    /// The conjuncts as `key condition` texts, and whether the access is exact.
+    fn shape(bql: &str) -> Option<(Vec<Text>, bool)> {
+        let a = access(bql);
+        let conjuncts = a.conjuncts?;
+        let text = conjuncts
+            .into_iter()
+            .map(|c| {
+                c.clauses.into_iter().map(|t| (t.key.replace('\u{0}', ""), t.condition)).collect()
+            })
+            .collect();
+        Some((text, a.exact))
+    }
+
+    fn s(x: &str) -> Condition {
+        Condition::Eq(vec![EqKey::Str(x.into())])
     }
 
     fn num(x: f64) -> Condition {
-        Condition::Eq(EqKey::Num(x.to_bits()))
+        Condition::Eq(vec![EqKey::Num(x.to_bits())])
+    }
+
+    fn one(key: &str, c: Condition) -> Text {
+        vec![(key.to_owned(), c)]
     }
 
     #[test]
-    fn equality_in_and_nested_fields_give_equality_terms() {
-        let s = |x: &str| Condition::Eq(EqKey::Str(x.into()));
+    fn equality_in_and_nested_fields_give_exact_equality_clauses() {
         assert_eq!(
-            conditions("SELECT * FROM STREAM() WHERE id = 'ab'"),
-            Some(vec![("id".into(), s("ab"))])
+            shape("SELECT * FROM STREAM() WHERE id = 'ab'"),
+            Some((vec![one("id", s("ab"))], true))
         );
         assert_eq!(
-            conditions("SELECT * FROM STREAM() WHERE 5 = n"),
-            Some(vec![("n".into(), num(5.0))])
+            shape("SELECT * FROM STREAM() WHERE 5 = n"),
+            Some((vec![one("n", num(5.0))], true))
         );
+        let (conjuncts, exact) =
+            shape("SELECT * FROM STREAM() WHERE demographics.country IN ('US', 'FR', NULL)")
+                .unwrap();
+        assert!(exact);
+        assert!(matches!(&conjuncts[0][0].1, Condition::Eq(keys) if keys.len() == 2));
+        assert_eq!(conjuncts[0][0].0, "demographics.country");
         assert_eq!(
-            conditions("SELECT * FROM STREAM() WHERE demographics.country IN ('US', 'FR', NULL)")
-                .map(|v| v.len()),
-            Some(2)
-        );
-        assert_eq!(
-            conditions("SELECT * FROM STREAM() WHERE m['k'] = TRUE"),
-            Some(vec![("m.k".into(), Condition::Eq(EqKey::Bool(true)))])
-        );
-    }
-
-    #[test]
-    fn ranges_and_between_give_inclusive_ranges_intersected_under_and() {
-        assert_eq!(
-            conditions("SELECT * FROM STREAM() WHERE t > 10 AND t <= 20.5"),
-            Some(vec![("t".into(), Condition::Range { low: 10.0, high: 20.5 })])
-        );
-        assert_eq!(
-            conditions("SELECT * FROM STREAM() WHERE t BETWEEN (1, 2)"),
-            Some(vec![("t".into(), Condition::Range { low: 1.0, high: 2.0 })])
-        );
-        assert_eq!(
-            conditions("SELECT * FROM STREAM() WHERE 3 > t"),
-            Some(vec![("t".into(), Condition::Range { low: f64::NEG_INFINITY, high: 3.0 })])
+            shape("SELECT * FROM STREAM() WHERE m['k'] = TRUE"),
+            Some((vec![one("m.k", Condition::Eq(vec![EqKey::Bool(true)]))], true))
         );
     }
 
     #[test]
-    fn and_prefers_equality_and_or_needs_both_sides() {
+    fn ranges_and_between_give_inclusive_ranges() {
         assert_eq!(
-            conditions("SELECT * FROM STREAM() WHERE t > 1 AND id = 'x' AND name RLIKE 'a.*'"),
-            Some(vec![("id".into(), Condition::Eq(EqKey::Str("x".into())))])
+            shape("SELECT * FROM STREAM() WHERE t BETWEEN (1, 2)"),
+            Some((vec![one("t", Condition::Range { low: 1.0, high: 2.0 })], true))
         );
         assert_eq!(
-            conditions("SELECT * FROM STREAM() WHERE id = 'x' OR n = 1").map(|v| v.len()),
-            Some(2)
+            shape("SELECT * FROM STREAM() WHERE 3 > t"),
+            Some((vec![one("t", Condition::Range { low: f64::NEG_INFINITY, high: 3.0 })], true))
         );
-        assert_eq!(conditions("SELECT * FROM STREAM() WHERE id = 'x' OR name RLIKE 'a'"), None);
     }
 
     #[test]
-    fn residual_filters_have_no_terms() {
+    fn and_combines_its_sides_and_or_needs_both() {
+        // every clause of an AND, in one conjunct; a side without clauses makes it inexact
+        let (conjuncts, exact) =
+            shape("SELECT * FROM STREAM() WHERE t > 1 AND id = 'x' AND name RLIKE 'a.*'").unwrap();
+        assert_eq!(conjuncts.len(), 1);
+        let keys: Vec<&str> = conjuncts[0].iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!((keys, exact), (vec!["t", "id"], false));
+        // (a OR b) AND c: two conjuncts, exact
+        let (conjuncts, exact) =
+            shape("SELECT * FROM STREAM() WHERE (id = 'x' OR n = 1) AND d = 'y'").unwrap();
+        assert_eq!((conjuncts.len(), exact), (2, true));
+        assert!(conjuncts.iter().all(|c| c.len() == 2 && c[1].0 == "d"));
+        assert_eq!(shape("SELECT * FROM STREAM() WHERE id = 'x' OR name RLIKE 'a'"), None);
+    }
+
+    #[test]
+    fn and_past_the_conjunct_limit_keeps_its_most_selective_side() {
+        let or = |f: &str| (0..5).map(|i| format!("{f} = {i}")).collect::<Vec<_>>().join(" OR ");
+        let bql = format!("SELECT * FROM STREAM() WHERE ({}) AND ({}) AND t > 5", or("a"), or("b"));
+        let (conjuncts, exact) = shape(&bql).unwrap();
+        assert!(!exact);
+        assert_eq!(conjuncts.len(), 5, "one side of 5 equalities, not 25 conjuncts");
+    }
+
+    #[test]
+    fn residual_filters_have_no_clauses() {
         for bql in [
             "SELECT * FROM STREAM()",
             "SELECT * FROM STREAM() WHERE NOT id = 'x'",
@@ -373,8 +442,17 @@ mod tests {
             "SELECT * FROM STREAM() WHERE name > 'm'",
             "SELECT * FROM STREAM() WHERE id = NULL",
         ] {
-            assert_eq!(conditions(bql), None, "{bql}");
+            assert!(shape(bql).is_none(), "{bql}");
         }
+    }
+
+    #[test]
+    fn only_exact_keys_skip_the_check() {
+        let clause = |bql: &str| access(bql).conjuncts.unwrap().remove(0).clauses.remove(0);
+        assert!(clause("SELECT * FROM STREAM() WHERE id = 'x'").hit_is_exact());
+        assert!(clause("SELECT * FROM STREAM() WHERE n = 5").hit_is_exact());
+        assert!(!clause("SELECT * FROM STREAM() WHERE n = 9007199254740993L").hit_is_exact());
+        assert!(!clause("SELECT * FROM STREAM() WHERE n >= 5").hit_is_exact());
     }
 
     #[test]

@@ -56,10 +56,10 @@ impl Member {
         !self.retired.swap(true, Ordering::Relaxed)
     }
 
-    /// True when the index can skip this query for records its filter's terms rule out; false
+    /// True when the index can skip this query for records its filter's conjuncts rule out; false
     /// when every record is a candidate (no filter, or none the index can use).
     pub fn is_indexed(&self) -> bool {
-        self.access.terms.is_some()
+        self.access.conjuncts.is_some()
     }
 
     /// The top-level fields this query reads from the stream.

@@ -16,10 +16,13 @@
 //! The snapshot also keeps what decoding needs: the union of the top-level fields the members
 //! read, as a [`FieldSet`], rebuilt only when a field name comes or goes.
 
-use super::index::PredicateIndex;
+use super::index::{Hit, PredicateIndex};
 use super::Member;
+use crate::eval::node::FieldRef;
 use crate::eval::EvalContext;
-use needle_record::{FieldSet, Record, RecordError};
+use needle_record::{FieldSet, Record, RecordError, Value};
+use smallvec::SmallVec;
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -45,6 +48,11 @@ pub struct MatchSet {
     levels: [Arc<PredicateIndex>; LEVELS],
     /// Retired members still held by each level.
     retired: [usize; LEVELS],
+    /// The fields some level looks up, each once: a record's values are read once for all
+    /// levels.
+    keys: Arc<Vec<(String, FieldRef)>>,
+    /// Per level, the position in `keys` of each of the level's own keys.
+    slots: Arc<[Vec<usize>; LEVELS]>,
     /// How many live members read each top-level field.
     field_uses: Arc<HashMap<String, usize, Fast>>,
     fields: Arc<FieldSet>,
@@ -61,6 +69,8 @@ impl MatchSet {
         Self {
             levels: Default::default(),
             retired: [0; LEVELS],
+            keys: Arc::default(),
+            slots: Arc::default(),
             field_uses: Arc::default(),
             fields: Arc::new(FieldSet::default()),
         }
@@ -135,6 +145,7 @@ impl MatchSet {
         }
 
         let mut levels = self.levels.clone();
+        let mut rebuilt = !added.is_empty();
         if !added.is_empty() {
             // the members of the first levels and the new ones, built once into the first level
             // that holds them all
@@ -155,8 +166,15 @@ impl MatchSet {
             if retired[level] > 0 && retired[level] * 2 > index.len() {
                 *index = Arc::new(PredicateIndex::build(live(index).collect()));
                 retired[level] = 0;
+                rebuilt = true;
             }
         }
+        let (keys, slots) = if rebuilt {
+            let (keys, slots) = union_of_keys(&levels);
+            (Arc::new(keys), Arc::new(slots))
+        } else {
+            (self.keys.clone(), self.slots.clone())
+        };
 
         let fields = match field_uses {
             Some(uses) => {
@@ -173,7 +191,7 @@ impl MatchSet {
             }
             None => (self.field_uses.clone(), self.fields.clone()),
         };
-        MatchSet { levels, retired, field_uses: fields.0, fields: fields.1 }
+        MatchSet { levels, retired, keys, slots, field_uses: fields.0, fields: fields.1 }
     }
 
     /// The fields the index looks up, and how many live members are candidates for every
@@ -191,25 +209,57 @@ impl MatchSet {
         self.fields.decode(line)
     }
 
-    /// The live members a record may match, each once, in serial order: those whose index
-    /// terms hold and those without terms. The caller runs each one's filter.
-    pub fn candidates<'a>(
+    /// The index's hits for one record, live members only, in serial order (a member once per
+    /// conjunct that hit), and the members without conjuncts. The caller checks the hits
+    /// ([`Hit::check`]) and runs the filters that remain.
+    pub(crate) fn candidates<'a>(
         &'a self,
         record: &Record,
         ctx: &EvalContext,
-        out: &mut Vec<&'a Arc<Member>>,
+        out: &mut Vec<Hit<'a>>,
     ) {
-        for level in self.levels.iter().filter(|l| !l.is_empty()) {
-            level.candidates(record, ctx, out);
+        let values: SmallVec<[Cow<'_, Value>; 8]> =
+            self.keys.iter().map(|(_, field)| field.lookup(record, ctx)).collect();
+        for (level, slots) in self.levels.iter().zip(self.slots.iter()) {
+            if !level.is_empty() {
+                level.candidates(&values, slots, out);
+            }
         }
         if out.len() > 1 {
-            out.sort_unstable_by_key(|m| m.serial);
-            out.dedup_by_key(|m| m.serial);
+            out.sort_unstable_by_key(|h| (h.member.serial, h.conjunct));
+            out.dedup_by_key(|h| (h.member.serial, h.conjunct));
         }
         if self.retired.iter().any(|&n| n > 0) {
-            out.retain(|m| m.is_live());
+            out.retain(|h| h.member.is_live());
         }
     }
+
+    /// The number of members a record may match, each once (for tests and the bench).
+    pub fn candidate_count(&self, record: &Record, ctx: &EvalContext) -> usize {
+        let mut hits = Vec::new();
+        self.candidates(record, ctx, &mut hits);
+        hits.dedup_by_key(|h| h.member.serial);
+        hits.len()
+    }
+}
+
+/// The distinct keys of `levels`, and per level where each of its keys is among them.
+fn union_of_keys(
+    levels: &[Arc<PredicateIndex>; LEVELS],
+) -> (Vec<(String, FieldRef)>, [Vec<usize>; LEVELS]) {
+    let mut keys: Vec<(String, FieldRef)> = Vec::new();
+    let mut positions: HashMap<&str, usize, Fast> = HashMap::default();
+    let mut slots: [Vec<usize>; LEVELS] = Default::default();
+    for (level, slots) in levels.iter().zip(slots.iter_mut()) {
+        for (key, field) in level.keys() {
+            let at = *positions.entry(key).or_insert_with(|| {
+                keys.push((key.clone(), field.clone()));
+                keys.len() - 1
+            });
+            slots.push(at);
+        }
+    }
+    (keys, slots)
 }
 
 /// The live members of one level.

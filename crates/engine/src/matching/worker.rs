@@ -3,6 +3,7 @@
 //! candidates, run each candidate's filter and aggregation, decode the whole record only for a
 //! RAW `*` query that matched.
 
+use super::index::{Hit, NO_CONJUNCT};
 use super::{MatchSet, Member};
 use crate::eval::EvalContext;
 use crate::exec::{Partial, WorkerState};
@@ -62,15 +63,29 @@ impl MatchWorker {
         ctx: &EvalContext,
         mut raw_out: impl FnMut(&Arc<Member>, Partial),
     ) -> LineOutcome {
-        let mut candidates: Vec<&Arc<Member>> = Vec::new();
-        set.candidates(record, ctx, &mut candidates);
-        let mut outcome = LineOutcome { candidates: candidates.len(), matched: 0 };
+        let mut hits: Vec<Hit<'_>> = Vec::new();
+        set.candidates(record, ctx, &mut hits);
+        let mut outcome = LineOutcome::default();
         let mut whole: Option<Result<Record, RecordError>> = None;
-        for member in candidates {
+        // hits come sorted by member: one decision per member
+        for group in hits.chunk_by(|a, b| a.member.serial == b.member.serial) {
+            let member = group[0].member;
+            outcome.candidates += 1;
+            // `Some(true)`: the index and the conjunct's clauses prove the filter TRUE;
+            // `None`: the filter decides
+            let proven = match group[0].conjunct {
+                NO_CONJUNCT => None,
+                _ if !group.iter().any(|hit| holds(member, hit, record, ctx)) => continue,
+                _ if member.access.exact => Some(true),
+                _ => None,
+            };
             let query = &member.query;
             let input = match line {
                 Some(line) if member.access.whole_record => {
-                    if member.access.prefilter && !query.filter_passes(record, ctx) {
+                    if proven.is_none()
+                        && member.access.prefilter
+                        && !query.filter_passes(record, ctx)
+                    {
                         continue;
                     }
                     match whole.get_or_insert_with(|| decode_record(line)) {
@@ -84,8 +99,12 @@ impl MatchWorker {
             let slot = self
                 .slots
                 .entry(member.serial)
-                .or_insert_with(|| Slot { member: (*member).clone(), state: query.new_worker() });
-            if query.process_candidate(&mut slot.state, input, ctx) {
+                .or_insert_with(|| Slot { member: member.clone(), state: query.new_worker() });
+            let matched = match proven {
+                Some(true) => query.process_matched(&mut slot.state, input, ctx),
+                _ => query.process_candidate(&mut slot.state, input, ctx),
+            };
+            if matched {
                 outcome.matched += 1;
                 if query.is_raw() {
                     if let Some(partial) = query.flush(&mut slot.state) {
@@ -115,4 +134,17 @@ impl MatchWorker {
     pub fn states(&self) -> usize {
         self.slots.len()
     }
+}
+
+/// True when the conjunct of `hit` holds for `record`: every clause's sub-expression is TRUE
+/// (or the index's key match already says so).
+fn holds(member: &Member, hit: &Hit<'_>, record: &Record, ctx: &EvalContext) -> bool {
+    if !hit.check {
+        return true;
+    }
+    let Some(conjuncts) = &member.access.conjuncts else { return true };
+    conjuncts[hit.conjunct as usize]
+        .clauses
+        .iter()
+        .all(|clause| clause.test.eval_bool(record, ctx) == Some(true))
 }
