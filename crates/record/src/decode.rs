@@ -79,31 +79,76 @@ pub fn decode_fields(bytes: &[u8], names: &[&str]) -> Result<Record, RecordError
 /// which counts levels and stops at [`MAX_DEPTH`].
 pub const FAST_SKIP_MAX_OPENINGS: usize = 256;
 
-/// A set of top-level field names to decode, built once and used for many lines
-/// ([`FieldSet::decode`]): what the active queries touch.
+/// A set of top-level fields to decode, built once and used for many lines
+/// ([`FieldSet::decode`]): what the active queries touch. A field is decoded whole, or, when
+/// every query reads it only through constant keys (`demographics.country`), as an object of
+/// just those keys.
 #[derive(Debug, Clone, Default)]
 pub struct FieldSet {
     names: Vec<Box<str>>,
+    /// Per name: `None` to decode the whole value; `Some(keys)` to keep only these keys of an
+    /// object value (any other value is decoded whole).
+    parts: Vec<Option<Box<[Box<str>]>>>,
     /// For larger sets: name → position in `names` (small sets are scanned, which is faster).
     index: Option<HashMap<Box<str>, usize, foldhash::fast::FixedState>>,
+    /// A Bloom filter of the names' (length, first byte, last byte): most other keys of a line
+    /// are passed over without a comparison or a hash.
+    bloom: [u64; 4],
 }
 
 /// The largest set looked up by scanning instead of hashing.
 const FIELD_SET_SCAN_MAX: usize = 8;
 
+fn bloom_slot(key: &str) -> usize {
+    let bytes = key.as_bytes();
+    let (first, last) = (bytes.first().copied(), bytes.last().copied());
+    let h = (bytes.len() as u32).wrapping_mul(0x9e37_79b9)
+        ^ u32::from(first.unwrap_or(0)).wrapping_mul(0x85eb_ca6b)
+        ^ u32::from(last.unwrap_or(0)).wrapping_mul(0xc2b2_ae35);
+    (h >> 24) as usize
+}
+
 impl FieldSet {
-    /// The set of `names` (duplicates are kept once).
+    /// The set of `names`, each decoded whole (duplicates are kept once).
     pub fn new<S: AsRef<str>>(names: impl IntoIterator<Item = S>) -> Self {
-        let mut unique: Vec<Box<str>> = Vec::new();
-        for n in names {
-            if !unique.iter().any(|u| **u == *n.as_ref()) {
-                unique.push(n.as_ref().into());
+        Self::with_parts(names.into_iter().map(|n| (n, None)))
+    }
+
+    /// The set of `fields`: `(name, None)` decodes a field whole; `(name, Some(key))` asks for
+    /// one key of it. A name keeps every key asked of it, and is decoded whole as soon as one
+    /// request is for the whole field.
+    pub fn with_parts<S: AsRef<str>>(fields: impl IntoIterator<Item = (S, Option<S>)>) -> Self {
+        let mut names: Vec<Box<str>> = Vec::new();
+        let mut parts: Vec<Option<Vec<Box<str>>>> = Vec::new();
+        for (name, key) in fields {
+            let i = match names.iter().position(|n| **n == *name.as_ref()) {
+                Some(i) => i,
+                None => {
+                    names.push(name.as_ref().into());
+                    parts.push(Some(Vec::new()));
+                    names.len() - 1
+                }
+            };
+            match (key, &mut parts[i]) {
+                (None, part) => *part = None,
+                (Some(key), Some(keys)) => {
+                    if !keys.iter().any(|k| **k == *key.as_ref()) {
+                        keys.push(key.as_ref().into());
+                    }
+                }
+                (Some(_), None) => {}
             }
         }
-        let index = (unique.len() > FIELD_SET_SCAN_MAX).then(|| {
-            unique.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect::<HashMap<_, _, _>>()
+        let index = (names.len() > FIELD_SET_SCAN_MAX).then(|| {
+            names.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect::<HashMap<_, _, _>>()
         });
-        Self { names: unique, index }
+        let mut bloom = [0u64; 4];
+        for name in &names {
+            let slot = bloom_slot(name);
+            bloom[slot / 64] |= 1 << (slot % 64);
+        }
+        let parts = parts.into_iter().map(|p| p.map(Vec::into_boxed_slice)).collect();
+        Self { names, parts, index, bloom }
     }
 
     pub fn len(&self) -> usize {
@@ -122,6 +167,13 @@ impl FieldSet {
         self.names.iter().map(|n| &**n)
     }
 
+    /// The keys kept of field `name` when it is an object; `None` when it is decoded whole (or
+    /// not at all).
+    pub fn keys_of(&self, name: &str) -> Option<impl Iterator<Item = &str>> {
+        let i = Names::position(self, name)?;
+        Some(self.parts[i].as_ref()?.iter().map(|k| &**k))
+    }
+
     /// Decodes the fields of this set from one JSON object, skipping the others without building
     /// values: the hot path of a worker, which reads only what its queries use.
     ///
@@ -131,14 +183,23 @@ impl FieldSet {
     /// what costs, not reading the bytes.
     ///
     /// It accepts every line [`decode_record`] accepts, with the same values as
-    /// [`decode_record`] restricted to the set. Skipped values are validated as JSON (syntax,
-    /// UTF-8, numbers within a double's range) but, for lines of at most
-    /// [`FAST_SKIP_MAX_OPENINGS`] brackets, not held to the nesting limit ([`MAX_DEPTH`]), which
-    /// only matters once a value is built: it accepts a line whose unread field nests 33 to 256
-    /// levels deep, which [`decode_record`] rejects, and never the other way round.
+    /// [`decode_record`] restricted to the set (and an object field asked for by keys
+    /// restricted to those keys). Skipped values are validated as JSON (syntax, UTF-8, numbers
+    /// within a double's range) but, for lines of at most [`FAST_SKIP_MAX_OPENINGS`] brackets,
+    /// not held to the nesting limit ([`MAX_DEPTH`]), which only matters once a value is built:
+    /// it accepts a line whose unread field nests 33 to 256 levels deep, which [`decode_record`]
+    /// rejects, and never the other way round.
     pub fn decode(&self, bytes: &[u8]) -> Result<Record, RecordError> {
         if count_openings(bytes) > FAST_SKIP_MAX_OPENINGS {
-            return decode_fields(bytes, &self.names.iter().map(|n| &**n).collect::<Vec<_>>());
+            let names: Vec<&str> = self.names.iter().map(|n| &**n).collect();
+            let mut record = decode_fields(bytes, &names)?;
+            for (name, value) in record.fields_mut() {
+                if let (Some(keys), Value::Map(map)) = (self.keys_of(name), value) {
+                    let keys: Vec<&str> = keys.collect();
+                    map.retain(|k, _| keys.contains(&k.as_str()));
+                }
+            }
+            return Ok(record);
         }
         let tree = sonic_rs::from_slice::<sonic_rs::Value>(bytes).map_err(|e| malformed(&e))?;
         let Some(object) = tree.as_object() else {
@@ -146,8 +207,24 @@ impl FieldSet {
         };
         let mut map = Map::with_capacity(self.names.len());
         for (key, value) in object.iter() {
+            let slot = bloom_slot(key);
+            if self.bloom[slot / 64] & (1 << (slot % 64)) == 0 {
+                continue;
+            }
             if let Some(i) = Names::position(self, key) {
-                map.insert(self.names[i].to_string(), from_sonic(value, 2)?);
+                let value = match (&self.parts[i], value.as_object()) {
+                    (Some(keys), Some(object)) => {
+                        let mut kept = Map::with_capacity(keys.len());
+                        for (k, v) in object.iter() {
+                            if keys.iter().any(|wanted| **wanted == *k) {
+                                kept.insert(k.to_owned(), from_sonic(v, 3)?);
+                            }
+                        }
+                        Value::Map(kept)
+                    }
+                    _ => from_sonic(value, 2)?,
+                };
+                map.insert(self.names[i].to_string(), value);
             }
         }
         Ok(Record::from_map(map))
@@ -734,7 +811,41 @@ mod tests {
                 (Err(_), _) => {}
             }
         }
+        // keys of object fields: `a` by two keys, `b` whole after a key was asked of it
+        let parts =
+            [("a", Some("b")), ("a", Some("c")), ("cd", None), ("b", Some("a")), ("b", None)];
+        let set = FieldSet::with_parts(parts);
+        assert!(set.keys_of("a").is_some() && set.keys_of("b").is_none());
+        match (&full, set.decode(bytes)) {
+            (Ok(full), Ok(some)) => {
+                let mut expected = restrict(full, &["a", "cd", "b"]);
+                for (name, value) in expected.fields_mut() {
+                    if let (true, Value::Map(map)) = (name == "a", value) {
+                        map.retain(|k, _| k == "b" || k == "c");
+                    }
+                }
+                prop_assert_eq!(expected, some);
+            }
+            (Ok(full), Err(e)) => prop_assert!(false, "decode_record {:?} but parts {:?}", full, e),
+            (Err(_), _) => {}
+        }
         Ok(())
+    }
+
+    #[test]
+    fn object_fields_asked_for_by_key_keep_those_keys_on_both_paths() {
+        let set = FieldSet::with_parts([("m", Some("k")), ("m", Some("j")), ("n", None)]);
+        // past FAST_SKIP_MAX_OPENINGS brackets, the line takes the other decoder
+        let wide = format!("[{}]", vec!["[]"; FAST_SKIP_MAX_OPENINGS].join(","));
+        for pad in ["1".to_owned(), wide] {
+            let line =
+                format!(r#"{{"m":{{"z":0,"j":[1],"k":"v","j":2}},"pad":{pad},"n":{{"k":1}}}}"#);
+            let record = set.decode(line.as_bytes()).unwrap();
+            assert_eq!(record.to_json(), r#"{"m":{"j":2,"k":"v"},"n":{"k":1}}"#, "{pad}");
+        }
+        // a field that is not an object is decoded whole
+        let record = set.decode(br#"{"m":[{"k":1}]}"#).unwrap();
+        assert_eq!(record.to_json(), r#"{"m":[{"k":1}]}"#);
     }
 
     #[test]

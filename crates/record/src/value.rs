@@ -211,6 +211,11 @@ impl Record {
         &self.fields
     }
 
+    /// The fields, with their values changeable (names and order are not).
+    pub fn fields_mut(&mut self) -> impl Iterator<Item = (&String, &mut Value)> {
+        self.fields.iter_mut()
+    }
+
     pub fn into_map(self) -> Map {
         self.fields
     }

@@ -32,8 +32,11 @@
 
 use crate::eval::node::{ConstSet, FieldRef, Node, Step};
 use crate::exec::CompiledQuery;
-use needle_query::ast::{CompareOp, ExprKind, Quantifier};
+use needle_query::ast::{Accessor, CompareOp, ExprKind, Quantifier};
 use needle_record::Value;
+
+/// Separates a field's name and a key of it in [`Access::fields`].
+pub(crate) const PART: char = '\u{0}';
 
 /// Past this many conjuncts, an AND keeps only its most selective side.
 pub(crate) const MAX_CONJUNCTS: usize = 16;
@@ -146,7 +149,9 @@ pub(crate) struct Access {
     pub conjuncts: Option<Vec<Conjunct>>,
     /// The filter is TRUE exactly when one of `conjuncts` holds.
     pub exact: bool,
-    /// Top-level fields the stream stage reads.
+    /// What the stream stage reads of a record: top-level field names, and `name` [`PART`]
+    /// `key` for a field read through a constant key (`demographics.country`), of which the
+    /// decoder may keep just the keys queries ask for.
     pub fields: Vec<String>,
     /// RAW with `*`: a matching record is handed over whole.
     pub whole_record: bool,
@@ -162,8 +167,12 @@ impl Access {
         for expr in stage.input_expressions() {
             expr.visit(&mut |e| {
                 if let ExprKind::Field(f) = &e.kind {
-                    if !fields.contains(&f.name) {
-                        fields.push(f.name.clone());
+                    let read = match f.path.first() {
+                        Some(Accessor::Key(key)) => format!("{}{PART}{key}", f.name),
+                        _ => f.name.clone(),
+                    };
+                    if !fields.contains(&read) {
+                        fields.push(read);
                     }
                 }
             });
@@ -458,7 +467,9 @@ mod tests {
     #[test]
     fn fields_and_whole_records() {
         let a = access("SELECT a, SUM(b) FROM STREAM() WHERE c.d = 1 GROUP BY a");
-        assert_eq!(a.fields, ["c", "a", "b"]);
+        assert_eq!(a.fields, ["c\u{0}d", "a", "b"]);
+        let a = access("SELECT m, SIZEOF(l) FROM STREAM() WHERE m['k'] = 1 AND l[0] = 2");
+        assert_eq!(a.fields, ["m\u{0}k", "l", "m"]);
         assert!(!a.whole_record);
         let a = access("SELECT * FROM STREAM() WHERE id = 'x'");
         assert_eq!(a.fields, ["id"]);

@@ -62,7 +62,8 @@ impl Member {
         self.access.conjuncts.is_some()
     }
 
-    /// The top-level fields this query reads from the stream.
+    /// What this query reads of a record: top-level field names, and `name\u{0}key` for a
+    /// field it reads only through a constant key.
     pub fn fields(&self) -> &[String] {
         &self.access.fields
     }

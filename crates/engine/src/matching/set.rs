@@ -16,6 +16,7 @@
 //! The snapshot also keeps what decoding needs: the union of the top-level fields the members
 //! read, as a [`FieldSet`], rebuilt only when a field name comes or goes.
 
+use super::access::PART;
 use super::index::{Hit, PredicateIndex};
 use super::Member;
 use crate::eval::node::FieldRef;
@@ -183,9 +184,14 @@ impl MatchSet {
                 let fields = if same_names {
                     self.fields.clone()
                 } else {
-                    let mut names: Vec<&String> = uses.keys().collect();
-                    names.sort();
-                    Arc::new(FieldSet::new(names))
+                    let mut reads: Vec<&String> = uses.keys().collect();
+                    reads.sort();
+                    Arc::new(FieldSet::with_parts(reads.into_iter().map(|read| {
+                        match read.split_once(PART) {
+                            Some((name, key)) => (name, Some(key)),
+                            None => (read.as_str(), None),
+                        }
+                    })))
                 };
                 (Arc::new(uses), fields)
             }
