@@ -291,7 +291,7 @@ fn cast(v: &Value, t: &Type) -> Value {
         },
         Type::List(e) => v.as_list().map(|l| Value::List(l.iter().map(|x| cast(x, e)).collect())),
         Type::Map(e) => v.as_map().map(|m| {
-            let mut out = Map::new();
+            let mut out = Map::default();
             for (k, x) in m {
                 out.insert(k.clone(), cast(x, e));
             }
@@ -316,7 +316,7 @@ fn sorted(v: &Value) -> Value {
         Value::Map(m) => {
             let mut keys: Vec<_> = m.keys().cloned().collect();
             keys.sort();
-            let mut out = Map::new();
+            let mut out = Map::default();
             for k in keys {
                 out.insert(k.clone(), sorted(&m[&k]));
             }
@@ -725,7 +725,7 @@ fn prim() -> BoxedStrategy<Value> {
 fn map_of(v: BoxedStrategy<Value>) -> BoxedStrategy<Value> {
     prop::collection::vec((prop::sample::select(KEYS), v), 0..4)
         .prop_map(|pairs| {
-            let mut m = Map::new();
+            let mut m = Map::default();
             for (k, v) in pairs {
                 m.insert(k.to_string(), v);
             }

@@ -205,7 +205,7 @@ impl FieldSet {
         let Some(object) = tree.as_object() else {
             return Err(RecordError::NotAnObject { found: sonic_kind_name(&tree) });
         };
-        let mut map = Map::with_capacity(self.names.len());
+        let mut map = crate::map_with_capacity(self.names.len());
         for (key, value) in object.iter() {
             let slot = bloom_slot(key);
             if self.bloom[slot / 64] & (1 << (slot % 64)) == 0 {
@@ -214,7 +214,7 @@ impl FieldSet {
             if let Some(i) = Names::position(self, key) {
                 let value = match (&self.parts[i], value.as_object()) {
                     (Some(keys), Some(object)) => {
-                        let mut kept = Map::with_capacity(keys.len());
+                        let mut kept = crate::map_with_capacity(keys.len());
                         for (k, v) in object.iter() {
                             if keys.iter().any(|wanted| **wanted == *k) {
                                 kept.insert(k.to_owned(), from_sonic(v, 3)?);
@@ -267,7 +267,7 @@ fn from_sonic(v: &sonic_rs::Value, depth: usize) -> Result<Value, RecordError> {
             if depth > MAX_DEPTH {
                 return Err(too_deep());
             }
-            let mut map = Map::new();
+            let mut map = Map::default();
             if let Some(object) = v.as_object() {
                 map.reserve(object.len());
                 for (k, item) in object.iter() {
@@ -418,7 +418,7 @@ impl<'de> Visitor<'de> for ValueSeed {
         while let Some(key) = access.next_key::<String>()? {
             entries.push((key, access.next_value_seed(inner)?));
         }
-        let mut map = Map::with_capacity(entries.len());
+        let mut map = crate::map_with_capacity(entries.len());
         for (key, value) in entries {
             map.insert(key, value);
         }
@@ -544,7 +544,7 @@ impl<'de, N: Names + ?Sized> Visitor<'de> for FieldsSeed<'_, N> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Map, A::Error> {
-        let mut map = Map::with_capacity(self.names.count());
+        let mut map = crate::map_with_capacity(self.names.count());
         while let Some(wanted) = access.next_key_seed(KeyFilter { names: self.names })? {
             match wanted {
                 Some(i) => {
@@ -624,7 +624,7 @@ mod tests {
             .into_iter()
             .collect();
         assert_eq!(r.get("w"), Some(&Value::List(vec![Value::Long(1), Value::Map(inner)])));
-        assert_eq!(r.get("v"), Some(&Value::Map(Map::new())));
+        assert_eq!(r.get("v"), Some(&Value::Map(Map::default())));
         assert_eq!(r.to_json(), r#"{"z":null,"y":true,"x":"hé\n","w":[1,{"b":2,"a":[]}],"v":{}}"#);
     }
 

@@ -15,4 +15,4 @@ pub use decode::{
 };
 pub use error::RecordError;
 pub use types::Type;
-pub use value::{Map, Record, Value};
+pub use value::{map_with_capacity, Map, MapHasher, Record, Value};

@@ -6,8 +6,19 @@ use indexmap::IndexMap;
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 
 /// A map value, and the fields of a record: keys keep their insertion order so that results print
-/// fields in the order they arrived or were projected.
-pub type Map = IndexMap<String, Value>;
+/// fields in the order they arrived or were projected. Hashed with foldhash (randomly seeded per
+/// process, so keys from a stream cannot be chosen to collide), several times faster than the
+/// standard library's SipHash on the short keys of events: decoding inserts every key of a
+/// record, and filters look keys up in nested maps.
+pub type Map = IndexMap<String, Value, MapHasher>;
+
+/// The hasher of [`Map`]; `Map::default()` and [`map_with_capacity`] build maps with it.
+pub type MapHasher = foldhash::fast::RandomState;
+
+/// An empty [`Map`] with room for `n` entries.
+pub fn map_with_capacity(n: usize) -> Map {
+    Map::with_capacity_and_hasher(n, MapHasher::default())
+}
 
 /// One typed value. NULL stands for both a JSON `null` and a missing field.
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -338,7 +338,7 @@ impl<'a> Reader<'a> {
 
     fn map_at(&mut self, depth: usize) -> Result<Map, EngineError> {
         let n = self.len(2)?;
-        let mut map = Map::with_capacity(n);
+        let mut map = needle_record::map_with_capacity(n);
         for _ in 0..n {
             let k = self.string()?;
             let v = self.value_at(depth)?;
@@ -357,7 +357,7 @@ mod tests {
     use super::*;
 
     fn sample() -> Value {
-        let mut m = Map::new();
+        let mut m = Map::default();
         m.insert("k".into(), Value::Float(1.5));
         m.insert("n".into(), Value::Null);
         Value::List(vec![

@@ -137,7 +137,7 @@ mod tests {
 
     #[test]
     fn decoding_a_key_gives_the_canonical_values() {
-        let mut m = Map::new();
+        let mut m = Map::default();
         m.insert("z".into(), Value::Float(0.1));
         let values = vec![
             Value::Int(3),

@@ -201,7 +201,7 @@ mod tests {
             cast(&list, &t),
             Value::List(vec![Value::Int(1), Value::Null, Value::Null, Value::Int(2)])
         );
-        let mut m = needle_record::Map::new();
+        let mut m = needle_record::Map::default();
         m.insert("a".into(), Value::Int(1));
         let out = cast(&Value::Map(m), &Type::Map(Box::new(Type::String)));
         assert_eq!(out.as_map().unwrap()["a"], s("1"));

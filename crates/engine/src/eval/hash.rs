@@ -125,10 +125,10 @@ mod tests {
 
     #[test]
     fn maps_hash_the_same_in_any_key_order() {
-        let mut a = Map::new();
+        let mut a = Map::default();
         a.insert("x".into(), Value::Int(1));
         a.insert("y".into(), Value::List(vec![Value::from("q\""), Value::Double(f64::NAN)]));
-        let mut b = Map::new();
+        let mut b = Map::default();
         b.insert("y".into(), a["y"].clone());
         b.insert("x".into(), Value::Int(1));
         assert_eq!(canonical_json(&Value::Map(a.clone())), r#"{"x":1,"y":["q\"",null]}"#);

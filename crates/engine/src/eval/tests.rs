@@ -224,8 +224,10 @@ fn containers_compare_structurally() {
     assert_eq!(eval(&cmp(Lt, l12(), list(vec![int(1), int(3)]))), T);
     assert_eq!(eval(&cmp(Eq, l12(), int(1))), N);
     let mut r = Record::new();
-    let m1: Map = [("a".to_string(), Value::Int(1)), ("b".to_string(), Value::Int(2))].into();
-    let m2: Map = [("b".to_string(), Value::Long(2)), ("a".to_string(), Value::Int(1))].into();
+    let m1: Map =
+        Map::from_iter([("a".to_string(), Value::Int(1)), ("b".to_string(), Value::Int(2))]);
+    let m2: Map =
+        Map::from_iter([("b".to_string(), Value::Long(2)), ("a".to_string(), Value::Int(1))]);
     r.insert("m1", Value::Map(m1));
     r.insert("m2", Value::Map(m2));
     let ctx = EvalContext::default();
@@ -330,13 +332,12 @@ fn rlike_literal_patterns_are_checked_at_compile_time_and_computed_ones_per_reco
 
 #[test]
 fn field_paths_keys_indexes_and_computed_accessors() {
-    let inner: Map = [("c".to_string(), Value::Int(9))].into();
-    let m: Map = [
+    let inner: Map = Map::from_iter([("c".to_string(), Value::Int(9))]);
+    let m: Map = Map::from_iter([
         ("b".to_string(), Value::Map(inner)),
         ("k".to_string(), Value::from("v")),
         ("idx".to_string(), Value::Int(1)),
-    ]
-    .into();
+    ]);
     let mut r = Record::new();
     r.insert("m", Value::Map(m.clone()));
     r.insert("l", Value::List(vec![Value::Map(m), Value::from("second")]));
@@ -443,7 +444,7 @@ fn functions_through_expressions() {
         eval(&call(UnixTimestamp, vec![lit("02/01/1970"), lit("dd/MM/yyyy")])),
         Value::Long(86_400)
     );
-    let m: Map = [("k".to_string(), Value::Int(1))].into();
+    let m: Map = Map::from_iter([("k".to_string(), Value::Int(1))]);
     let mut r = record();
     r.insert("m", Value::Map(m));
     let ck = CompiledExpr::compile(&call(ContainsKey, vec![field("m"), lit("k")])).unwrap();
@@ -557,8 +558,8 @@ fn bql(text: &str, r: &Record) -> Value {
 #[test]
 fn bql_text_end_to_end() {
     let mut r = record();
-    let inner: Map = [("c".to_string(), Value::from("deep"))].into();
-    let m: Map = [("b".to_string(), Value::Map(inner))].into();
+    let inner: Map = Map::from_iter([("c".to_string(), Value::from("deep"))]);
+    let m: Map = Map::from_iter([("b".to_string(), Value::Map(inner))]);
     r.insert("a", Value::Map(m.clone()));
     r.insert("l", Value::List(vec![Value::Map(m), Value::Int(2)]));
     let cases: &[(&str, Value)] = &[
