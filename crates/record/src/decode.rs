@@ -190,45 +190,107 @@ impl FieldSet {
     /// it accepts a line whose unread field nests 33 to 256 levels deep, which [`decode_record`]
     /// rejects, and never the other way round.
     pub fn decode(&self, bytes: &[u8]) -> Result<Record, RecordError> {
+        let mut record = Record::new();
+        self.decode_into(bytes, &mut record)?;
+        Ok(record)
+    }
+
+    /// [`FieldSet::decode`] into `record`, which held the previous line's fields: where the
+    /// fields come in the same order as last time (records from one producer do), their names,
+    /// strings and maps are overwritten in place instead of allocated anew. After an error,
+    /// `record` holds some fields of the line or of earlier ones.
+    pub fn decode_into(&self, bytes: &[u8], record: &mut Record) -> Result<(), RecordError> {
         if count_openings(bytes) > FAST_SKIP_MAX_OPENINGS {
             let names: Vec<&str> = self.names.iter().map(|n| &**n).collect();
-            let mut record = decode_fields(bytes, &names)?;
+            *record = decode_fields(bytes, &names)?;
             for (name, value) in record.fields_mut() {
                 if let (Some(keys), Value::Map(map)) = (self.keys_of(name), value) {
                     let keys: Vec<&str> = keys.collect();
                     map.retain(|k, _| keys.contains(&k.as_str()));
                 }
             }
-            return Ok(record);
+            return Ok(());
         }
         let tree = sonic_rs::from_slice::<sonic_rs::Value>(bytes).map_err(|e| malformed(&e))?;
         let Some(object) = tree.as_object() else {
             return Err(RecordError::NotAnObject { found: sonic_kind_name(&tree) });
         };
-        let mut map = crate::map_with_capacity(self.names.len());
-        for (key, value) in object.iter() {
+        fill_object(record.map_mut(), object, 2, |key| {
             let slot = bloom_slot(key);
             if self.bloom[slot / 64] & (1 << (slot % 64)) == 0 {
-                continue;
+                return None;
             }
-            if let Some(i) = Names::position(self, key) {
-                let value = match (&self.parts[i], value.as_object()) {
-                    (Some(keys), Some(object)) => {
-                        let mut kept = crate::map_with_capacity(keys.len());
-                        for (k, v) in object.iter() {
-                            if keys.iter().any(|wanted| **wanted == *k) {
-                                kept.insert(k.to_owned(), from_sonic(v, 3)?);
-                            }
-                        }
-                        Value::Map(kept)
-                    }
-                    _ => from_sonic(value, 2)?,
-                };
-                map.insert(self.names[i].to_string(), value);
+            Names::position(self, key).map(|i| self.parts[i].as_deref())
+        })
+    }
+}
+
+/// What to keep of an object's entry: `None` skips it; `Some(None)` keeps it whole;
+/// `Some(Some(keys))` keeps only these keys of it when it is an object.
+type Wanted<'k> = Option<Option<&'k [Box<str>]>>;
+
+/// Sets `map` to the entries of `object` that `want` keeps, their values at nesting level
+/// `depth`, reusing `map`'s keys and values where they come in the same order as before.
+fn fill_object<'k>(
+    map: &mut Map,
+    object: &sonic_rs::Object,
+    depth: usize,
+    want: impl Fn(&str) -> Wanted<'k>,
+) -> Result<(), RecordError> {
+    let mut next = 0;
+    for (key, value) in object.iter() {
+        let Some(parts) = want(key) else { continue };
+        match map.get_index_mut(next) {
+            Some((k, v)) if *k == key => {
+                fill_value(v, value, depth, parts)?;
+                next += 1;
+            }
+            _ => match map.get_index_of(key) {
+                // the key again (last value wins, first position stays)
+                Some(at) if at < next => fill_value(&mut map[at], value, depth, parts)?,
+                _ => {
+                    map.truncate(next);
+                    let mut v = Value::Null;
+                    fill_value(&mut v, value, depth, parts)?;
+                    map.insert(key.to_owned(), v);
+                    next += 1;
+                }
+            },
+        }
+    }
+    map.truncate(next);
+    Ok(())
+}
+
+/// Sets `target` to `v` at nesting level `depth` (an object restricted to `parts` when given),
+/// reusing `target`'s string or map when it has the same kind.
+fn fill_value(
+    target: &mut Value,
+    v: &sonic_rs::Value,
+    depth: usize,
+    parts: Option<&[Box<str>]>,
+) -> Result<(), RecordError> {
+    match (v.get_type(), &mut *target) {
+        (sonic_rs::JsonType::String, Value::String(s)) => {
+            s.clear();
+            s.push_str(v.as_str().unwrap_or_default());
+        }
+        (sonic_rs::JsonType::Object, _) if parts.is_some() || depth <= MAX_DEPTH => {
+            let Some(object) = v.as_object() else { return Ok(()) };
+            if !matches!(target, Value::Map(_)) {
+                *target = Value::Map(Map::default());
+            }
+            let Value::Map(map) = target else { unreachable!("made a map above") };
+            match parts {
+                Some(keys) => fill_object(map, object, depth + 1, |k| {
+                    keys.iter().any(|wanted| **wanted == *k).then_some(None)
+                })?,
+                None => fill_object(map, object, depth + 1, |_| Some(None))?,
             }
         }
-        Ok(Record::from_map(map))
+        _ => *target = from_sonic(v, depth)?,
     }
+    Ok(())
 }
 
 /// The number of `{` and `[` bytes in `bytes` (strings included): a bound on how deep it nests.
@@ -815,6 +877,17 @@ mod tests {
         let parts =
             [("a", Some("b")), ("a", Some("c")), ("cd", None), ("b", Some("a")), ("b", None)];
         let set = FieldSet::with_parts(parts);
+        // decoding into a record that held other lines gives the same record
+        let fresh = set.decode(bytes);
+        let mut reused = Record::new();
+        let other = br#"{"b":{"a":"y","q":[{"r":1}]},"a":{"c":"old","b":[1]},"cd":"x","zz":1}"#;
+        for earlier in [&other[..], bytes] {
+            if set.decode_into(earlier, &mut reused).is_ok() {
+                let again = set.decode_into(bytes, &mut reused).map(|()| reused.clone());
+                prop_assert_eq!(fresh.as_ref().ok(), again.as_ref().ok());
+                prop_assert_eq!(fresh.is_ok(), again.is_ok());
+            }
+        }
         assert!(set.keys_of("a").is_some() && set.keys_of("b").is_none());
         match (&full, set.decode(bytes)) {
             (Ok(full), Ok(some)) => {

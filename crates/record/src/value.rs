@@ -222,6 +222,10 @@ impl Record {
         &self.fields
     }
 
+    pub(crate) fn map_mut(&mut self) -> &mut Map {
+        &mut self.fields
+    }
+
     /// The fields, with their values changeable (names and order are not).
     pub fn fields_mut(&mut self) -> impl Iterator<Item = (&String, &mut Value)> {
         self.fields.iter_mut()

@@ -215,6 +215,12 @@ impl MatchSet {
         self.fields.decode(line)
     }
 
+    /// [`MatchSet::decode`] into a record kept from the previous line
+    /// ([`FieldSet::decode_into`]).
+    pub fn decode_into(&self, line: &[u8], record: &mut Record) -> Result<(), RecordError> {
+        self.fields.decode_into(line, record)
+    }
+
     /// The index's hits for one record, live members only, in serial order (a member once per
     /// conjunct that hit), and the members without conjuncts. The caller checks the hits
     /// ([`Hit::check`]) and runs the filters that remain.

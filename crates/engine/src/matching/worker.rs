@@ -31,6 +31,8 @@ pub struct LineOutcome {
 #[derive(Default)]
 pub struct MatchWorker {
     slots: HashMap<u64, Slot, Fast>,
+    /// The record lines are decoded into, kept from line to line.
+    scratch: Record,
 }
 
 impl MatchWorker {
@@ -48,8 +50,13 @@ impl MatchWorker {
         ctx: &EvalContext,
         raw_out: impl FnMut(&Arc<Member>, Partial),
     ) -> Result<LineOutcome, RecordError> {
-        let record = set.decode(line)?;
-        Ok(self.process_record(set, &record, Some(line), ctx, raw_out))
+        // the previous line's record, overwritten in place (its names and strings reused)
+        let mut record = std::mem::take(&mut self.scratch);
+        let outcome = set
+            .decode_into(line, &mut record)
+            .map(|()| self.process_record(set, &record, Some(line), ctx, raw_out));
+        self.scratch = record;
+        outcome
     }
 
     /// [`MatchWorker::process`] for a record already decoded with (at least) the set's fields.
