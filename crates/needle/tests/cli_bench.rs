@@ -5,6 +5,12 @@ use std::process::Command;
 
 const NEEDLE: &str = env!("CARGO_BIN_EXE_needle");
 
+/// `--format json` output: one object per line.
+fn json_lines(stdout: &[u8]) -> Vec<serde_json::Value> {
+    let text = std::str::from_utf8(stdout).unwrap();
+    text.lines().map(|line| serde_json::from_str(line).unwrap()).collect()
+}
+
 #[test]
 fn latency_scenarios_report_needle_and_the_baseline_as_json() {
     let out_dir = std::env::temp_dir().join(format!("needle-bench-test-{}", std::process::id()));
@@ -39,11 +45,7 @@ fn matching_reports_records_per_second_and_the_parse_only_ratio_per_query_count(
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let rows: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
+    let rows = json_lines(&out.stdout);
     let shape: Vec<(String, u64)> = rows
         .iter()
         .map(|r| (r["set"].as_str().unwrap().to_owned(), r["queries"].as_u64().unwrap()))
@@ -84,11 +86,7 @@ fn vs_bullet_checks_both_engines_agree_then_reports_both_rates_and_the_ratio() {
     };
     let out = vs_bullet(&["--queries", "1,3"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let rows: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
+    let rows = json_lines(&out.stdout);
     assert_eq!(rows.iter().map(|r| r["queries"].as_u64().unwrap()).collect::<Vec<_>>(), [1, 3]);
     for row in &rows {
         let needle = row["needle_records_per_sec"].as_f64().unwrap();

@@ -36,9 +36,9 @@ mod compare;
 mod needle_side;
 mod peer;
 
+use super::matching::bullet_lines;
 use super::{Outcome, Output};
 use comfy_table::Table;
-use needle_workload::{Generator, WorkloadKind, WorkloadSpec};
 use peer::{Peer, PeerReport, RunOptions};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -416,18 +416,6 @@ fn row(
 fn bullet_passes(records: usize, queries: usize, seconds: f64) -> usize {
     let per_record = 1e-6 + 0.2e-6 * queries as f64;
     ((seconds / (records as f64 * per_record)).ceil() as usize).clamp(1, 1_000)
-}
-
-fn bullet_lines(count: usize, seed: u64) -> Result<Vec<Vec<u8>>, String> {
-    let spec = WorkloadSpec::new(WorkloadKind::Bullet).with_seed(seed);
-    let mut generator = Generator::new(&spec).map_err(|e| e.to_string())?;
-    Ok((0..count)
-        .map(|_| {
-            let mut line = Vec::new();
-            generator.write_next(&mut line);
-            line
-        })
-        .collect())
 }
 
 fn write_lines(path: &Path, lines: &[Vec<u8>]) -> Result<(), String> {
