@@ -258,17 +258,25 @@ impl Outcome for VsBulletResult {
 }
 
 fn measure(args: &Args) -> Result<VsBulletResult, String> {
+    let progress = super::progress_bar(1 + 2 * args.queries.len() as u64);
+    let result = measure_with(args, &progress);
+    // cleared on an error too, so that the error is the last thing on the terminal
+    progress.finish_and_clear();
+    result
+}
+
+fn measure_with(args: &Args, progress: &indicatif::ProgressBar) -> Result<VsBulletResult, String> {
     let load_average_at_start = load_average();
     let pinning = if args.no_pin {
         Pinning { needle_cpu: None, bullet_cpu: None }
     } else if peer::has_taskset() {
         Pinning { needle_cpu: Some(args.cpu), bullet_cpu: Some(args.cpu) }
     } else {
-        eprintln!("warning: taskset is not on PATH: Bullet's JVM runs unpinned");
+        progress
+            .suspend(|| eprintln!("warning: taskset is not on PATH: Bullet's JVM runs unpinned"));
         Pinning { needle_cpu: Some(args.cpu), bullet_cpu: None }
     };
     let peer = Peer::locate(args.peer.as_deref())?;
-    let progress = super::progress_bar(1 + 2 * args.queries.len() as u64);
     progress.set_message("building the Bullet peer");
     peer.build()?;
 
@@ -337,7 +345,6 @@ fn measure(args: &Args) -> Result<VsBulletResult, String> {
         progress.inc(1);
         rows.push(row(&args.set, count, lines.len(), &needle, &bullet));
     }
-    progress.finish_and_clear();
     let bytes: usize = lines.iter().map(|l| l.len() + 1).sum();
     Ok(VsBulletResult {
         set: args.set.clone(),
