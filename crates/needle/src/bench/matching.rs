@@ -202,7 +202,8 @@ pub fn measure_plan(plan: &MatchingPlan) -> Result<MatchingResult, String> {
     Ok(MatchingResult { rows, memory, record_bytes: bytes as f64 / lines.len().max(1) as f64 })
 }
 
-fn bullet_lines(count: usize, seed: u64) -> Result<Vec<Vec<u8>>, String> {
+/// `count` generated bullet records (at least one), each one line of JSON without its newline.
+pub(super) fn bullet_lines(count: usize, seed: u64) -> Result<Vec<Vec<u8>>, String> {
     let spec = WorkloadSpec::new(WorkloadKind::Bullet).with_seed(seed);
     let mut generator = Generator::new(&spec).map_err(|e| e.to_string())?;
     Ok((0..count.max(1))

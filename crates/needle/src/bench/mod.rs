@@ -6,6 +6,7 @@
 pub mod harness;
 pub mod latency;
 pub mod matching;
+pub mod vs_bullet;
 
 use serde::Serialize;
 use std::path::PathBuf;

@@ -81,6 +81,8 @@ class BulletPeerTest {
         assertEquals(List.of(Map.of("browsers", 3L)), report.results.get(2));
 
         assertTrue(report.recordsPerSec > 0 && report.decodeRecordsPerSec > 0);
+        // decoding is timed over whole passes, at least DECODE_TIMED_RECORDS records: 3,334 passes of 6
+        assertEquals(6L * 3334, report.decodeTimedRecords);
         assertEquals(0, report.timedOut);
         assertEquals(0, report.rateLimited);
     }
