@@ -30,14 +30,12 @@ const NOW_MS: i64 = 0;
 
 /// The queries, compiled once.
 pub struct Queries {
-    set: MatchSet,
     compiled: Vec<Arc<CompiledQuery>>,
 }
 
 impl Queries {
     /// Compiles every BQL text with needle's default limits; an error names the query.
     pub fn compile(texts: &[String]) -> Result<Self, String> {
-        let mut members = Vec::with_capacity(texts.len());
         let mut compiled = Vec::with_capacity(texts.len());
         for (i, text) in texts.iter().enumerate() {
             let plan = needle_query::compile(text, &QueryConfig::default())
@@ -45,10 +43,20 @@ impl Queries {
             let query = CompiledQuery::compile(&plan)
                 .map(Arc::new)
                 .map_err(|e| format!("query {} cannot run: {text}: {e}", i + 1))?;
-            members.push(Member::new(i as u64 + 1, format!("q{i}").into(), query.clone()));
             compiled.push(query);
         }
-        Ok(Self { set: MatchSet::new().update(members, &[]), compiled })
+        Ok(Self { compiled })
+    }
+
+    /// A new match set of the queries: a pass removes the queries that end from its set, and
+    /// a removed member is retired for good, so every pass needs members of its own.
+    fn set(&self) -> MatchSet {
+        let members = self
+            .compiled
+            .iter()
+            .enumerate()
+            .map(|(i, query)| Member::new(i as u64 + 1, format!("q{i}").into(), query.clone()));
+        MatchSet::new().update(members.collect(), &[])
     }
 
     pub fn len(&self) -> usize {
@@ -77,7 +85,7 @@ pub fn pass(queries: &Queries, lines: &[Vec<u8>]) -> Result<Pass, String> {
         ended: Vec::new(),
         error: None,
     };
-    let mut set = queries.set.clone();
+    let mut set = queries.set();
     let mut worker = MatchWorker::new();
     let ctx = EvalContext::new(NOW_MS);
     let mut malformed = 0usize;
@@ -91,13 +99,13 @@ pub fn pass(queries: &Queries, lines: &[Vec<u8>]) -> Result<Pass, String> {
             }
             join.remove_ended(&mut set);
         }
-        worker.flush(&set, |m, p| join.merge(m, p));
+        worker.flush(|m, p| join.merge(m, p));
         join.remove_ended(&mut set);
     }
     let wall = start.elapsed();
     let cpu = thread_cpu_time().saturating_sub(cpu_start);
 
-    worker.flush(&set, |m, p| join.merge(m, p));
+    worker.flush(|m, p| join.merge(m, p));
     for (run, results) in join.runs.iter_mut().zip(join.results.iter_mut()) {
         if let Some(last) = run.finish(NOW_MS) {
             results.extend(last.records);
@@ -218,11 +226,5 @@ pub fn pin_current_thread(cpu: usize) -> Result<(), String> {
 
 /// The CPU time the calling thread has used.
 fn thread_cpu_time() -> Duration {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid, writable timespec.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return Duration::ZERO;
-    }
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    Duration::try_from_secs_f64(crate::bench::thread_cpu_seconds()).unwrap_or(Duration::ZERO)
 }
