@@ -3,9 +3,15 @@
 //! without needle), and reports both with their ratio, because this machine is shared and
 //! absolute figures drift from run to run.
 
+pub mod chart;
+pub mod data_scaling;
+pub mod eps;
 pub mod harness;
 pub mod latency;
+pub mod live;
 pub mod matching;
+pub mod max_raw_queries;
+pub mod query_scaling;
 
 use serde::Serialize;
 use std::path::PathBuf;
@@ -94,7 +100,13 @@ pub struct Summary {
 
 impl Summary {
     pub fn of(samples: &[Duration]) -> Self {
-        let mut ms: Vec<f64> = samples.iter().map(|d| d.as_secs_f64() * 1000.0).collect();
+        let ms: Vec<f64> = samples.iter().map(|d| d.as_secs_f64() * 1000.0).collect();
+        Self::of_ms(&ms)
+    }
+
+    /// [`Summary::of`] samples already in milliseconds.
+    pub fn of_ms(samples: &[f64]) -> Self {
+        let mut ms = samples.to_vec();
         ms.sort_by(f64::total_cmp);
         let at = |q: f64| -> f64 {
             if ms.is_empty() {
