@@ -16,8 +16,9 @@
 //! O(due), not O(running): 100,000 queries waiting for their needles cost nothing per tick.
 //!
 //! A query that ends leaves the joiner and the status table at once, and the registry (the
-//! workers' snapshot) on the next tick together with every other query that ended since: one
-//! new snapshot per tick, not one per query, when thousands of queries end within a second.
+//! workers' snapshot) together with every other query that ended since: on the next tick when
+//! they are few, at most once a second when many end at once (one new snapshot, not one per
+//! query: each removal of many members rebuilds the match index).
 
 use crate::metrics::Metrics;
 use crate::registry::QuerySet;
@@ -106,6 +107,13 @@ impl Running {
     }
 }
 
+/// Ended queries leave the registry on the next tick when there are at most this many ...
+const FEW_LEAVING: usize = 64;
+/// ... and at most this often when there are more: removing more than √n members rebuilds the
+/// whole match index (O(n)), so thousands of queries ending per second must not do it at every
+/// tick. Until then the workers may still match them; the joiner drops those partials.
+const MANY_LEAVING_EVERY: Duration = Duration::from_secs(1);
+
 /// How often the status table's "records seen" is brought up to date.
 const STATUS_REFRESH: Duration = Duration::from_millis(500);
 
@@ -148,6 +156,7 @@ impl Joiner {
         // Queries that ended since the last tick, to leave the registry together on the tick
         // (until then workers may still match them; the joiner drops those partials).
         let mut leaving: Vec<Arc<str>> = Vec::new();
+        let mut last_removal = Instant::now();
         // Records the workers read, in all (every running query has seen those read after it
         // started).
         let mut records_total = 0u64;
@@ -236,8 +245,13 @@ impl Joiner {
                     self.publish_seen(&mut running, records_total);
                     last_refresh = last_tick;
                 }
-                self.queries.remove_many(&leaving);
-                leaving.clear();
+                // a few at every tick; many (each batch then rebuilds the whole index) at most
+                // once a second
+                if leaving.len() <= FEW_LEAVING || last_removal.elapsed() >= MANY_LEAVING_EVERY {
+                    self.queries.remove_many(&leaving);
+                    leaving.clear();
+                    last_removal = last_tick;
+                }
             }
         }
     }
