@@ -65,7 +65,13 @@ fn draw(path: &Path, chart: &Chart) -> Result<(), Box<dyn std::error::Error>> {
         .x_label_area_size(50)
         .y_label_area_size(80)
         .build_cartesian_2d(x0..x1, y0..y1)?;
-    let x_format = move |v: &f64| human(if log_x { 10f64.powf(*v) } else { *v });
+    // counts (workers) label their whole values only
+    let whole_x = !log_x && all.iter().all(|p| p.0.fract() == 0.0);
+    let x_format = move |v: &f64| match (log_x, whole_x) {
+        (true, _) => human(10f64.powf(*v)),
+        (false, true) if v.fract().abs() > 1e-9 => String::new(),
+        _ => human(*v),
+    };
     let y_format = move |v: &f64| human(if log_y { 10f64.powf(*v) } else { *v });
     let decades = |lo: f64, hi: f64| (hi - lo).round() as usize + 1;
     plot.configure_mesh()

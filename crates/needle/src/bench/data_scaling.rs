@@ -21,7 +21,7 @@
 //! interpolated inside its power-of-two buckets), and the CPU seconds of the worker threads.
 //!
 //! Per worker count: first an unpaced trial (the ceiling), then paced trials at `--fractions` of
-//! that ceiling. A paced trial is **sustained** when the runtime read at least 97% of the
+//! that ceiling (one above 1, since an unpaced trial on a shared machine can come out low). A paced trial is **sustained** when the runtime read at least 97% of the
 //! offered rate (otherwise the backlog grows outside needle, in the socket or generator, where
 //! read → match cannot see it) and read → match p99 < `--latency-ms`. The figure is the highest
 //! sustained rate; "per core" divides it by the workers (as Bullet divided by its cores), and
@@ -62,7 +62,7 @@ pub struct Args {
     #[arg(long, default_value_t = 1.0)]
     pub warmup: f64,
     /// Paced trials, as fractions of the unpaced ceiling, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "0.5,0.7,0.85,1.0")]
+    #[arg(long, value_delimiter = ',', default_value = "0.5,0.7,0.85,1.0,1.15")]
     pub fractions: Vec<f64>,
     /// The read → match p99 a sustained rate must stay under, in ms (Bullet: 200).
     #[arg(long, default_value_t = 200.0)]

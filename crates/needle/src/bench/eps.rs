@@ -293,11 +293,11 @@ impl Outcome for EpsResult {
         );
         println!("{table}");
         println!(
-            "result: {} events, sum {:.3} (expected {:.3}): {}",
+            "result: {} events, sum {:.3} (expected {:.3}, to 1e-9): {}",
             self.result_events,
             self.result_sum,
             self.expected_sum,
-            if self.result_ok { "exact" } else { "WRONG" }
+            if self.result_ok { "right" } else { "WRONG" }
         );
         println!(
             "target ≥ 5M events/s per core: {}; Linea: {}",

@@ -169,9 +169,10 @@ fn measure(args: &Args) -> Result<QueryScalingResult, String> {
         let start = Instant::now();
         let sent = send_probes(&mut probes, pool.line(0), args.probe_rate, args.seconds)?;
         let elapsed = start.elapsed().as_secs_f64();
+        let records = server.records_read() - read_before;
+        // the last probes' results
         std::thread::sleep(Duration::from_millis(300));
         let histogram = Histogram::read_to_match(&server.runtime).since(&histogram_before);
-        let records = server.records_read() - read_before;
         let back = std::mem::take(&mut *latencies.lock().unwrap_or_else(|e| e.into_inner()));
         rows.push(Row {
             scenario: "query-scaling",
