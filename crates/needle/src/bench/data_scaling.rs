@@ -366,8 +366,7 @@ impl Outcome for DataScalingResult {
     }
 
     fn json_lines(&self) -> Vec<Value> {
-        let trials = self.trials.iter().map(serde_json::to_value);
-        trials.map(|v| v.expect("a trial serializes")).collect()
+        super::json_lines_of(&self.trials)
     }
 
     fn print_table(&self) {

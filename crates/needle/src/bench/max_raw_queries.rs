@@ -319,7 +319,7 @@ impl Outcome for MaxRawResult {
     }
 
     fn json_lines(&self) -> Vec<Value> {
-        self.rows.iter().map(|r| serde_json::to_value(r).expect("a row serializes")).collect()
+        super::json_lines_of(&self.rows)
     }
 
     fn print_table(&self) {

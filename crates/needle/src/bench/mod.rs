@@ -66,6 +66,11 @@ pub fn report<T: Outcome>(scenario: &str, output: &Output, outcome: Result<T, St
     ExitCode::SUCCESS
 }
 
+/// Each of `rows` as one JSON line (for [`Outcome::json_lines`]).
+pub fn json_lines_of<T: Serialize>(rows: &[T]) -> Vec<serde_json::Value> {
+    rows.iter().map(|row| serde_json::to_value(row).expect("a row serializes")).collect()
+}
+
 /// A progress bar on stderr for a run of `steps` steps, hidden when stderr is not a terminal
 /// (so JSON output and logs stay clean).
 pub fn progress_bar(steps: u64) -> indicatif::ProgressBar {

@@ -294,7 +294,7 @@ impl Outcome for QueryScalingResult {
     }
 
     fn json_lines(&self) -> Vec<Value> {
-        self.rows.iter().map(|r| serde_json::to_value(r).expect("a row serializes")).collect()
+        super::json_lines_of(&self.rows)
     }
 
     fn print_table(&self) {
