@@ -124,7 +124,7 @@ pub fn run(args: Args) -> std::process::ExitCode {
         || !(args.seconds > 0.0 && args.seconds.is_finite())
         || !(args.warmup >= 0.0 && args.warmup.is_finite())
         || args.fractions.iter().any(|f| !(*f > 0.0 && f.is_finite()))
-        || !(args.latency_ms > 0.0)
+        || !(args.latency_ms > 0.0 && args.latency_ms.is_finite())
         || args.file_records == 0
     {
         return super::usage_error(
