@@ -236,8 +236,10 @@ fn trial(input: &Input, workers: usize, rate: Option<f64>, args: &Args) -> Resul
         }
         _ => {
             let path = input.file.as_ref().ok_or("no input file")?;
-            let source = FileSource::from_spec(&path.display().to_string(), &options)
-                .map_err(|e| e.to_string())?;
+            // followed, so that the source (and so the workers) do not end with the file
+            // before their CPU time is read
+            let spec = format!("{}?follow=true", path.display());
+            let source = FileSource::from_spec(&spec, &options).map_err(|e| e.to_string())?;
             LiveServer::gated(config, source)?
         }
     };

@@ -481,21 +481,33 @@ impl Histogram {
     }
 }
 
-/// CPU seconds this process's threads have used, by thread name prefix (from
-/// `/proc/self/task/*/schedstat`, in ns). Threads that ended are not counted.
+/// CPU seconds this process's threads have used, by thread name prefix. Each thread's CPU
+/// clock is read with `clock_gettime` on its per-thread clock id (what glibc's
+/// `pthread_getcpuclockid` makes from a thread id), which includes the time of a thread
+/// running right now: `/proc/self/task/*/stat` and `schedstat` lag on this tickless VM for a
+/// worker that runs for seconds without being descheduled. Threads that ended are not counted.
 pub fn thread_cpu_seconds(prefixes: &[&str]) -> f64 {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return f64::NAN };
-    let mut ns = 0u64;
+    let mut seconds = 0.0;
     for task in tasks.flatten() {
-        let path = task.path();
-        let name = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+        let name = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
         if !prefixes.iter().any(|p| name.trim_end().starts_with(p)) {
             continue;
         }
-        let stat = std::fs::read_to_string(path.join("schedstat")).unwrap_or_default();
-        ns += stat.split_whitespace().next().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        let Some(tid) = task.file_name().to_str().and_then(|t| t.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        // MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED) of the Linux ABI
+        let clock = (!(tid as libc::clockid_t) << 3) | 6;
+        let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: `now` is a valid timespec to write; an invalid clock (a thread that just
+        // ended) is an error return, not undefined behaviour.
+        if unsafe { libc::clock_gettime(clock, &mut now) } == 0 {
+            seconds += now.tv_sec as f64 + now.tv_nsec as f64 / 1e9;
+        }
     }
-    ns as f64 / 1e9
+    seconds
 }
 
 /// The names of needle's own threads: the source (and the `tcp:` source's client threads,
