@@ -39,9 +39,15 @@ pub async fn websocket(
 async fn session(socket: WebSocket, state: AppState, owner: String) {
     let (mut sink, mut incoming) = socket.split();
     let (out, mut outgoing) = mpsc::channel::<String>(64);
+    // Messages waiting together go out in one write: under a burst of results, one flush
+    // (a syscall) per message kept the HTTP thread busy.
     let writer = tokio::spawn(async move {
         while let Some(text) = outgoing.recv().await {
-            if sink.send(Message::Text(text.into())).await.is_err() {
+            let mut sent = sink.feed(Message::Text(text.into())).await;
+            while let (Ok(()), Ok(text)) = (&sent, outgoing.try_recv()) {
+                sent = sink.feed(Message::Text(text.into())).await;
+            }
+            if sent.is_err() || sink.flush().await.is_err() {
                 break;
             }
         }
