@@ -31,7 +31,7 @@ impl BenchServer {
         let data = source.local_addr().ok_or("the source has no address")?;
         let runtime = Runtime::start(bench_config(0), Box::new(source), Arc::new(Metrics::new()))
             .map_err(|e| e.to_string())?;
-        let http = HttpServer::start(runtime.clone())?;
+        let http = HttpServer::start(runtime.clone(), 1)?;
         let feeder = (rate > 0.0).then(|| {
             let running = Arc::new(AtomicBool::new(true));
             let flag = running.clone();
@@ -54,8 +54,8 @@ pub fn bench_config(workers: usize) -> NeedleConfig {
     config
 }
 
-/// needle's HTTP API over a runtime, on a free loopback port, on its own thread (one tokio
-/// worker); stopped when dropped.
+/// needle's HTTP API over a runtime, on a free loopback port, served by `threads` tokio
+/// workers on a thread of its own; stopped when dropped.
 pub struct HttpServer {
     pub url: String,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -63,7 +63,7 @@ pub struct HttpServer {
 }
 
 impl HttpServer {
-    pub fn start(runtime: Arc<Runtime>) -> Result<Self, String> {
+    pub fn start(runtime: Arc<Runtime>, threads: usize) -> Result<Self, String> {
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
         let url = format!("http://{}", std_listener.local_addr().map_err(|e| e.to_string())?);
         std_listener.set_nonblocking(true).map_err(|e| e.to_string())?;
@@ -71,7 +71,7 @@ impl HttpServer {
         let state = AppState::new(runtime);
         let thread = std::thread::spawn(move || {
             let tokio = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
+                .worker_threads(threads.max(1))
                 .enable_all()
                 .build()
                 .expect("a tokio runtime");

@@ -68,7 +68,8 @@ impl LiveServer {
         let source = Box::new(Gated { inner: source, open: gate.clone() });
         let runtime =
             Runtime::start(config, source, Arc::new(Metrics::new())).map_err(|e| e.to_string())?;
-        let http = HttpServer::start(runtime.clone())?;
+        // as many HTTP threads as `needle serve` runs
+        let http = HttpServer::start(runtime.clone(), 2)?;
         Ok(Self { runtime, http, data: None, gate })
     }
 
