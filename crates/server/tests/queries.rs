@@ -296,6 +296,44 @@ async fn a_websocket_runs_several_queries_and_kills_on_request() {
     server.shutdown().await;
 }
 
+/// Start messages sent in a stream are started in batches; each is still answered, by its tag.
+#[tokio::test]
+async fn a_websocket_starts_thousands_of_queries_sent_at_once() {
+    let mut config = NeedleConfig::default();
+    config.server.max_queries_per_client = 10_000;
+    let server = Server::start(config).await;
+    let url = server.url("/api/v1/ws").replace("http://", "ws://");
+    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    use tokio_tungstenite::tungstenite::Message;
+    for i in 0..3000 {
+        let start = if i == 1234 {
+            json!({"type": "start", "tag": i})
+        } else {
+            json!({"type": "start", "tag": i, "query": format!("SELECT * FROM STREAM(60000, TIME) WHERE id = 'q{i}' LIMIT 1")})
+        };
+        ws.feed(Message::Text(start.to_string().into())).await.unwrap();
+    }
+    ws.flush().await.unwrap();
+    let (mut started, mut refused) = (std::collections::HashSet::new(), Vec::new());
+    while started.len() + refused.len() < 3000 {
+        let msg = tokio::time::timeout(Duration::from_secs(30), ws.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        let v: Value = serde_json::from_str(msg.to_text().unwrap()).unwrap();
+        match v["type"].as_str().unwrap() {
+            "started" => assert!(started.insert(v["tag"].as_u64().unwrap()), "{v}"),
+            "error" => refused.push(v["tag"].as_u64().unwrap()),
+            other => panic!("unexpected {other}: {v}"),
+        }
+    }
+    assert_eq!(refused, [1234]);
+    assert_eq!(server.runtime.queries().len(), 2999);
+    ws.close(None).await.unwrap();
+    server.shutdown().await;
+}
+
 #[tokio::test]
 async fn the_schema_reports_fields_seen_in_the_stream() {
     let server = Server::start(NeedleConfig::default()).await;
