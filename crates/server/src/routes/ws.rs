@@ -20,6 +20,7 @@ use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
 use axum::response::Response;
 use futures_util::{FutureExt, SinkExt, StreamExt};
+use needle_engine::exec::Emission;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use tokio::sync::mpsc;
@@ -205,8 +206,7 @@ async fn start(
                 let out = out.clone();
                 let pump = tokio::spawn(async move {
                     while let Some(emission) = handle.results.next().await {
-                        let msg = json!({"type": "result", "id": handle.id, "result": emission.to_json()});
-                        if out.send(msg.to_string()).await.is_err() {
+                        if out.send(result_message(&handle.id, &emission)).await.is_err() {
                             return;
                         }
                     }
@@ -227,6 +227,28 @@ async fn start(
     }
 }
 
+/// `{"type": "result", "id": ..., "result": {"records": [...], "meta": {...}}}`, written
+/// straight from the emission's records: building the `serde_json::Value` tree of every result
+/// first (and freeing it) was most of the HTTP threads' time when 50,000 queries completed
+/// within seconds.
+fn result_message(id: &str, emission: &Emission) -> String {
+    #[derive(serde::Serialize)]
+    struct Result<'a, R: serde::Serialize> {
+        records: &'a [R],
+        meta: &'a serde_json::Map<String, Value>,
+    }
+    #[derive(serde::Serialize)]
+    struct Message<'a, R: serde::Serialize> {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        id: &'a str,
+        result: Result<'a, R>,
+    }
+    let result = Result { records: &emission.records, meta: &emission.meta };
+    serde_json::to_string(&Message { kind: "result", id, result })
+        .unwrap_or_else(|e| error(None, &format!("a result could not be written: {e}")))
+}
+
 fn error(tag: Option<Value>, message: &str) -> String {
     json!({"type": "error", "tag": tag, "error": message}).to_string()
 }
@@ -234,6 +256,20 @@ fn error(tag: Option<Value>, message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_result_message_is_the_emission_as_json() {
+        let emission = Emission {
+            records: vec![[("id".to_owned(), needle_record::Value::from("x"))]
+                .into_iter()
+                .collect()],
+            meta: [("Query ID".to_owned(), json!("q"))].into_iter().collect(),
+            is_final: true,
+        };
+        let text = result_message("q-1", &emission);
+        let expected = json!({"type": "result", "id": "q-1", "result": emission.to_json()});
+        assert_eq!(text, expected.to_string());
+    }
 
     #[tokio::test]
     async fn finished_pumps_are_let_go_in_sweeps_and_running_ones_kept() {
