@@ -284,6 +284,8 @@ impl WsClient {
         stream.set_nodelay(true).map_err(|e| e.to_string())?;
         let (ws, _) = tungstenite::client(format!("ws://{addr}/api/v1/ws"), stream)
             .map_err(|e| format!("opening the WebSocket: {e}"))?;
+        // reads wake up now and then, to notice their deadline
+        let _ = ws.get_ref().set_read_timeout(Some(Duration::from_millis(50)));
         Ok(Self { ws })
     }
 
@@ -339,13 +341,18 @@ impl WsClient {
 
     /// The next JSON message, or `None` after `timeout` without one.
     pub fn read(&mut self, timeout: Duration) -> Result<Option<Value>, String> {
+        match self.read_text(timeout)? {
+            Some(text) => serde_json::from_str(&text).map(Some).map_err(|e| e.to_string()),
+            None => Ok(None),
+        }
+    }
+
+    /// The next text message, unparsed, or `None` after `timeout` without one.
+    pub fn read_text(&mut self, timeout: Duration) -> Result<Option<String>, String> {
         let deadline = Instant::now() + timeout;
-        let _ = self.ws.get_mut().set_read_timeout(Some(Duration::from_millis(50)));
         loop {
             match self.ws.read() {
-                Ok(tungstenite::Message::Text(text)) => {
-                    return serde_json::from_str(&text).map(Some).map_err(|e| e.to_string())
-                }
+                Ok(tungstenite::Message::Text(text)) => return Ok(Some(text.as_str().to_owned())),
                 Ok(_) => {}
                 Err(tungstenite::Error::Io(e))
                     if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) =>
@@ -359,12 +366,14 @@ impl WsClient {
         }
     }
 
-    /// Reads every message on a thread of its own, giving each to `on_message` with `state`,
-    /// until `on_message` returns false, the connection ends, or [`Reader::finish`].
+    /// Reads every message on a thread of its own, giving each (as text: the handler parses
+    /// only what it needs, so the client takes little of the machine it shares with the
+    /// server) to `on_message` with `state`, until `on_message` returns false, the connection
+    /// ends, or [`Reader::finish`].
     pub fn spawn_reader<S: Send + 'static>(
         mut self,
         mut state: S,
-        on_message: fn(&mut S, Value) -> bool,
+        on_message: fn(&mut S, &str) -> bool,
     ) -> Reader<S> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
@@ -372,9 +381,9 @@ impl WsClient {
             .name("bench-ws-reader".into())
             .spawn(move || {
                 while !flag.load(Ordering::Relaxed) {
-                    match self.read(Duration::from_millis(100)) {
+                    match self.read_text(Duration::from_millis(100)) {
                         Ok(Some(message)) => {
-                            if !on_message(&mut state, message) {
+                            if !on_message(&mut state, &message) {
                                 break;
                             }
                         }

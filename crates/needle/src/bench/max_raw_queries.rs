@@ -30,12 +30,13 @@
 //! Bullet on Storm: 200–300 queries, then 735 after tuning (where Storm's DRPC gave out). The
 //! issue's target: at least 100,000 on this machine with every record found.
 
-use super::live::{latency_of_latest, live_config, Feeder, LiveServer, Pool, WsClient};
+use super::live::{live_config, Feeder, LiveServer, Pool, WsClient};
 use super::{Outcome, Output, Summary};
 use comfy_table::Table;
 use needle_workload::WorkloadKind;
 use serde::Serialize;
 use serde_json::Value;
+use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::io::Write;
@@ -152,21 +153,48 @@ struct Collect {
     latencies_ms: Vec<f64>,
 }
 
-fn on_message(c: &mut Collect, message: Value) -> bool {
-    let Some(&i) = message["id"].as_str().and_then(|id| c.index.get(id)) else { return true };
-    match message["type"].as_str() {
-        Some("result") => {
-            let records = message["result"]["records"].as_array().map_or(&[][..], Vec::as_slice);
+/// The parts of a WebSocket message the collector reads.
+#[derive(serde::Deserialize)]
+struct Message<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    result: Option<ResultRecords<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct ResultRecords<'a> {
+    #[serde(borrow)]
+    records: Vec<Needle<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct Needle<'a> {
+    #[serde(borrow)]
+    id: Option<Cow<'a, str>>,
+    sent_us: Option<u64>,
+}
+
+fn on_message(c: &mut Collect, text: &str) -> bool {
+    let Ok(message) = serde_json::from_str::<Message>(text) else { return true };
+    let Some(&i) = message.id.as_deref().and_then(|id| c.index.get(id)) else { return true };
+    match (message.kind.as_ref(), message.result) {
+        ("result", Some(result)) => {
             let needle = needle_id(i);
-            let mine = records.iter().filter(|r| r["id"].as_str() == Some(&needle)).count() as u64;
+            let mine = result.records.iter().filter(|r| r.id.as_deref() == Some(&needle));
+            let mine = mine.count() as u64;
             c.found += mine;
-            c.wrong += records.len() as u64 - mine;
+            c.wrong += result.records.len() as u64 - mine;
             if mine == c.copies {
                 c.complete += 1;
-                c.latencies_ms.extend(latency_of_latest(records));
+                if let Some(sent) = result.records.iter().filter_map(|r| r.sent_us).max() {
+                    c.latencies_ms.push(super::live::now_us().saturating_sub(sent) as f64 / 1e3);
+                }
             }
         }
-        Some("complete") => c.ended += 1,
+        ("complete", _) => c.ended += 1,
         _ => {}
     }
     c.ended < c.index.len()
@@ -217,7 +245,7 @@ fn one(n: usize, args: &Args, pool: &Arc<Pool>) -> Result<Row, String> {
                 let _ = acks.send((tag, Instant::now()));
             }
         } else {
-            on_message(&mut collect, message.clone());
+            on_message(&mut collect, &message.to_string());
         }
     })?;
     drop(acks);

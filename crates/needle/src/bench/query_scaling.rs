@@ -133,7 +133,8 @@ fn measure(args: &Args) -> Result<QueryScalingResult, String> {
         return Err(format!("the probe query was refused: {:?}", started.errors));
     }
     let latencies = Arc::new(Mutex::new(Vec::new()));
-    let probe_reader = probe_ws.spawn_reader(latencies.clone(), |latencies, message| {
+    let probe_reader = probe_ws.spawn_reader(latencies.clone(), |latencies, text| {
+        let message: Value = serde_json::from_str(text).unwrap_or_default();
         if message["type"] == "result" {
             let records = message["result"]["records"].as_array().map_or(&[][..], Vec::as_slice);
             if let Some(ms) = latency_of_latest(records) {
