@@ -143,3 +143,139 @@ fn vs_bullet_checks_both_engines_agree_then_reports_both_rates_and_the_ratio() {
         assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", String::from_utf8_lossy(&out.stderr));
     }
 }
+
+/// Runs `needle bench ARGS --format json --out DIR` and returns its JSON lines and DIR.
+fn bench_json(name: &str, args: &[&str]) -> (Vec<serde_json::Value>, std::path::PathBuf) {
+    let out_dir = std::env::temp_dir().join(format!("needle-bench-{name}-{}", std::process::id()));
+    let out = Command::new(NEEDLE)
+        .arg("bench")
+        .args(args)
+        .args(["--format", "json", "--out"])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    (rows, out_dir)
+}
+
+fn exits_2(args: &[&str]) {
+    let out = Command::new(NEEDLE).arg("bench").args(args).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn assert_svg(path: &std::path::Path) {
+    let svg = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"), "{svg}");
+    assert!(svg.contains("<polyline") || svg.contains("<path"), "no line drawn: {svg}");
+}
+
+#[test]
+fn max_raw_queries_finds_every_needle_record_of_every_query() {
+    let (rows, out_dir) = bench_json(
+        "max-raw",
+        &["max-raw-queries", "--queries", "20,60", "--copies", "3", "--duration-ms", "8000"]
+            .into_iter()
+            .chain(["--rate", "500", "--inject-seconds", "1"])
+            .collect::<Vec<_>>(),
+    );
+    let counts: Vec<u64> = rows.iter().map(|r| r["queries"].as_u64().unwrap()).collect();
+    assert_eq!(counts, [20, 60]);
+    for row in &rows {
+        let n = row["queries"].as_u64().unwrap();
+        assert_eq!(row["submitted"].as_u64(), Some(n), "{row}");
+        assert_eq!(row["records_expected"].as_u64(), Some(3 * n), "{row}");
+        assert_eq!(row["records_found"], row["records_expected"], "{row}");
+        assert_eq!(row["records_wrong"], 0, "{row}");
+        assert_eq!(row["queries_complete"].as_u64(), Some(n), "{row}");
+        assert_eq!(row["all_found"], true, "{row}");
+        assert_eq!(row["latency"]["runs"].as_u64(), Some(n), "{row}");
+        assert!(row["latency"]["p50_ms"].as_f64().unwrap() > 0.0, "{row}");
+    }
+    assert!(out_dir.join("max-raw-queries.json").exists());
+    let _ = std::fs::remove_dir_all(&out_dir);
+    exits_2(&["max-raw-queries", "--queries", "0"]);
+    exits_2(&["max-raw-queries", "--copies", "0"]);
+}
+
+#[test]
+fn eps_counts_every_event_exactly_and_reports_the_baselines() {
+    let (rows, out_dir) =
+        bench_json("eps", &["eps", "--events", "300000", "--pool", "50000", "--workers", "2"]);
+    assert_eq!(rows.len(), 1);
+    let row = &rows[0];
+    assert_eq!(row["scenario"], "eps");
+    assert_eq!(row["result_events"].as_u64(), Some(300_000), "{row}");
+    assert_eq!(row["result_ok"], true, "{row}");
+    for field in ["events_per_core_sec", "read_split_per_core_sec", "parse_only_per_core_sec"] {
+        assert!(row[field].as_f64().unwrap() > 0.0, "{field}: {row}");
+    }
+    let ratio = row["events_per_core_sec"].as_f64().unwrap()
+        / row["read_split_per_core_sec"].as_f64().unwrap();
+    assert!((row["ratio_read_split"].as_f64().unwrap() - ratio).abs() < 1e-9, "{row}");
+    assert!(out_dir.join("eps.json").exists());
+    let _ = std::fs::remove_dir_all(&out_dir);
+    exits_2(&["eps", "--events", "0"]);
+}
+
+#[test]
+fn query_scaling_measures_latency_per_query_count_and_draws_the_curve() {
+    let (rows, out_dir) = bench_json(
+        "query-scaling",
+        &["query-scaling", "--queries", "1,200", "--rate", "500", "--seconds", "0.5"],
+    );
+    let counts: Vec<u64> = rows.iter().map(|r| r["queries"].as_u64().unwrap()).collect();
+    assert_eq!(counts, [1, 200]);
+    for row in &rows {
+        assert_eq!(row["refused"], 0, "{row}");
+        let sent = row["probes_sent"].as_u64().unwrap();
+        assert!(sent >= 5, "{row}");
+        assert_eq!(row["probes_back"].as_u64(), Some(sent), "every probe comes back: {row}");
+        assert!(row["write_to_result"]["p50_ms"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(row["read_to_match_observations"].as_u64().unwrap() > 0, "{row}");
+    }
+    assert_svg(&out_dir.join("query-scaling.svg"));
+    let file: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("query-scaling.json")).unwrap())
+            .unwrap();
+    assert_eq!(file["rows"].as_array().unwrap().len(), 2);
+    let _ = std::fs::remove_dir_all(&out_dir);
+    exits_2(&["query-scaling", "--probe-rate", "0"]);
+}
+
+#[test]
+fn data_scaling_reports_each_trial_and_draws_records_per_second_against_workers() {
+    let (rows, out_dir) = bench_json(
+        "data-scaling",
+        &["data-scaling", "--workers", "1,2", "--queries", "40", "--seconds", "0.5"]
+            .into_iter()
+            .chain(["--warmup", "0.2", "--fractions", "0.5"])
+            .collect::<Vec<_>>(),
+    );
+    let shape: Vec<(u64, bool)> =
+        rows.iter().map(|r| (r["workers"].as_u64().unwrap(), r["offered"].is_null())).collect();
+    assert_eq!(shape, [(1, true), (1, false), (2, true), (2, false)]);
+    for row in &rows {
+        assert!(row["records_per_sec"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(row["mib_per_sec_per_core"].as_f64().unwrap() > 0.0, "{row}");
+        assert_eq!(row["source"], "tcp");
+    }
+    assert_svg(&out_dir.join("data-scaling.svg"));
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let (rows, out_dir) = bench_json(
+        "data-scaling-file",
+        &["data-scaling", "--source", "file", "--workers", "1", "--file-records", "3000"]
+            .into_iter()
+            .chain(["--queries", "40"])
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(rows.len(), 1, "a file is read once per worker count");
+    assert!(rows[0]["records_per_sec"].as_f64().unwrap() > 0.0, "{}", rows[0]);
+    let _ = std::fs::remove_dir_all(&out_dir);
+    exits_2(&["data-scaling", "--source", "kafka"]);
+    exits_2(&["data-scaling", "--workers", "0"]);
+}

@@ -4,6 +4,20 @@
 //!
 //! Starting, killing and partials all arrive on one FIFO channel, so a query's start is always
 //! seen before any partial for it.
+//!
+//! Records read are counted once for all queries: a worker's [`JoinerMessage::Progress`] only
+//! adds to a running total (O(1), however many queries run), and each query is credited the
+//! difference since its last credit when it is next touched — before a merge, an end, or its
+//! tick — and the status table (what `GET /api/v1/queries` shows) is brought up to date every
+//! [`STATUS_REFRESH`].
+//!
+//! Ticks touch only the queries that have something due — a time window to emit, or their
+//! end — from a schedule of deadlines ([`QueryRun::next_deadline_ms`]), so a tick costs
+//! O(due), not O(running): 100,000 queries waiting for their needles cost nothing per tick.
+//!
+//! A query that ends leaves the joiner and the status table at once, and the registry (the
+//! workers' snapshot) on the next tick, together with every other query that ended since: one
+//! new snapshot, not one per query.
 
 use crate::metrics::Metrics;
 use crate::registry::QuerySet;
@@ -12,7 +26,8 @@ use crate::worker::now_ms;
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use needle_engine::exec::{Emission, Partial, QueryRun};
 use serde_json::json;
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -67,7 +82,32 @@ struct Running {
     first_result: bool,
     received: Instant,
     rate: RateWindow,
+    /// The joiner's records total when this query was last credited with records seen.
+    credited_at: u64,
+    /// Records seen credited to the query but not yet to its status-table entry.
+    seen_unpublished: u64,
+    /// The deadline this query has in the joiner's schedule.
+    scheduled: Option<i64>,
 }
+
+/// When queries next need a tick (a time window to emit, or their end): (ms, id), earliest
+/// first. Entries of queries that ended or were rescheduled are skipped when they come up.
+type Deadlines = BinaryHeap<Reverse<(i64, Arc<str>)>>;
+
+impl Running {
+    /// Credits the query with the records read since its last credit.
+    fn credit(&mut self, records_total: u64) {
+        let seen = records_total - self.credited_at;
+        if seen > 0 {
+            self.run.add_seen(seen);
+            self.seen_unpublished += seen;
+            self.credited_at = records_total;
+        }
+    }
+}
+
+/// How often the status table's "records seen" is brought up to date.
+const STATUS_REFRESH: Duration = Duration::from_millis(500);
 
 /// RAW records one query emitted in the current one-second window, for
 /// `runtime.raw_records_per_sec`.
@@ -102,24 +142,41 @@ pub(crate) struct Joiner {
 impl Joiner {
     pub fn run(self) {
         let mut running: HashMap<Arc<str>, Running> = HashMap::new();
+        let mut deadlines = Deadlines::new();
         let mut last_tick = Instant::now();
-        // Queries a message touched, checked for being done after it (all are, on the tick).
-        let mut touched: Option<Arc<str>> = None;
+        let mut last_refresh = Instant::now();
+        // Queries that ended since the last tick, to leave the registry together on the tick
+        // (until then workers may still match them; the joiner drops those partials).
+        let mut leaving: Vec<Arc<str>> = Vec::new();
+        // Records the workers read, in all (every running query has seen those read after it
+        // started).
+        let mut records_total = 0u64;
         loop {
+            // The query a message touched: checked for being done (or rescheduled) after it.
+            let mut touched: Option<Arc<str>> = None;
             let wait = self.tick.saturating_sub(last_tick.elapsed());
             match self.messages.recv_timeout(wait) {
                 Ok(JoinerMessage::Start { run, results }) => {
                     let id: Arc<str> = run.id().into();
                     let now = Instant::now();
                     let rate = RateWindow { started: now, emitted: 0 };
-                    running.insert(
-                        id,
-                        Running { run, results, first_result: true, received: now, rate },
-                    );
+                    let q = Running {
+                        run,
+                        results,
+                        first_result: true,
+                        received: now,
+                        rate,
+                        credited_at: records_total,
+                        seen_unpublished: 0,
+                        scheduled: None,
+                    };
+                    running.insert(id.clone(), q);
+                    touched = Some(id);
                 }
                 Ok(JoinerMessage::Partial { id, partial }) => {
                     if let Some(q) = running.get_mut(&id) {
                         touched = Some(id.clone());
+                        q.credit(records_total);
                         self.progress(&id, partial.seen, partial.matched);
                         match q.run.merge(*partial, now_ms()) {
                             Ok(emissions) => self.deliver(&id, q, emissions),
@@ -131,46 +188,96 @@ impl Joiner {
                         }
                     }
                 }
-                Ok(JoinerMessage::Progress { records }) => {
-                    let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
-                    for (id, q) in running.iter_mut() {
-                        q.run.add_seen(records);
-                        if let Some(s) = status.get_mut(id) {
-                            s.records_seen += records;
-                        }
-                    }
-                }
+                Ok(JoinerMessage::Progress { records }) => records_total += records,
                 Ok(JoinerMessage::End { id, reason }) => {
                     touched = Some(id.clone());
                     if let Some(q) = running.get_mut(&id) {
+                        q.credit(records_total);
                         let last = q.run.finish(now_ms()).map(|e| annotate_end(e, reason));
                         self.deliver(&id, q, last.into_iter().collect());
                     }
                 }
                 Ok(JoinerMessage::Shutdown) | Err(RecvTimeoutError::Disconnected) => {
                     for (id, q) in running.iter_mut() {
+                        q.credit(records_total);
                         let last =
                             q.run.finish(now_ms()).map(|e| annotate_end(e, EndReason::Shutdown));
                         self.deliver(id, q, last.into_iter().collect());
                     }
-                    self.retire_done(&mut running);
+                    let ids: Vec<Arc<str>> = running.keys().cloned().collect();
+                    for id in ids {
+                        self.retire(&mut running, &id, &mut leaving);
+                    }
+                    self.queries.remove_many(&leaving);
                     return;
                 }
                 Err(RecvTimeoutError::Timeout) => {}
             }
+            if let Some(id) = touched {
+                self.settle(&mut running, &mut deadlines, &id, &mut leaving);
+            }
             if last_tick.elapsed() >= self.tick {
+                // only the queries with a window or their end due: O(due), not O(running)
                 let now = now_ms();
-                for (id, q) in running.iter_mut() {
+                while deadlines.peek().is_some_and(|Reverse((at, _))| *at <= now) {
+                    let Some(Reverse((at, id))) = deadlines.pop() else { break };
+                    let Some(q) = running.get_mut(&id) else { continue };
+                    if q.scheduled != Some(at) {
+                        continue; // rescheduled since
+                    }
+                    q.scheduled = None;
+                    q.credit(records_total);
                     let emissions = q.run.tick(now);
-                    self.deliver(id, q, emissions);
+                    self.deliver(&id, q, emissions);
+                    self.settle(&mut running, &mut deadlines, &id, &mut leaving);
                 }
                 last_tick = Instant::now();
-                touched = None;
-                self.retire_done(&mut running);
-            } else if let Some(id) = touched.take() {
-                if running.get(&id).is_some_and(|q| q.run.is_done()) {
-                    self.retire(&mut running, &id);
+                if last_refresh.elapsed() >= STATUS_REFRESH {
+                    self.publish_seen(&mut running, records_total);
+                    last_refresh = last_tick;
                 }
+                // the queries that ended since the last tick, in one new snapshot
+                if !leaving.is_empty() {
+                    self.queries.remove_many(&leaving);
+                    leaving.clear();
+                }
+            }
+        }
+    }
+
+    /// After a query changed: retires it when it is done, else makes sure its next deadline is
+    /// scheduled.
+    fn settle(
+        &self,
+        running: &mut HashMap<Arc<str>, Running>,
+        deadlines: &mut Deadlines,
+        id: &Arc<str>,
+        leaving: &mut Vec<Arc<str>>,
+    ) {
+        let Some(q) = running.get_mut(id) else { return };
+        if q.run.is_done() {
+            self.retire(running, id, leaving);
+            return;
+        }
+        let next = q.run.next_deadline_ms();
+        if next != q.scheduled {
+            q.scheduled = next;
+            if let Some(at) = next {
+                deadlines.push(Reverse((at, id.clone())));
+            }
+        }
+    }
+
+    /// Adds the records seen credited since the last refresh to the status table.
+    fn publish_seen(&self, running: &mut HashMap<Arc<str>, Running>, records_total: u64) {
+        let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
+        for (id, q) in running.iter_mut() {
+            q.credit(records_total);
+            if q.seen_unpublished > 0 {
+                if let Some(s) = status.get_mut(id) {
+                    s.records_seen += q.seen_unpublished;
+                }
+                q.seen_unpublished = 0;
             }
         }
     }
@@ -225,20 +332,18 @@ impl Joiner {
         }
     }
 
-    /// Takes finished queries out of the registry, the status table and the joiner.
-    fn retire_done(&self, running: &mut HashMap<Arc<str>, Running>) {
-        let done: Vec<Arc<str>> =
-            running.iter().filter(|(_, q)| q.run.is_done()).map(|(id, _)| id.clone()).collect();
-        for id in done {
-            self.retire(running, &id);
-        }
-    }
-
-    fn retire(&self, running: &mut HashMap<Arc<str>, Running>, id: &Arc<str>) {
+    /// Ends a query here at once; it leaves the registry with the others of this tick
+    /// (`leaving`), in one change of the workers' snapshot.
+    fn retire(
+        &self,
+        running: &mut HashMap<Arc<str>, Running>,
+        id: &Arc<str>,
+        leaving: &mut Vec<Arc<str>>,
+    ) {
         if let Some(q) = running.remove(id) {
             q.results.close();
         }
-        self.queries.remove(id);
+        leaving.push(id.clone());
         self.status.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
         self.metrics.queries_active.dec();
     }

@@ -2,8 +2,10 @@
 //! the engine's [`MatchSet`]: the predicate index and the fields to decode) swapped atomically
 //! (read-copy-update with `arc-swap`) whenever queries start or end. A worker loads the current
 //! snapshot once per batch with no lock; writers (the API starting a query, the joiner ending
-//! one) take a mutex among themselves only, and a change costs O(√n), not O(n)
-//! ([`MatchSet::update`]).
+//! one) take a mutex among themselves only, and a change costs O(log n) amortized per query
+//! added and O(1) per query removed, not O(n) ([`MatchSet::update`]). Bursts of changes are
+//! applied as one ([`QuerySet::add_many`], [`QuerySet::remove_many`]): one new snapshot for a
+//! thousand queries started or ended together, not a thousand.
 
 use arc_swap::ArcSwap;
 use needle_engine::exec::CompiledQuery;
@@ -42,20 +44,42 @@ impl QuerySet {
 
     /// Adds a query; workers see it from the next batch on.
     pub fn add(&self, id: Arc<str>, query: Arc<CompiledQuery>) {
+        self.add_many(vec![(id, query)]);
+    }
+
+    /// Adds queries in one change of the snapshot: a burst of submissions (a client starting
+    /// thousands of queries at once) costs one update of the match set, not one each.
+    pub fn add_many(&self, queries: Vec<(Arc<str>, Arc<CompiledQuery>)>) {
+        if queries.is_empty() {
+            return;
+        }
         let mut writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        writer.next_serial += 1;
-        let serial = writer.next_serial;
-        writer.serials.insert(id.clone(), serial);
-        let member = Member::new(serial, id, query);
-        self.publish(|set| set.update(vec![member], &[]));
+        let members = queries
+            .into_iter()
+            .map(|(id, query)| {
+                writer.next_serial += 1;
+                let serial = writer.next_serial;
+                writer.serials.insert(id.clone(), serial);
+                Member::new(serial, id, query)
+            })
+            .collect();
+        self.publish(|set| set.update(members, &[]));
     }
 
     /// Removes a query; false when it was not there.
     pub fn remove(&self, id: &str) -> bool {
+        self.remove_many(&[id]) == 1
+    }
+
+    /// Removes queries in one change of the snapshot; how many were there.
+    pub fn remove_many<S: AsRef<str>>(&self, ids: &[S]) -> usize {
         let mut writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(serial) = writer.serials.remove(id) else { return false };
-        self.publish(|set| set.update(vec![], &[serial]));
-        true
+        let serials: Vec<u64> =
+            ids.iter().filter_map(|id| writer.serials.remove(id.as_ref())).collect();
+        if !serials.is_empty() {
+            self.publish(|set| set.update(vec![], &serials));
+        }
+        serials.len()
     }
 
     /// The number of queries in the current snapshot.
@@ -72,5 +96,33 @@ impl QuerySet {
         let current = self.current.load();
         let set = change(&current.set);
         self.current.store(Arc::new(Snapshot { version: current.version + 1, set }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use needle_query::QueryConfig;
+
+    fn compiled(text: &str) -> Arc<CompiledQuery> {
+        let plan = needle_query::compile(text, &QueryConfig::default()).unwrap();
+        Arc::new(CompiledQuery::compile(&plan).unwrap())
+    }
+
+    #[test]
+    fn a_batch_of_changes_is_one_new_snapshot() {
+        let set = QuerySet::new();
+        let query = compiled("SELECT * FROM STREAM(1000, TIME) WHERE id = 'x' LIMIT 1");
+        let ids: Vec<Arc<str>> = (0..100).map(|i| Arc::from(format!("q{i}"))).collect();
+        set.add_many(ids.iter().map(|id| (id.clone(), query.clone())).collect());
+        assert_eq!((set.len(), set.load().version), (100, 1));
+        set.add(Arc::from("one"), query);
+        assert_eq!((set.len(), set.load().version), (101, 2));
+        assert_eq!(set.remove_many(&ids[..60]), 60);
+        assert_eq!((set.len(), set.load().version), (41, 3));
+        assert_eq!(set.remove_many(&ids[..60]), 0, "already gone: no new snapshot");
+        assert_eq!(set.load().version, 3);
+        assert!(set.remove("one") && !set.remove("one"));
+        assert_eq!(set.len(), 40);
     }
 }

@@ -176,6 +176,38 @@ impl Runtime {
     /// Validates, compiles and starts a query for `owner` (a token or client address, for the
     /// per-client limit). Blocks briefly when the joiner is behind.
     pub fn submit(&self, text: &str, owner: &str) -> Result<QueryHandle, SubmitError> {
+        self.submit_many(&[text], owner).pop().unwrap_or(Err(SubmitError::ShuttingDown))
+    }
+
+    /// [`Runtime::submit`] for several queries at once, each answered in order: the ones
+    /// accepted join the workers' snapshot in one change (a client starting thousands of
+    /// queries together costs one update of the match set per call, not one per query).
+    pub fn submit_many(
+        &self,
+        texts: &[&str],
+        owner: &str,
+    ) -> Vec<Result<QueryHandle, SubmitError>> {
+        let compiled: Vec<Result<CompiledQuery, SubmitError>> =
+            texts.iter().map(|text| self.compile(text)).collect();
+        let _admission = self.admission.lock().unwrap_or_else(|e| e.into_inner());
+        let mut added = Vec::new();
+        let answers = texts
+            .iter()
+            .zip(compiled)
+            .map(|(text, compiled)| {
+                let (handle, query) = self.admit(text, compiled?, owner)?;
+                added.push((handle.id.as_str().into(), query));
+                Ok(handle)
+            })
+            .collect();
+        let count = added.len() as u64;
+        self.queries.add_many(added);
+        self.metrics.queries_started.inc_by(count);
+        self.metrics.queries_active.inc_by(count as i64);
+        answers
+    }
+
+    fn compile(&self, text: &str) -> Result<CompiledQuery, SubmitError> {
         if self.stop.is_stopped() {
             return Err(SubmitError::ShuttingDown);
         }
@@ -183,11 +215,20 @@ impl Runtime {
             self.metrics.queries_rejected.inc();
             SubmitError::Invalid { error, text: text.to_owned() }
         })?;
-        let compiled = CompiledQuery::compile(&plan).map_err(|e| {
+        CompiledQuery::compile(&plan).map_err(|e| {
             self.metrics.queries_rejected.inc();
             SubmitError::Engine(e.to_string())
-        })?;
-        let _admission = self.admission.lock().unwrap_or_else(|e| e.into_inner());
+        })
+    }
+
+    /// Checks the limits and starts a compiled query at the joiner (with the admission lock
+    /// held); the caller adds it to the registry.
+    fn admit(
+        &self,
+        text: &str,
+        compiled: CompiledQuery,
+        owner: &str,
+    ) -> Result<(QueryHandle, Arc<CompiledQuery>), SubmitError> {
         {
             let status = self.status.lock().unwrap_or_else(|e| e.into_inner());
             let max = self.config.runtime.max_queries;
@@ -240,10 +281,8 @@ impl Runtime {
             self.status.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
             return Err(SubmitError::ShuttingDown);
         }
-        self.queries.add(id.clone(), compiled);
-        self.metrics.queries_started.inc();
-        self.metrics.queries_active.inc();
-        Ok(QueryHandle { id: id.to_string(), results, windowed, ends_ms })
+        let handle = QueryHandle { id: id.to_string(), results, windowed, ends_ms };
+        Ok((handle, compiled))
     }
 
     /// Ends a running query now; its subscriber gets a final emission saying it was killed.

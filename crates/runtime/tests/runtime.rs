@@ -232,3 +232,34 @@ fn records_seen_counts_records_the_index_skipped() {
     assert_eq!(json["records"][0]["n"], 0, "{json}");
     runtime.shutdown();
 }
+
+/// A batch of queries is answered in order (a bad one among them refused alone), and queries
+/// that end together (one record completes them all) each get their result and all leave.
+#[test]
+fn a_batch_of_queries_starts_together_and_ends_together() {
+    let (runtime, addr) = start(config());
+    let mut texts: Vec<String> = (0..300)
+        .map(|_| "SELECT id FROM STREAM(20000, TIME) WHERE id = 'needle' LIMIT 1".to_owned())
+        .collect();
+    texts[7] = "SELECT FROM".into();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let answers = runtime.submit_many(&refs, "t");
+    assert_eq!(answers.len(), 300);
+    assert!(matches!(answers[7], Err(SubmitError::Invalid { .. })));
+    let handles: Vec<_> = answers.into_iter().filter_map(Result::ok).collect();
+    assert_eq!(handles.len(), 299);
+    assert_eq!(runtime.queries().len(), 299);
+    std::thread::sleep(Duration::from_millis(100));
+    send(addr, &[r#"{"id":"needle"}"#.to_owned()]);
+    for handle in &handles {
+        let e = next(&handle.results, Duration::from_secs(10)).expect("every query finds it");
+        assert!(e.is_final && e.records.len() == 1);
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while runtime.metrics().queries_active.get() > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(runtime.metrics().queries_active.get(), 0);
+    assert!(runtime.queries().is_empty());
+    runtime.shutdown();
+}

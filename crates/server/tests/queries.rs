@@ -249,12 +249,7 @@ async fn a_websocket_runs_several_queries_and_kills_on_request() {
     let mut ids = std::collections::HashMap::new();
     let mut errors = Vec::new();
     while ids.len() < 2 || errors.len() < 2 {
-        let msg = tokio::time::timeout(Duration::from_secs(10), ws.next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        let v: Value = serde_json::from_str(msg.to_text().unwrap()).unwrap();
+        let v = next_json(&mut ws).await;
         match v["type"].as_str().unwrap() {
             "started" => {
                 ids.insert(
@@ -271,12 +266,7 @@ async fn a_websocket_runs_several_queries_and_kills_on_request() {
     let (mut found, mut b_complete) = (None, None);
     let mut killed = false;
     while found.is_none() || b_complete.is_none() {
-        let msg = tokio::time::timeout(Duration::from_secs(10), ws.next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        let v: Value = serde_json::from_str(msg.to_text().unwrap()).unwrap();
+        let v = next_json(&mut ws).await;
         if v["type"] == "result" && v["id"] == ids["a"].as_str() {
             found = Some(v["result"]["records"][0]["i"].clone());
             if !killed {
@@ -292,6 +282,49 @@ async fn a_websocket_runs_several_queries_and_kills_on_request() {
         }
     }
     assert_eq!(found.unwrap(), 42);
+    ws.close(None).await.unwrap();
+    server.shutdown().await;
+}
+
+/// The next WebSocket message, as JSON (waiting up to 30 s).
+async fn next_json<S, E>(ws: &mut S) -> Value
+where
+    S: futures_util::Stream<Item = Result<tokio_tungstenite::tungstenite::Message, E>> + Unpin,
+    E: std::fmt::Debug,
+{
+    let msg = tokio::time::timeout(Duration::from_secs(30), ws.next()).await.unwrap().unwrap();
+    serde_json::from_str(msg.unwrap().to_text().unwrap()).unwrap()
+}
+
+/// Start messages sent in a stream are started in batches; each is still answered, by its tag.
+#[tokio::test]
+async fn a_websocket_starts_thousands_of_queries_sent_at_once() {
+    let mut config = NeedleConfig::default();
+    config.server.max_queries_per_client = 10_000;
+    let server = Server::start(config).await;
+    let url = server.url("/api/v1/ws").replace("http://", "ws://");
+    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    use tokio_tungstenite::tungstenite::Message;
+    for i in 0..3000 {
+        let start = if i == 1234 {
+            json!({"type": "start", "tag": i})
+        } else {
+            json!({"type": "start", "tag": i, "query": format!("SELECT * FROM STREAM(60000, TIME) WHERE id = 'q{i}' LIMIT 1")})
+        };
+        ws.feed(Message::Text(start.to_string().into())).await.unwrap();
+    }
+    ws.flush().await.unwrap();
+    let (mut started, mut refused) = (std::collections::HashSet::new(), Vec::new());
+    while started.len() + refused.len() < 3000 {
+        let v = next_json(&mut ws).await;
+        match v["type"].as_str().unwrap() {
+            "started" => assert!(started.insert(v["tag"].as_u64().unwrap()), "{v}"),
+            "error" => refused.push(v["tag"].as_u64().unwrap()),
+            other => panic!("unexpected {other}: {v}"),
+        }
+    }
+    assert_eq!(refused, [1234]);
+    assert_eq!(server.runtime.queries().len(), 2999);
     ws.close(None).await.unwrap();
     server.shutdown().await;
 }

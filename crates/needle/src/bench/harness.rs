@@ -19,30 +19,59 @@ pub struct BenchServer {
     pub url: String,
     pub data: SocketAddr,
     runtime: Arc<Runtime>,
-    http: Option<(tokio::sync::oneshot::Sender<()>, JoinHandle<()>)>,
+    http: Option<HttpServer>,
     feeder: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
 }
 
 impl BenchServer {
     /// Starts the server, and a feeder at `rate` bullet records/s when `rate > 0`.
     pub fn start(rate: f64) -> Result<Self, String> {
-        let mut config = NeedleConfig::default();
-        config.runtime.tick_ms = 20;
-        config.runtime.max_queries = 1_000_000;
-        config.server.max_queries_per_client = 1_000_000;
         let source =
             TcpSource::bind("127.0.0.1:0", &SourceOptions::default()).map_err(|e| e.to_string())?;
         let data = source.local_addr().ok_or("the source has no address")?;
-        let runtime = Runtime::start(config, Box::new(source), Arc::new(Metrics::new()))
+        let runtime = Runtime::start(bench_config(0), Box::new(source), Arc::new(Metrics::new()))
             .map_err(|e| e.to_string())?;
+        let http = HttpServer::start(runtime.clone(), 1)?;
+        let feeder = (rate > 0.0).then(|| {
+            let running = Arc::new(AtomicBool::new(true));
+            let flag = running.clone();
+            let handle = std::thread::spawn(move || feed(data, rate, &flag));
+            (running, handle)
+        });
+        Ok(Self { url: http.url.clone(), data, runtime, http: Some(http), feeder })
+    }
+}
+
+/// The configuration of a benchmark server: `workers` worker threads (0: one per core), a 20 ms
+/// tick, and the query caps raised far past what any scenario submits (the limits protect a
+/// shared server; a benchmark measures what the runtime can hold).
+pub fn bench_config(workers: usize) -> NeedleConfig {
+    let mut config = NeedleConfig::default();
+    config.runtime.workers = workers;
+    config.runtime.tick_ms = 20;
+    config.runtime.max_queries = 1_000_000;
+    config.server.max_queries_per_client = 1_000_000;
+    config
+}
+
+/// needle's HTTP API over a runtime, on a free loopback port, served by `threads` tokio
+/// workers on a thread of its own; stopped when dropped.
+pub struct HttpServer {
+    pub url: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl HttpServer {
+    pub fn start(runtime: Arc<Runtime>, threads: usize) -> Result<Self, String> {
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
         let url = format!("http://{}", std_listener.local_addr().map_err(|e| e.to_string())?);
         std_listener.set_nonblocking(true).map_err(|e| e.to_string())?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let state = AppState::new(runtime.clone());
-        let http = std::thread::spawn(move || {
+        let state = AppState::new(runtime);
+        let thread = std::thread::spawn(move || {
             let tokio = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
+                .worker_threads(threads.max(1))
                 .enable_all()
                 .build()
                 .expect("a tokio runtime");
@@ -54,13 +83,18 @@ impl BenchServer {
                 .await;
             });
         });
-        let feeder = (rate > 0.0).then(|| {
-            let running = Arc::new(AtomicBool::new(true));
-            let flag = running.clone();
-            let handle = std::thread::spawn(move || feed(data, rate, &flag));
-            (running, handle)
-        });
-        Ok(Self { url, data, runtime, http: Some((stop, http)), feeder })
+        Ok(Self { url, stop: Some(stop), thread: Some(thread) })
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }
 
@@ -94,9 +128,6 @@ impl Drop for BenchServer {
             let _ = handle.join();
         }
         self.runtime.shutdown();
-        if let Some((stop, handle)) = self.http.take() {
-            let _ = stop.send(());
-            let _ = handle.join();
-        }
+        drop(self.http.take());
     }
 }

@@ -372,7 +372,7 @@ fn measure(
 }
 
 /// Resident memory of this process, in bytes (Linux `/proc/self/statm`).
-fn resident_bytes() -> Option<f64> {
+pub(crate) fn resident_bytes() -> Option<f64> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
     let pages: f64 = statm.split_whitespace().nth(1)?.parse().ok()?;
     Some(pages * 4096.0)

@@ -3,9 +3,15 @@
 //! without needle), and reports both with their ratio, because this machine is shared and
 //! absolute figures drift from run to run.
 
+pub mod chart;
+pub mod data_scaling;
+pub mod eps;
 pub mod harness;
 pub mod latency;
+pub mod live;
 pub mod matching;
+pub mod max_raw_queries;
+pub mod query_scaling;
 pub mod vs_bullet;
 
 use serde::Serialize;
@@ -61,6 +67,11 @@ pub fn report<T: Outcome>(scenario: &str, output: &Output, outcome: Result<T, St
     ExitCode::SUCCESS
 }
 
+/// Each of `rows` as one JSON line (for [`Outcome::json_lines`]).
+pub fn json_lines_of<T: Serialize>(rows: &[T]) -> Vec<serde_json::Value> {
+    rows.iter().map(|row| serde_json::to_value(row).expect("a row serializes")).collect()
+}
+
 /// A progress bar on stderr for a run of `steps` steps, hidden when stderr is not a terminal
 /// (so JSON output and logs stay clean).
 pub fn progress_bar(steps: u64) -> indicatif::ProgressBar {
@@ -108,7 +119,13 @@ pub struct Summary {
 
 impl Summary {
     pub fn of(samples: &[Duration]) -> Self {
-        let mut ms: Vec<f64> = samples.iter().map(|d| d.as_secs_f64() * 1000.0).collect();
+        let ms: Vec<f64> = samples.iter().map(|d| d.as_secs_f64() * 1000.0).collect();
+        Self::of_ms(&ms)
+    }
+
+    /// [`Summary::of`] samples already in milliseconds.
+    pub fn of_ms(samples: &[f64]) -> Self {
+        let mut ms = samples.to_vec();
         ms.sort_by(f64::total_cmp);
         let at = |q: f64| -> f64 {
             if ms.is_empty() {

@@ -4,7 +4,9 @@
 //! [`crate::bench::report`]: a table (default) or one JSON object per line (`--format json`),
 //! and the JSON result written to `--out DIR/SCENARIO.json`.
 
-use crate::bench::{latency, matching, vs_bullet};
+use crate::bench::{
+    data_scaling, eps, latency, matching, max_raw_queries, query_scaling, vs_bullet,
+};
 use clap::Subcommand;
 use std::process::ExitCode;
 
@@ -25,6 +27,18 @@ pub enum Scenario {
     /// needle against Bullet's own engine (the peer in bench/peers/bullet) on the same records
     /// and queries, one core each: records/s of both and the ratio per query count.
     VsBullet(vs_bullet::Args),
+    /// Bullet tests 3–4: N RAW queries each waiting for 10 needle records; the largest N with
+    /// every record found.
+    MaxRawQueries(max_raw_queries::Args),
+    /// Linea's events per second: small events end to end, per core, against reading and
+    /// line-splitting the same bytes.
+    Eps(eps::Args),
+    /// Bullet test 7: read → filter latency against the number of concurrent RAW queries; the
+    /// knee; a chart.
+    QueryScaling(query_scaling::Args),
+    /// Bullet tests 5–6: records/s and MiB/s per core with 400 RAW queries, for 1 and 2
+    /// workers, while read → filter latency stays under 200 ms; a chart.
+    DataScaling(data_scaling::Args),
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -33,5 +47,9 @@ pub fn run(args: Args) -> ExitCode {
         Scenario::FindRecord(args) => latency::run("find-record", args),
         Scenario::Matching(args) => matching::run(args),
         Scenario::VsBullet(args) => vs_bullet::run(args),
+        Scenario::MaxRawQueries(args) => max_raw_queries::run(args),
+        Scenario::Eps(args) => eps::run(args),
+        Scenario::QueryScaling(args) => query_scaling::run(args),
+        Scenario::DataScaling(args) => data_scaling::run(args),
     }
 }
