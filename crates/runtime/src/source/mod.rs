@@ -13,7 +13,8 @@
 //! | `tcp:HOST:PORT` | a listener; every client sends newline-delimited records |
 //! | `gen:bullet?rate=20000` | a generated workload (bullet, iot, small), paced, with needles |
 //!
-//! Other crates register more schemes (Kafka) with [`SourceRegistry::register`].
+//! Other crates register more schemes (Kafka) with [`SourceRegistry::register`]; a factory may be
+//! a closure, so a scheme can carry its configuration (Kafka's brokers and security settings).
 
 mod file;
 mod generator;
@@ -27,7 +28,7 @@ pub use tcp::TcpSource;
 
 use crate::framing::{Batch, LineFramer};
 use crate::RuntimeError;
-use crossbeam_channel::{SendTimeoutError, Sender};
+use crossbeam_channel::{SendTimeoutError, Sender, TrySendError};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -107,6 +108,25 @@ impl BatchSink {
         }
     }
 
+    /// Hands a batch on if the queue has room now; gives it back when the queue is full, so a
+    /// source that must keep serving something else (Kafka's consumer) can wait its own way.
+    /// `Err(None)` when the runtime is stopping (or nobody is reading any more).
+    pub fn try_send(&self, batch: Batch) -> Result<(), Option<Batch>> {
+        if self.stop.is_stopped() {
+            return Err(None);
+        }
+        let bytes = batch.bytes().len() as u64;
+        match self.tx.try_send(batch) {
+            Ok(()) => {
+                self.counters.bytes.fetch_add(bytes, Ordering::Relaxed);
+                self.counters.batches.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(TrySendError::Full(batch)) => Err(Some(batch)),
+            Err(TrySendError::Disconnected(_)) => Err(None),
+        }
+    }
+
     pub fn is_stopped(&self) -> bool {
         self.stop.is_stopped()
     }
@@ -129,7 +149,7 @@ pub trait Source: Send {
 
 /// Builds a source from the part of a spec after its scheme (`file:PATH` → `PATH`).
 pub type SourceFactory =
-    fn(rest: &str, options: &SourceOptions) -> Result<Box<dyn Source>, RuntimeError>;
+    Arc<dyn Fn(&str, &SourceOptions) -> Result<Box<dyn Source>, RuntimeError> + Send + Sync>;
 
 /// The known source schemes.
 #[derive(Clone)]
@@ -150,8 +170,15 @@ impl Default for SourceRegistry {
 
 impl SourceRegistry {
     /// Adds (or replaces) a scheme.
-    pub fn register(&mut self, scheme: &'static str, factory: SourceFactory) {
-        self.factories.insert(scheme, factory);
+    pub fn register(
+        &mut self,
+        scheme: &'static str,
+        factory: impl Fn(&str, &SourceOptions) -> Result<Box<dyn Source>, RuntimeError>
+            + Send
+            + Sync
+            + 'static,
+    ) {
+        self.factories.insert(scheme, Arc::new(factory));
     }
 
     /// The schemes known, for help texts.
@@ -180,7 +207,7 @@ impl SourceRegistry {
 }
 
 /// Splits `path?key=value&key2=value2` into the path and its options.
-pub(crate) fn split_query(rest: &str) -> (&str, Vec<(&str, &str)>) {
+pub fn split_query(rest: &str) -> (&str, Vec<(&str, &str)>) {
     match rest.split_once('?') {
         Some((path, query)) => (
             path,
@@ -272,6 +299,31 @@ mod tests {
             ("/a/b", vec![("follow", "true"), ("x", "")])
         );
         assert_eq!(split_query("/a/b"), ("/a/b", vec![]));
+    }
+
+    #[test]
+    fn try_send_gives_a_batch_back_when_the_queue_is_full() {
+        let (sink, rx, stop, counters) = testing::sink(1);
+        assert!(sink.try_send(Batch::new(b"a\n".to_vec())).is_ok());
+        let back = sink.try_send(Batch::new(b"b\n".to_vec())).unwrap_err();
+        assert_eq!(back.expect("the batch comes back").bytes(), b"b\n");
+        assert_eq!(counters.batches.load(Ordering::Relaxed), 1, "only accepted batches count");
+        rx.recv().unwrap();
+        assert!(sink.try_send(Batch::new(b"c\n".to_vec())).is_ok());
+        stop.stop();
+        assert!(sink.try_send(Batch::new(b"d\n".to_vec())).unwrap_err().is_none());
+    }
+
+    #[test]
+    fn closures_can_be_registered_with_what_they_need() {
+        let mut registry = SourceRegistry::default();
+        let greeting = String::from("hello");
+        registry.register("greet", move |rest, _| {
+            Err(RuntimeError::bad_source(rest, format!("{greeting} from a closure")))
+        });
+        let err = registry.open("greet:x", &SourceOptions::default()).err().unwrap();
+        assert!(err.to_string().contains("hello from a closure"), "{err}");
+        assert!(registry.schemes().any(|s| s == "greet"));
     }
 
     #[test]
