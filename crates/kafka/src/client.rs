@@ -93,9 +93,11 @@ impl Connection {
         })
     }
 
-    /// A consumer for metadata and watermarks (no group, never subscribes).
+    /// A consumer for metadata, watermarks and reading assigned partitions: it never subscribes
+    /// or commits (librdkafka wants a group id even so; this one is never joined).
     pub fn probe(&self, who: &str) -> Result<BaseConsumer<Quiet>, KafkaError> {
         let mut config = self.config();
+        config.set("group.id", "needle-assigned-only");
         config.set("enable.auto.commit", "false");
         config.set("allow.auto.create.topics", "false");
         self.create(&config, Quiet::new(who))
@@ -107,7 +109,7 @@ impl Connection {
             KafkaError::Unreachable {
                 brokers: self.brokers.clone(),
                 reason: format!(
-                    "{e} (no answer within {} s; is a broker listening there, and do the \
+                    "{e} (waited up to {} s; is a broker listening there, and do the \
                      security settings in kafka.properties match it?)",
                     CONNECT_TIMEOUT.as_secs()
                 ),
@@ -169,13 +171,24 @@ impl Connection {
             new = new.set(key, value);
         }
         let options = AdminOptions::new().operation_timeout(Some(CONNECT_TIMEOUT));
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .map_err(|e| KafkaError::Config(format!("cannot start a timer runtime: {e}")))?;
-        let results = runtime
-            .block_on(admin.create_topics([&new], &options))
-            .map_err(|e| KafkaError::client(format!("creating topic '{topic}'"), e))?;
+        // On a thread of its own, so that callers inside an async runtime may call this too.
+        let created = std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_time()
+                        .build()
+                        .map_err(|e| KafkaError::Config(format!("cannot start a timer: {e}")))?;
+                    runtime
+                        .block_on(admin.create_topics([&new], &options))
+                        .map_err(|e| KafkaError::client(format!("creating topic '{topic}'"), e))
+                })
+                .join()
+                .unwrap_or_else(|_| {
+                    Err(KafkaError::Config(format!("creating topic '{topic}' failed")))
+                })
+        });
+        let results = created?;
         for result in results {
             match result {
                 Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
@@ -227,10 +240,14 @@ impl Throttled {
         eprintln!("needle: kafka {}: {text}{more}", self.who);
     }
 
-    /// A line of librdkafka's log: errors and worse are said, the rest is not.
+    /// A line of librdkafka's log: errors and worse are said (throttled); debug lines, which
+    /// librdkafka only writes when asked to (`"debug" = "consumer,fetch"` in kafka.properties),
+    /// are all printed; the rest is not.
     pub fn librdkafka_log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
         if (level as i32) <= (RDKafkaLogLevel::Error as i32) {
             self.say(format_args!("{facility}: {message}"));
+        } else if matches!(level, RDKafkaLogLevel::Debug) {
+            eprintln!("needle: kafka {} (debug): {facility}: {message}", self.who);
         }
     }
 

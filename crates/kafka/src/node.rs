@@ -168,8 +168,7 @@ mod tests {
         let mut k = KafkaConfig::default();
         k.results_topic = k.query_topic.clone();
         assert!(connect(&k).err().unwrap().to_string().contains("three topics"));
-        let mut k = KafkaConfig::default();
-        k.query_topic = "bad name".into();
+        let k = KafkaConfig { query_topic: "bad name".into(), ..KafkaConfig::default() };
         assert!(connect(&k).err().unwrap().to_string().contains("kafka.query_topic"));
     }
 }

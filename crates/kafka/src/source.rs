@@ -6,9 +6,10 @@
 //!   counted (`needle_records_malformed_total`) and skipped by the workers like any source's;
 //!   empty values (tombstones) are skipped; values longer than `runtime.max_line_bytes` are
 //!   dropped and counted as oversized.
-//! - **Start**: a group with no committed offset starts at the latest offset (queries look
-//!   forward) or the earliest (`start = "earliest"`); a group with committed offsets resumes
-//!   after them.
+//! - **Start**: a partition the group never committed starts at its latest offset (queries look
+//!   forward; the end offset is looked up when the partition is assigned, before reading, so
+//!   nothing produced after the assignment is skipped) or the earliest (`start = "earliest"`); a
+//!   partition with a committed offset resumes after it.
 //! - **Backpressure**: when the workers' queue is full, the consumer pauses its partitions and
 //!   keeps polling (so it stays in the group) without fetching; nothing it accepted is dropped.
 //! - **Offsets** ([`crate::offsets`]): a record's offset is stored for commit only once the
@@ -25,16 +26,17 @@ use crate::client::{Connection, Throttled};
 use crate::offsets::{RoundId, Tracker};
 use crate::spec::Endpoint;
 use crate::KafkaError;
+use needle_runtime::config::StartFrom;
 use needle_runtime::framing::{Batch, Receipt};
 use needle_runtime::metrics::Metrics;
 use needle_runtime::source::{BatchSink, Source, SourceOptions};
 use needle_runtime::RuntimeError;
 use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError as RdKafkaError;
 use rdkafka::message::Message;
-use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::types::{RDKafkaErrorCode, RDKafkaRespErr};
 use rdkafka::{Offset, TopicPartitionList};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -46,6 +48,8 @@ const BATCH_BYTES: usize = 64 << 10;
 const REVOKE_WAIT: Duration = Duration::from_secs(10);
 /// How long stopping waits for the same.
 const STOP_WAIT: Duration = Duration::from_secs(5);
+/// How long an offset lookup during a rebalance may take.
+const LOOKUP_WAIT: Duration = Duration::from_secs(5);
 
 pub struct KafkaSource {
     endpoint: Endpoint,
@@ -81,6 +85,7 @@ impl KafkaSource {
             tracker: Tracker::new(),
             metrics,
             topic: endpoint.topic.clone(),
+            start: endpoint.start,
         };
         let consumer: BaseConsumer<SourceContext> = connection.create(&config, context)?;
         connection.check_reachable(consumer.client())?;
@@ -281,6 +286,7 @@ struct SourceContext {
     tracker: Arc<Tracker>,
     metrics: Arc<Metrics>,
     topic: String,
+    start: StartFrom,
 }
 
 impl ClientContext for SourceContext {
@@ -294,41 +300,99 @@ impl ClientContext for SourceContext {
 }
 
 impl ConsumerContext for SourceContext {
-    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        match rebalance {
-            Rebalance::Revoke(list) => {
-                let idle = self.tracker.wait_idle(REVOKE_WAIT);
-                store(consumer, &self.topic, self.tracker.completed(), &self.log);
-                if !consumer.assignment_lost() {
-                    commit(consumer, &self.log);
+    /// The eager protocol's rebalance, done here rather than by rdkafka's default so that
+    /// "latest" is resolved before reading starts (see [`SourceContext::resolve_latest`]) and
+    /// revocation drains first.
+    fn rebalance(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        err: RDKafkaRespErr,
+        list: &mut TopicPartitionList,
+    ) {
+        match err {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
+                if self.start == StartFrom::Latest {
+                    self.resolve_latest(consumer, list);
                 }
-                self.tracker.reset();
-                self.metrics.source_partitions.set(0);
-                let note = if idle {
-                    ""
-                } else {
-                    "; the workers had not finished every batch in time, so the next owner will \
-                     read some records again"
-                };
+                if let Err(e) = consumer.assign(list) {
+                    self.log.say(format_args!("taking partitions {}: {e}", partitions(list)));
+                    return;
+                }
+                self.metrics.source_partitions.set(list.count() as i64);
                 eprintln!(
-                    "needle: kafka source {}: partitions {} handed back{note}",
+                    "needle: kafka source {}: reading partitions {}",
                     self.topic,
                     partitions(list)
                 );
             }
-            Rebalance::Assign(_) => {}
-            Rebalance::Error(e) => self.log.say(format_args!("rebalance: {e}")),
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
+                self.hand_back(consumer, list);
+                if let Err(e) = consumer.unassign() {
+                    self.log.say(format_args!("handing back partitions: {e}"));
+                }
+            }
+            other => {
+                self.log.say(format_args!("rebalance error: {other:?}"));
+                self.tracker.reset();
+                self.metrics.source_partitions.set(0);
+                let _ = consumer.unassign();
+            }
         }
     }
+}
 
-    fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        if let Rebalance::Assign(list) = rebalance {
-            self.metrics.source_partitions.set(list.count() as i64);
-            eprintln!(
-                "needle: kafka source {}: reading partitions {}",
-                self.topic,
-                partitions(list)
-            );
+impl SourceContext {
+    /// Before partitions go: waits for the workers to finish what they took, stores and commits
+    /// it, and forgets the rest (see the module doc).
+    fn hand_back(&self, consumer: &BaseConsumer<Self>, list: &TopicPartitionList) {
+        let idle = self.tracker.wait_idle(REVOKE_WAIT);
+        store(consumer, &self.topic, self.tracker.completed(), &self.log);
+        if !consumer.assignment_lost() {
+            commit(consumer, &self.log);
+        }
+        self.tracker.reset();
+        self.metrics.source_partitions.set(0);
+        let note = if idle {
+            ""
+        } else {
+            "; the workers had not finished every batch in time, so the next owner will read \
+             some records again"
+        };
+        eprintln!(
+            "needle: kafka source {}: partitions {} handed back{note}",
+            self.topic,
+            partitions(list)
+        );
+    }
+
+    /// For partitions the group never committed, starts at the end offset as it is now, looked
+    /// up before reading starts: librdkafka would otherwise resolve "latest" lazily, after the
+    /// assignment, and skip what arrives in between.
+    fn resolve_latest(&self, consumer: &BaseConsumer<Self>, list: &mut TopicPartitionList) {
+        let committed = match consumer.committed_offsets(list.clone(), LOOKUP_WAIT) {
+            Ok(committed) => committed,
+            Err(e) => {
+                self.log.say(format_args!("reading committed offsets: {e}"));
+                return;
+            }
+        };
+        for element in committed.elements() {
+            if matches!(element.offset(), Offset::Offset(_)) {
+                continue;
+            }
+            let (topic, partition) = (element.topic(), element.partition());
+            match consumer.fetch_watermarks(topic, partition, LOOKUP_WAIT) {
+                Ok((_, high)) => {
+                    if let Err(e) =
+                        list.set_partition_offset(topic, partition, Offset::Offset(high))
+                    {
+                        self.log.say(format_args!("starting partition {partition} at {high}: {e}"));
+                    }
+                }
+                Err(e) => {
+                    self.log.say(format_args!("reading the end of partition {partition}: {e}"))
+                }
+            }
         }
     }
 }

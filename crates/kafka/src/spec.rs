@@ -109,8 +109,7 @@ mod tests {
 
     #[test]
     fn a_bare_spec_takes_everything_from_the_section() {
-        let mut section = KafkaConfig::default();
-        section.data_topic = "events".into();
+        let section = KafkaConfig { data_topic: "events".into(), ..KafkaConfig::default() };
         let e = Endpoint::parse("", &section).unwrap();
         assert_eq!((e.brokers.as_str(), e.topic.as_str()), ("127.0.0.1:9092", "events"));
         assert_eq!(e.start, StartFrom::Latest);
