@@ -85,6 +85,7 @@ impl KafkaSource {
             tracker: Tracker::new(),
             metrics,
             topic: endpoint.topic.clone(),
+            group: endpoint.group.clone(),
             start: endpoint.start,
         };
         let consumer: BaseConsumer<SourceContext> = connection.create(&config, context)?;
@@ -286,6 +287,7 @@ struct SourceContext {
     tracker: Arc<Tracker>,
     metrics: Arc<Metrics>,
     topic: String,
+    group: String,
     start: StartFrom,
 }
 
@@ -366,8 +368,10 @@ impl SourceContext {
     }
 
     /// For partitions the group never committed, starts at the end offset as it is now, looked
-    /// up before reading starts: librdkafka would otherwise resolve "latest" lazily, after the
-    /// assignment, and skip what arrives in between.
+    /// up before reading starts (librdkafka would otherwise resolve "latest" lazily, after the
+    /// assignment, and skip what arrives in between), and commits it at once: "latest" is where
+    /// the group first started, so a partition that moves (a rebalance, a broker restart)
+    /// before its first records were committed resumes there instead of skipping ahead again.
     fn resolve_latest(&self, consumer: &BaseConsumer<Self>, list: &mut TopicPartitionList) {
         let committed = match consumer.committed_offsets(list.clone(), LOOKUP_WAIT) {
             Ok(committed) => committed,
@@ -376,23 +380,31 @@ impl SourceContext {
                 return;
             }
         };
+        let mut started = TopicPartitionList::new();
         for element in committed.elements() {
             if matches!(element.offset(), Offset::Offset(_)) {
                 continue;
             }
             let (topic, partition) = (element.topic(), element.partition());
-            match consumer.fetch_watermarks(topic, partition, LOOKUP_WAIT) {
-                Ok((_, high)) => {
-                    if let Err(e) =
-                        list.set_partition_offset(topic, partition, Offset::Offset(high))
-                    {
-                        self.log.say(format_args!("starting partition {partition} at {high}: {e}"));
-                    }
-                }
-                Err(e) => {
-                    self.log.say(format_args!("reading the end of partition {partition}: {e}"))
-                }
+            let set =
+                consumer.fetch_watermarks(topic, partition, LOOKUP_WAIT).and_then(|(_, high)| {
+                    list.set_partition_offset(topic, partition, Offset::Offset(high))?;
+                    started.add_partition_offset(topic, partition, Offset::Offset(high))
+                });
+            if let Err(e) = set {
+                self.log.say(format_args!("finding the end of partition {partition}: {e}"));
             }
+        }
+        if started.count() > 0 {
+            if let Err(e) = consumer.commit(&started, CommitMode::Sync) {
+                self.log.say(format_args!("committing the starting offsets: {e}"));
+            }
+            eprintln!(
+                "needle: kafka source {}: partitions {} are new to group {}: starting at their end",
+                self.topic,
+                partitions(&started),
+                self.group
+            );
         }
     }
 }
