@@ -3,12 +3,13 @@
 # needle's Kafka tests and demos. Kafka's jars come from Maven Central into .cache/kafka/lib.
 #
 #   scripts/kafka/broker.sh fetch              download the jars (idempotent)
-#   scripts/kafka/broker.sh start DIR [--owner PID] [--max-seconds N]
+#   scripts/kafka/broker.sh start DIR [--owner PID] [--max-seconds N] [--set KEY=VALUE]...
 #                                              start a broker whose data, config and log live in
 #                                              DIR; prints the bootstrap address and writes it to
 #                                              DIR/bootstrap. The broker stops itself when PID
 #                                              (default: the caller) exits, or after N seconds
-#                                              (default 7200).
+#                                              (default 7200). --set adds or overrides a
+#                                              server.properties setting.
 #   scripts/kafka/broker.sh restart DIR [--owner PID] [--max-seconds N]
 #                                              stop the broker of DIR and start it again on the
 #                                              same ports with the same data (a broker outage)
@@ -40,10 +41,12 @@ free_port() {
 start() {
   local dir=$1; shift
   local owner=$PPID max_seconds=7200
+  local extra=()
   while [ $# -gt 0 ]; do
     case $1 in
       --owner) owner=$2; shift 2 ;;
       --max-seconds) max_seconds=$2; shift 2 ;;
+      --set) [[ $2 == *=* ]] || die "--set takes KEY=VALUE"; extra+=("$2"); shift 2 ;;
       *) die "unknown option $1" ;;
     esac
   done
@@ -78,6 +81,9 @@ share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=true
 PROPS
+  # later lines win in a properties file
+  local setting
+  for setting in "${extra[@]}"; do echo "$setting" >>"$dir/server.properties"; done
   local uuid
   uuid=$(java "${java_opts[@]}" -cp "$lib/*" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)
   java "${java_opts[@]}" -cp "$lib/*" kafka.tools.StorageTool format -t "$uuid" \
@@ -155,7 +161,7 @@ status() {
 
 case ${1:-} in
   fetch) fetch ;;
-  start) [ $# -ge 2 ] || die "usage: broker.sh start DIR [--owner PID] [--max-seconds N]"; shift; start "$@" ;;
+  start) [ $# -ge 2 ] || die "usage: broker.sh start DIR [--owner PID] [--max-seconds N] [--set KEY=VALUE]..."; shift; start "$@" ;;
   restart) [ $# -ge 2 ] || die "usage: broker.sh restart DIR [--owner PID] [--max-seconds N]"; shift; restart "$@" ;;
   stop) [ $# -eq 2 ] || die "usage: broker.sh stop DIR"; stop "$2" ;;
   status) [ $# -eq 2 ] || die "usage: broker.sh status DIR"; status "$2" ;;

@@ -10,8 +10,9 @@
 //!   forward; the end offset is looked up when the partition is assigned, before reading, so
 //!   nothing produced after the assignment is skipped) or the earliest (`start = "earliest"`); a
 //!   partition with a committed offset resumes after it.
-//! - **Backpressure**: when the workers' queue is full, the consumer pauses its partitions and
-//!   keeps polling (so it stays in the group) without fetching; nothing it accepted is dropped.
+//! - **Backpressure**: when the workers' queue stays full (half a second), the consumer pauses
+//!   its partitions and keeps polling (so it stays in the group) without fetching, until there is
+//!   room; nothing it accepted is dropped.
 //! - **Offsets** ([`crate::offsets`]): a record's offset is stored for commit only once the
 //!   partials made from it have gone out (to the joiner, or delivered to the results topic), and
 //!   committed every `auto.commit.interval.ms` (1 s unless set in `kafka.properties`).
@@ -44,6 +45,8 @@ use std::time::Duration;
 
 /// Bytes of messages gathered into one batch at most.
 const BATCH_BYTES: usize = 64 << 10;
+/// How long the workers' queue may stay full before the consumer pauses its partitions.
+const PAUSE_AFTER: Duration = Duration::from_millis(500);
 /// How long a revocation waits for the workers to hand on what they were given.
 const REVOKE_WAIT: Duration = Duration::from_secs(10);
 /// How long stopping waits for the same.
@@ -164,7 +167,10 @@ impl Source for KafkaSource {
                 if next.round.generation != tracker.generation() {
                     continue; // its partitions were revoked: the next owner reads it again
                 }
-                match sink.try_send(next.batch) {
+                // Wait a little for room before pausing: pausing drops librdkafka's prefetched
+                // messages, to be fetched again on resuming.
+                let patience = if paused { Duration::from_millis(20) } else { PAUSE_AFTER };
+                match sink.offer(next.batch, patience) {
                     Ok(()) => tracker.accepted(next.round),
                     Err(Some(batch)) => {
                         held.push_front(Held { batch, round: next.round });

@@ -39,13 +39,22 @@ impl Broker {
 
     /// Starts a broker whose files live in a new temporary directory.
     pub fn start() -> Result<Self, String> {
+        Self::start_with(&[])
+    }
+
+    /// [`Broker::start`] with `KEY=VALUE` settings added to its server.properties.
+    pub fn start_with(settings: &[&str]) -> Result<Self, String> {
         let temp = tempfile::Builder::new()
             .prefix("needle-kafka-")
             .tempdir()
             .map_err(|e| format!("cannot make a directory for the broker: {e}"))?;
         let dir = temp.path().to_owned();
-        let bootstrap =
-            run_script(&["start", path_str(&dir)?, "--owner", &std::process::id().to_string()])?;
+        let owner = std::process::id().to_string();
+        let mut args = vec!["start", path_str(&dir)?, "--owner", &owner];
+        for setting in settings {
+            args.extend(["--set", setting]);
+        }
+        let bootstrap = run_script(&args)?;
         Ok(Self { dir, bootstrap, _temp: Some(temp) })
     }
 

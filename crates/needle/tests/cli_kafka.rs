@@ -403,3 +403,35 @@ fn kafka_mistakes_are_clear_errors() {
     assert_eq!(code, Some(0));
     assert!(out.contains("[kafka]") && out.contains("group = \"g9\""), "{out}");
 }
+
+#[test]
+fn the_kafka_scaling_bench_reports_needle_and_the_bare_consumer() {
+    let broker = Broker::shared();
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = Command::new(NEEDLE)
+        .args(["bench", "data-scaling-kafka", "--brokers", &broker.bootstrap])
+        .args(["--records", "3000", "--workers", "1", "--format", "json", "--out"])
+        .arg(out_dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(rows[0]["reader"], "rdkafka consumer");
+    assert_eq!(rows[1]["reader"], "needle");
+    assert_eq!(rows[1]["needles_found"], 10, "{rows:?}");
+    for row in &rows {
+        assert_eq!(row["records"], 3000, "{row}");
+        assert!(row["records_per_sec_per_process"].as_f64().unwrap() > 0.0, "{row}");
+    }
+    assert!(out_dir.path().join("data-scaling-kafka.json").is_file());
+    let bad = Command::new(NEEDLE)
+        .args(["bench", "data-scaling-kafka", "--workers", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+}

@@ -4,6 +4,7 @@
 //! absolute figures drift from run to run.
 
 pub mod harness;
+pub mod kafka_scaling;
 pub mod latency;
 pub mod matching;
 

@@ -4,7 +4,7 @@
 //! [`crate::bench::report`]: a table (default) or one JSON object per line (`--format json`),
 //! and the JSON result written to `--out DIR/SCENARIO.json`.
 
-use crate::bench::{latency, matching};
+use crate::bench::{kafka_scaling, latency, matching};
 use clap::Subcommand;
 use std::process::ExitCode;
 
@@ -22,6 +22,9 @@ pub enum Scenario {
     FindRecord(latency::Args),
     /// Records/s of one worker against the number of active queries (the predicate index).
     Matching(matching::Args),
+    /// Records/s per worker process reading a Kafka topic (distributed mode), 1, 2, ...
+    /// processes, against a bare Kafka consumer.
+    DataScalingKafka(kafka_scaling::Args),
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -29,5 +32,6 @@ pub fn run(args: Args) -> ExitCode {
         Scenario::LatencyMin(args) => latency::run("latency-min", args),
         Scenario::FindRecord(args) => latency::run("find-record", args),
         Scenario::Matching(args) => matching::run(args),
+        Scenario::DataScalingKafka(args) => kafka_scaling::run(args),
     }
 }

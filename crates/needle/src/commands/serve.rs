@@ -106,9 +106,11 @@ fn serve(args: Args) -> Result<(), String> {
                 .await
                 .map_err(|e| format!("starting failed: {e}"))??;
         let runtime = process.runtime().clone();
-        println!("needle listening on http://{address}");
-        println!("source: {}", runtime.source_description());
-        let _ = std::io::stdout().flush();
+        // (a reader that stopped reading must not bring the server down: no println!)
+        let mut out = std::io::stdout();
+        let _ = writeln!(out, "needle listening on http://{address}");
+        let _ = writeln!(out, "source: {}", runtime.source_description());
+        let _ = out.flush();
         let shutdown = async move {
             wait_for_signal().await;
             eprintln!("needle: shutting down; ending running queries with their results so far");

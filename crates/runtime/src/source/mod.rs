@@ -28,7 +28,7 @@ pub use tcp::TcpSource;
 
 use crate::framing::{Batch, LineFramer};
 use crate::RuntimeError;
-use crossbeam_channel::{SendTimeoutError, Sender, TrySendError};
+use crossbeam_channel::{SendTimeoutError, Sender};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -108,22 +108,22 @@ impl BatchSink {
         }
     }
 
-    /// Hands a batch on if the queue has room now; gives it back when the queue is full, so a
-    /// source that must keep serving something else (Kafka's consumer) can wait its own way.
-    /// `Err(None)` when the runtime is stopping (or nobody is reading any more).
-    pub fn try_send(&self, batch: Batch) -> Result<(), Option<Batch>> {
+    /// Hands a batch on if the queue has room within `patience`; gives it back when it stays
+    /// full, so a source that must keep serving something else (Kafka's consumer) can wait its
+    /// own way. `Err(None)` when the runtime is stopping (or nobody is reading any more).
+    pub fn offer(&self, batch: Batch, patience: Duration) -> Result<(), Option<Batch>> {
         if self.stop.is_stopped() {
             return Err(None);
         }
         let bytes = batch.bytes().len() as u64;
-        match self.tx.try_send(batch) {
+        match self.tx.send_timeout(batch, patience) {
             Ok(()) => {
                 self.counters.bytes.fetch_add(bytes, Ordering::Relaxed);
                 self.counters.batches.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
-            Err(TrySendError::Full(batch)) => Err(Some(batch)),
-            Err(TrySendError::Disconnected(_)) => Err(None),
+            Err(SendTimeoutError::Timeout(batch)) => Err(Some(batch)),
+            Err(SendTimeoutError::Disconnected(_)) => Err(None),
         }
     }
 
@@ -302,16 +302,17 @@ mod tests {
     }
 
     #[test]
-    fn try_send_gives_a_batch_back_when_the_queue_is_full() {
+    fn offer_gives_a_batch_back_when_the_queue_stays_full() {
         let (sink, rx, stop, counters) = testing::sink(1);
-        assert!(sink.try_send(Batch::new(b"a\n".to_vec())).is_ok());
-        let back = sink.try_send(Batch::new(b"b\n".to_vec())).unwrap_err();
+        let offer = |text: &[u8]| sink.offer(Batch::new(text.to_vec()), Duration::from_millis(10));
+        assert!(offer(b"a\n").is_ok());
+        let back = offer(b"b\n").unwrap_err();
         assert_eq!(back.expect("the batch comes back").bytes(), b"b\n");
         assert_eq!(counters.batches.load(Ordering::Relaxed), 1, "only accepted batches count");
         rx.recv().unwrap();
-        assert!(sink.try_send(Batch::new(b"c\n".to_vec())).is_ok());
+        assert!(offer(b"c\n").is_ok());
         stop.stop();
-        assert!(sink.try_send(Batch::new(b"d\n".to_vec())).unwrap_err().is_none());
+        assert!(offer(b"d\n").unwrap_err().is_none());
     }
 
     #[test]
