@@ -14,7 +14,8 @@ use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError as RdKafkaError;
 use rdkafka::types::{RDKafkaErrorCode, RDKafkaRespErr};
-use std::collections::BTreeMap;
+use rdkafka::{Offset, TopicPartitionList};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -151,6 +152,39 @@ impl Connection {
         Ok(partitions)
     }
 
+    /// Assigns every partition of `topic` to `consumer` (which reads without a group), from the
+    /// beginning or from the end offsets as they are now. Returns the end offset of each partition
+    /// that holds something, as it was at that moment: where "read to the end" stops.
+    pub fn assign_whole<C: ConsumerContext>(
+        &self,
+        consumer: &BaseConsumer<C>,
+        topic: &str,
+        from: Start,
+    ) -> Result<HashMap<i32, i64>, KafkaError> {
+        let partitions =
+            self.partitions(consumer.client(), topic, "it is created by the first needle node")?;
+        let mut list = TopicPartitionList::new();
+        let mut ends = HashMap::new();
+        for p in partitions {
+            let (low, high) = consumer
+                .fetch_watermarks(topic, p, CONNECT_TIMEOUT)
+                .map_err(|e| KafkaError::client(format!("reading the end of topic {topic}"), e))?;
+            if high > low {
+                ends.insert(p, high);
+            }
+            let offset = match from {
+                Start::Beginning => Offset::Beginning,
+                Start::End => Offset::Offset(high),
+            };
+            list.add_partition_offset(topic, p, offset)
+                .map_err(|e| KafkaError::client(format!("assigning topic {topic}"), e))?;
+        }
+        consumer
+            .assign(&list)
+            .map_err(|e| KafkaError::client(format!("assigning topic {topic}"), e))?;
+        Ok(ends)
+    }
+
     /// Creates `topic` with `partitions` partitions and the given topic settings unless it
     /// exists; the replication factor is the brokers' default.
     pub fn ensure_topic(
@@ -210,6 +244,13 @@ impl Connection {
         }
         Ok(())
     }
+}
+
+/// Where [`Connection::assign_whole`] starts reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    Beginning,
+    End,
 }
 
 /// Logs at most one line per interval for one client, with how many it held back, so a broker

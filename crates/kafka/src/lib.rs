@@ -10,6 +10,7 @@
 //!
 //! | module | what it owns |
 //! |---|---|
+//! | [`background`] | the threads that poll the query and results topics |
 //! | [`client`] | librdkafka clients from `[kafka]`: brokers, pass-through properties, start-up checks, topic creation, quiet logs |
 //! | [`spec`] | the `kafka://` spec |
 //! | [`source`] | the Kafka source: consumer group, batches, pause on backpressure, rebalances |
@@ -21,6 +22,7 @@
 //! | [`produce`] | producing, and `needle gen --to kafka://` |
 //! | [`testing`] | a real broker for tests and benchmarks (`scripts/kafka/broker.sh`), a bare consumer |
 
+pub mod background;
 pub mod client;
 pub mod error;
 pub mod node;

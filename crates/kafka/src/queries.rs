@@ -12,7 +12,8 @@
 //! A notice is compiled with the api node's query configuration, and the plan's fingerprint is
 //! checked, so a worker runs exactly the query its api node merges (or says why it cannot).
 
-use crate::client::{Connection, Throttled, CONNECT_TIMEOUT};
+use crate::background::{stopped, Background};
+use crate::client::{Connection, Start, Throttled};
 use crate::produce::{Riders, Writer};
 use crate::wire::{plan_hash, QueryNotice};
 use crate::KafkaError;
@@ -23,11 +24,10 @@ use needle_runtime::Runtime;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::BaseRecord;
-use rdkafka::{Offset, TopicPartitionList};
+use rdkafka::Offset;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, RwLock};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// How long after its end time a query is kept by a worker that saw no tombstone for it.
@@ -114,8 +114,7 @@ impl QueryAnnouncer for QueryPublisher {
 
 /// A worker node's reader of the query topic (see the module doc).
 pub struct QueryFollower {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    thread: Background,
 }
 
 struct Following {
@@ -136,24 +135,7 @@ impl QueryFollower {
         owners: Owners,
     ) -> Result<Self, KafkaError> {
         let consumer = connection.probe("query follower")?;
-        let partitions = connection.partitions(
-            consumer.client(),
-            topic,
-            "it is created by the first api or worker node",
-        )?;
-        let mut list = TopicPartitionList::new();
-        let mut ends = HashMap::new();
-        for &p in &partitions {
-            let (low, high) = consumer
-                .fetch_watermarks(topic, p, CONNECT_TIMEOUT)
-                .map_err(|e| KafkaError::client(format!("reading the end of topic {topic}"), e))?;
-            if high > low {
-                ends.insert(p, high);
-            }
-            list.add_partition_offset(topic, p, Offset::Beginning)
-                .map_err(|e| KafkaError::client("assigning the query topic", e))?;
-        }
-        consumer.assign(&list).map_err(|e| KafkaError::client("assigning the query topic", e))?;
+        let mut ends = connection.assign_whole(&consumer, topic, Start::Beginning)?;
 
         // Catch up: the last word on each id, before anything runs.
         let mut latest: HashMap<String, Option<QueryNotice>> = HashMap::new();
@@ -197,27 +179,15 @@ impl QueryFollower {
                 following.adopt(&notice);
             }
         }
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("needle-query-follower".into())
-            .spawn(move || following.follow(consumer, &flag))
-            .map_err(|e| KafkaError::Config(format!("cannot start the query follower: {e}")))?;
-        Ok(Self { stop, thread: Some(thread) })
+        let thread = Background::spawn("needle-query-follower", move |stop| {
+            following.follow(consumer, stop)
+        })?;
+        Ok(Self { thread })
     }
 
     /// Stops following (the adopted queries stay until the runtime stops).
     pub fn stop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-impl Drop for QueryFollower {
-    fn drop(&mut self) {
-        self.stop();
+        self.thread.stop();
     }
 }
 
@@ -251,7 +221,7 @@ fn read_notice(
 impl Following {
     fn follow(mut self, consumer: BaseConsumer<crate::client::Quiet>, stop: &AtomicBool) {
         let mut last_sweep = Instant::now();
-        while !stop.load(Ordering::Relaxed) {
+        while !stopped(stop) {
             if let Some(result) = consumer.poll(Duration::from_millis(100)) {
                 match result {
                     Ok(message) => match read_notice(message.key(), message.payload(), &self.log) {

@@ -9,7 +9,8 @@
 //!   addressed to this node, and every progress message, to the runtime's joiner. Messages that
 //!   are not needle's are logged (sampled) and skipped.
 
-use crate::client::{Connection, Throttled, CONNECT_TIMEOUT};
+use crate::background::{stopped, Background};
+use crate::client::{Connection, Start, Throttled};
 use crate::produce::{Riders, Writer};
 use crate::queries::Owners;
 use crate::wire::ResultsMessage;
@@ -17,13 +18,9 @@ use crate::KafkaError;
 use needle_runtime::framing::Receipt;
 use needle_runtime::remote::PartialOutlet;
 use needle_runtime::Runtime;
-use rdkafka::consumer::Consumer;
 use rdkafka::message::Message;
 use rdkafka::producer::BaseRecord;
-use rdkafka::{Offset, TopicPartitionList};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// The partition every worker writes to (see the module doc).
@@ -81,8 +78,7 @@ impl PartialOutlet for ResultsOutlet {
 
 /// An api node's reader of the results topic.
 pub struct ResultsReader {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    thread: Background,
 }
 
 impl ResultsReader {
@@ -94,65 +90,36 @@ impl ResultsReader {
         node: &str,
     ) -> Result<Self, KafkaError> {
         let consumer = connection.probe("results reader")?;
-        let partitions = connection.partitions(
-            consumer.client(),
-            topic,
-            "it is created by the first api or worker node",
-        )?;
-        let mut list = TopicPartitionList::new();
-        for p in partitions {
-            let (_, high) = consumer
-                .fetch_watermarks(topic, p, CONNECT_TIMEOUT)
-                .map_err(|e| KafkaError::client(format!("reading the end of topic {topic}"), e))?;
-            list.add_partition_offset(topic, p, Offset::Offset(high))
-                .map_err(|e| KafkaError::client("assigning the results topic", e))?;
-        }
-        consumer.assign(&list).map_err(|e| KafkaError::client("assigning the results topic", e))?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
+        connection.assign_whole(&consumer, topic, Start::End)?;
         let node = node.to_owned();
         let log = Throttled::new("results reader", Duration::from_secs(5));
-        let thread = std::thread::Builder::new()
-            .name("needle-results-reader".into())
-            .spawn(move || {
-                while !flag.load(Ordering::Relaxed) {
-                    let Some(result) = consumer.poll(Duration::from_millis(100)) else { continue };
-                    let message = match result {
-                        Ok(message) => message,
-                        Err(e) => {
-                            log.say(format_args!("reading the results topic: {e}"));
-                            continue;
-                        }
-                    };
-                    match ResultsMessage::decode(message.payload().unwrap_or_default()) {
-                        Ok(ResultsMessage::Partial { owner, id, partial }) if owner == node => {
-                            runtime.remote_partial(id, partial.to_vec());
-                        }
-                        Ok(ResultsMessage::Partial { .. }) => {} // another api node's
-                        Ok(ResultsMessage::Progress { records }) => {
-                            runtime.remote_progress(records)
-                        }
-                        Err(e) => log.say(format_args!(
-                            "skipped message {} of the results topic: {e}",
-                            message.offset()
-                        )),
+        let thread = Background::spawn("needle-results-reader", move |stop| {
+            while !stopped(stop) {
+                let Some(result) = consumer.poll(Duration::from_millis(100)) else { continue };
+                let message = match result {
+                    Ok(message) => message,
+                    Err(e) => {
+                        log.say(format_args!("reading the results topic: {e}"));
+                        continue;
                     }
+                };
+                match ResultsMessage::decode(message.payload().unwrap_or_default()) {
+                    Ok(ResultsMessage::Partial { owner, id, partial }) if owner == node => {
+                        runtime.remote_partial(id, partial.to_vec());
+                    }
+                    Ok(ResultsMessage::Partial { .. }) => {} // another api node's
+                    Ok(ResultsMessage::Progress { records }) => runtime.remote_progress(records),
+                    Err(e) => log.say(format_args!(
+                        "skipped message {} of the results topic: {e}",
+                        message.offset()
+                    )),
                 }
-            })
-            .map_err(|e| KafkaError::Config(format!("cannot start the results reader: {e}")))?;
-        Ok(Self { stop, thread: Some(thread) })
+            }
+        })?;
+        Ok(Self { thread })
     }
 
     pub fn stop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-impl Drop for ResultsReader {
-    fn drop(&mut self) {
-        self.stop();
+        self.thread.stop();
     }
 }

@@ -7,14 +7,12 @@
 //! (also on a panic); [`Broker::shared`] is one broker for a whole test binary, stopped when the
 //! process exits. Tests share it and use topics of their own.
 
-use crate::client::{Connection, CONNECT_TIMEOUT};
+use crate::client::{Connection, Start, CONNECT_TIMEOUT};
 use crate::produce::{Riders, Writer};
 use crate::KafkaError;
-use rdkafka::consumer::Consumer;
 use rdkafka::message::Message;
 use rdkafka::producer::BaseRecord;
-use rdkafka::{Offset, TopicPartitionList};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -182,20 +180,7 @@ pub fn drain(
     timeout: Duration,
 ) -> Result<Drained, KafkaError> {
     let consumer = connection.probe("baseline")?;
-    let partitions = connection.partitions(consumer.client(), topic, "")?;
-    let mut list = TopicPartitionList::new();
-    let mut ends = HashMap::new();
-    for &p in &partitions {
-        let (low, high) = consumer
-            .fetch_watermarks(topic, p, CONNECT_TIMEOUT)
-            .map_err(|e| KafkaError::client("reading watermarks", e))?;
-        if high > low {
-            ends.insert(p, high);
-        }
-        list.add_partition_offset(topic, p, Offset::Beginning)
-            .map_err(|e| KafkaError::client("assigning", e))?;
-    }
-    consumer.assign(&list).map_err(|e| KafkaError::client("assigning", e))?;
+    let mut ends = connection.assign_whole(&consumer, topic, Start::Beginning)?;
     let deadline = Instant::now() + timeout;
     let (mut messages, mut bytes, mut first, mut last) = (0u64, 0u64, None, Instant::now());
     let mut checksum = 0u8;

@@ -73,6 +73,22 @@ pub struct QueryStatus {
     pub emissions: u64,
 }
 
+impl QueryStatus {
+    /// A query that has not read anything yet.
+    pub(crate) fn new(id: &str, query: &str, owner: &str, received_ms: i64, ends_ms: i64) -> Self {
+        Self {
+            id: id.to_owned(),
+            query: query.to_owned(),
+            owner: owner.to_owned(),
+            received_ms,
+            ends_ms,
+            records_seen: 0,
+            records_matched: 0,
+            emissions: 0,
+        }
+    }
+}
+
 pub(crate) type StatusTable = Arc<Mutex<HashMap<Arc<str>, QueryStatus>>>;
 
 struct Running {

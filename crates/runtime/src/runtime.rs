@@ -299,19 +299,8 @@ impl Runtime {
         let run = QueryRun::new(compiled.clone(), id.to_string(), received_ms);
         let ends_ms = run.end_ms();
         let results = ResultQueue::new(self.config.runtime.subscriber_buffer);
-        self.status.lock().unwrap_or_else(|e| e.into_inner()).insert(
-            id.clone(),
-            QueryStatus {
-                id: id.to_string(),
-                query: text.to_owned(),
-                owner: owner.to_owned(),
-                received_ms,
-                ends_ms,
-                records_seen: 0,
-                records_matched: 0,
-                emissions: 0,
-            },
-        );
+        let status = QueryStatus::new(&id, text, owner, received_ms, ends_ms);
+        self.status.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone(), status);
         // The joiner learns of the query before any worker can produce a partial for it.
         if self
             .joiner_tx
@@ -373,17 +362,8 @@ impl Runtime {
         received_ms: i64,
         ends_ms: i64,
     ) {
+        let status = QueryStatus::new(id, &query.plan().text, owner, received_ms, ends_ms);
         let id: Arc<str> = id.into();
-        let status = QueryStatus {
-            id: id.to_string(),
-            query: query.plan().text.clone(),
-            owner: owner.to_owned(),
-            received_ms,
-            ends_ms,
-            records_seen: 0,
-            records_matched: 0,
-            emissions: 0,
-        };
         let _admission = self.admission.lock().unwrap_or_else(|e| e.into_inner());
         let replaced = self.queries.remove(&id);
         self.status.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone(), status);

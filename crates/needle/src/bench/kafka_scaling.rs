@@ -15,6 +15,9 @@
 //!   read divided by the time from its first record to its last. The run also checks the query
 //!   found the 10 needles.
 //!
+//! Records per CPU-second (user + system time of the reading processes, from /proc) are reported
+//! beside records/s: on a shared machine they move less with what else runs.
+//!
 //! The broker is `--brokers` or, by default, one started for the run with
 //! `scripts/kafka/broker.sh` (Kafka's jars from Maven Central). It runs on the same machine, so
 //! it competes with the workers for the cores: on a small machine the figures say what needle
@@ -90,6 +93,9 @@ pub struct ScalingRow {
     pub records_per_sec_total: f64,
     /// needle's per-process figure ÷ the baseline's.
     pub ratio_to_baseline: f64,
+    /// Records per CPU-second of the reading processes (user + system, all their threads):
+    /// steadier than records/s on a shared machine.
+    pub records_per_cpu_sec: f64,
     /// Needle records the query found (10 expected); none for the baseline.
     pub needles_found: Option<u64>,
 }
@@ -125,6 +131,7 @@ impl Outcome for ScalingResult {
             "records/s per process",
             "records/s in all",
             "ratio to baseline",
+            "records per CPU-second",
             "needles found",
         ]);
         for r in &self.rows {
@@ -135,6 +142,7 @@ impl Outcome for ScalingResult {
                 format!("{:.0}", r.records_per_sec_per_process),
                 format!("{:.0}", r.records_per_sec_total),
                 format!("{:.2}", r.ratio_to_baseline),
+                format!("{:.0}", r.records_per_cpu_sec),
                 r.needles_found.map_or("-".into(), |n| n.to_string()),
             ]);
         }
@@ -184,8 +192,10 @@ fn measure(args: &Args) -> Result<ScalingResult, String> {
     let (fill_rate, bytes) = fill(&connection, &topic, args)?;
 
     eprintln!("baseline: a bare rdkafka consumer");
+    let cpu_before = cpu_seconds("self");
     let drained =
         drain(&connection, &topic, Duration::from_secs(600)).map_err(|e| e.to_string())?;
+    let baseline_cpu = cpu_seconds("self") - cpu_before;
     if drained.messages != args.records {
         return Err(format!("the baseline read {} of {} records", drained.messages, args.records));
     }
@@ -199,6 +209,7 @@ fn measure(args: &Args) -> Result<ScalingResult, String> {
         records_per_sec_per_process: baseline,
         records_per_sec_total: baseline,
         ratio_to_baseline: 1.0,
+        records_per_cpu_sec: drained.messages as f64 / baseline_cpu.max(1e-9),
         needles_found: None,
     }];
     for &n in &args.workers {
@@ -213,6 +224,7 @@ fn measure(args: &Args) -> Result<ScalingResult, String> {
             records_per_sec_per_process: run.per_process,
             records_per_sec_total: run.total,
             ratio_to_baseline: run.per_process / baseline,
+            records_per_cpu_sec: run.records as f64 / run.cpu_seconds.max(1e-9),
             needles_found: Some(run.needles),
         });
     }
@@ -255,6 +267,8 @@ fn fill(connection: &Connection, topic: &str, args: &Args) -> Result<(f64, u64),
 
 struct Distributed {
     records: u64,
+    /// CPU time of the worker processes, start-up included.
+    cpu_seconds: f64,
     per_process: f64,
     total: f64,
     needles: u64,
@@ -414,9 +428,21 @@ fn distributed(
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+    let cpu_seconds = workers.iter().map(|w| cpu_seconds(&w.child.id().to_string())).sum();
     drop(workers);
     drop(api);
-    Ok(Distributed { records, per_process, total, needles })
+    Ok(Distributed { records, cpu_seconds, per_process, total, needles })
+}
+
+/// User + system CPU seconds of a process (`self` or a pid) so far, from /proc (0 elsewhere).
+fn cpu_seconds(pid: &str) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return 0.0 };
+    // the fields after the command name (in parentheses, which may hold spaces); utime and
+    // stime are the 14th and 15th fields of the line, in clock ticks (USER_HZ, 100 on Linux)
+    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
 }
 
 fn now_ms() -> u64 {
