@@ -90,6 +90,9 @@ impl Node {
 
     /// Stops the node (see the module doc). Idempotent.
     pub fn shutdown(&self) {
+        if let Some(outlet) = &self.parts.lock().unwrap_or_else(|e| e.into_inner()).outlet {
+            outlet.stopping();
+        }
         self.runtime.shutdown();
         let mut parts = self.parts.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(mut follower) = parts.follower.take() {

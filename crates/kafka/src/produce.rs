@@ -87,19 +87,19 @@ impl Writer {
         Ok(Self { producer: connection.create(&config, context)? })
     }
 
-    /// Queues a message, waiting while librdkafka's queue is full (for at most `patience`, or
-    /// as long as it takes).
+    /// Queues a message, waiting while librdkafka's queue is full for as long as `keep_waiting`
+    /// says (given how long it has waited): [`Patience`].
     pub fn send(
         &self,
         mut record: BaseRecord<'_, str, [u8], Riders>,
-        patience: Option<Duration>,
+        keep_waiting: impl Fn(Duration) -> bool,
     ) -> Result<(), KafkaError> {
-        let deadline = patience.map(|p| Instant::now() + p);
+        let since = Instant::now();
         loop {
             match self.producer.send(record) {
                 Ok(()) => return Ok(()),
                 Err((RdKafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back))
-                    if deadline.is_none_or(|d| Instant::now() < d) =>
+                    if keep_waiting(since.elapsed()) =>
                 {
                     record = back;
                     std::thread::sleep(Duration::from_millis(5));
@@ -125,6 +125,21 @@ impl Writer {
 
     pub fn client(&self) -> &rdkafka::client::Client<Deliveries> {
         self.producer.client()
+    }
+}
+
+/// How long [`Writer::send`] waits for room.
+pub struct Patience;
+
+impl Patience {
+    /// As long as it takes (backpressure on the caller).
+    pub fn forever(_: Duration) -> bool {
+        true
+    }
+
+    /// At most `limit`.
+    pub fn at_most(limit: Duration) -> impl Fn(Duration) -> bool {
+        move |waited| waited < limit
     }
 }
 
@@ -179,7 +194,7 @@ impl TopicWriter {
         let record = BaseRecord::with_opaque_to(&self.topic, Riders::default())
             .partition(partition)
             .payload(line);
-        self.writer.send(record, None)?;
+        self.writer.send(record, Patience::forever)?;
         self.sent += 1;
         Ok(())
     }

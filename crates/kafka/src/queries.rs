@@ -14,7 +14,7 @@
 
 use crate::background::{stopped, Background};
 use crate::client::{Connection, Start, Throttled};
-use crate::produce::{Riders, Writer};
+use crate::produce::{Patience, Riders, Writer};
 use crate::wire::{plan_hash, QueryNotice};
 use crate::KafkaError;
 use needle_engine::CompiledQuery;
@@ -99,13 +99,15 @@ impl QueryAnnouncer for QueryPublisher {
         let record = BaseRecord::with_opaque_to(&self.topic, Riders::default())
             .key(query.id)
             .payload(value.as_slice());
-        self.writer.send(record, Some(Duration::from_secs(5))).map_err(|e| e.to_string())
+        self.writer
+            .send(record, Patience::at_most(Duration::from_secs(5)))
+            .map_err(|e| e.to_string())
     }
 
     fn ended(&self, id: &str) {
         let record =
             BaseRecord::<str, [u8], Riders>::with_opaque_to(&self.topic, Riders::default()).key(id);
-        if let Err(e) = self.writer.send(record, Some(Duration::from_secs(1))) {
+        if let Err(e) = self.writer.send(record, Patience::at_most(Duration::from_secs(1))) {
             // The workers still forget it at its end time.
             eprintln!("needle: kafka: the end of query {id} could not be announced: {e}");
         }

@@ -20,6 +20,7 @@ use needle_runtime::remote::PartialOutlet;
 use needle_runtime::Runtime;
 use rdkafka::message::Message;
 use rdkafka::producer::BaseRecord;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,6 +33,7 @@ pub struct ResultsOutlet {
     topic: String,
     owners: Owners,
     log: Throttled,
+    stopping: AtomicBool,
 }
 
 impl ResultsOutlet {
@@ -42,7 +44,7 @@ impl ResultsOutlet {
             &[("linger.ms", "2"), ("enable.idempotence", "true")],
         )?;
         let log = Throttled::new("results outlet", Duration::from_secs(5));
-        Ok(Self { writer, topic: topic.to_owned(), owners, log })
+        Ok(Self { writer, topic: topic.to_owned(), owners, log, stopping: AtomicBool::new(false) })
     }
 
     /// Waits (at most `timeout`) for what was sent to be acknowledged.
@@ -50,13 +52,23 @@ impl ResultsOutlet {
         self.writer.flush(timeout)
     }
 
+    /// The node is stopping: sending gives up after a grace instead of waiting for the brokers
+    /// as long as it takes.
+    pub fn stopping(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+    }
+
     fn send(&self, key: &str, value: &[u8], riders: Riders) {
         let record = BaseRecord::with_opaque_to(&self.topic, riders)
             .partition(PARTITION)
             .key(key)
             .payload(value);
-        // Waits as long as librdkafka's queue is full: backpressure on the workers.
-        if let Err(e) = self.writer.send(record, None) {
+        // Waits as long as librdkafka's queue is full: backpressure on the workers; but not
+        // past a shutdown's grace, or a node whose brokers are gone could never stop.
+        let keep_waiting = |waited: Duration| {
+            !self.stopping.load(Ordering::Relaxed) || waited < Duration::from_secs(10)
+        };
+        if let Err(e) = self.writer.send(record, keep_waiting) {
             self.log.say(format_args!("a message for the api nodes was lost: {e}"));
         }
     }

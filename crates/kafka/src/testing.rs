@@ -8,7 +8,7 @@
 //! process exits. Tests share it and use topics of their own.
 
 use crate::client::{Connection, Start, CONNECT_TIMEOUT};
-use crate::produce::{Riders, Writer};
+use crate::produce::{Patience, Riders, Writer};
 use crate::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::producer::BaseRecord;
@@ -42,6 +42,7 @@ impl Broker {
 
     /// [`Broker::start`] with `KEY=VALUE` settings added to its server.properties.
     pub fn start_with(settings: &[&str]) -> Result<Self, String> {
+        sweep_stale();
         let temp = tempfile::Builder::new()
             .prefix("needle-kafka-")
             .tempdir()
@@ -104,16 +105,30 @@ impl Broker {
     /// Produces `values` to `topic`: to `partition`, or round-robin over partitions 0..n with
     /// `Spread(n)`; waits until all are acknowledged.
     pub fn produce(&self, topic: &str, to: Partitions, values: &[&[u8]]) -> Result<(), KafkaError> {
+        let keyed: Vec<(Option<&str>, &[u8])> = values.iter().map(|v| (None, *v)).collect();
+        self.produce_keyed(topic, to, &keyed)
+    }
+
+    /// [`Broker::produce`] of (key, value) pairs.
+    pub fn produce_keyed(
+        &self,
+        topic: &str,
+        to: Partitions,
+        messages: &[(Option<&str>, &[u8])],
+    ) -> Result<(), KafkaError> {
         let writer = Writer::new(&self.connection(&[]), "test producer", &[])?;
-        for (i, value) in values.iter().enumerate() {
+        for (i, (key, value)) in messages.iter().enumerate() {
             let partition = match to {
                 Partitions::One(p) => p,
                 Partitions::Spread(n) => (i as i32) % n.max(1),
             };
-            let record = BaseRecord::with_opaque_to(topic, Riders::default())
+            let mut record = BaseRecord::with_opaque_to(topic, Riders::default())
                 .partition(partition)
                 .payload(*value);
-            writer.send(record, None)?;
+            if let Some(key) = key {
+                record = record.key(*key);
+            }
+            writer.send(record, Patience::forever)?;
         }
         writer.flush(CONNECT_TIMEOUT * 3)?;
         match writer.failures() {
@@ -129,6 +144,33 @@ impl Broker {
 impl Drop for Broker {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// Removes the directories of brokers whose owner and broker processes are both gone (a test
+/// process killed before it could clean up; its broker's watchdog stopped the broker).
+fn sweep_stale() {
+    let alive = |file: &Path| {
+        std::fs::read_to_string(file)
+            .ok()
+            .and_then(|pid| pid.trim().parse::<i32>().ok())
+            // SAFETY: signal 0 only asks whether the process exists.
+            .is_some_and(|pid| unsafe { libc::kill(pid, 0) } == 0)
+    };
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        let ours = dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("needle-kafka-"));
+        if ours
+            && dir.join("owner").is_file()
+            && !alive(&dir.join("owner"))
+            && !alive(&dir.join("pid"))
+        {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
     }
 }
 

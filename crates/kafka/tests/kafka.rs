@@ -238,6 +238,14 @@ fn two_api_nodes_share_the_topics_and_each_merges_its_own_queries() {
     let east = api(&c);
     c.kafka.node_id = "west".into();
     let west = api(&c);
+    // Garbage on the topics between the nodes is skipped (and logged), not fatal.
+    let broker = Broker::shared();
+    let notices: [(Option<&str>, &[u8]); 2] =
+        [(Some("q1"), b"not a notice"), (Some("q2"), br#"{"v": 9, "id": "q2"}"#)];
+    broker.produce_keyed(&c.kafka.query_topic, Partitions::One(0), &notices).unwrap();
+    broker
+        .produce(&c.kafka.results_topic, Partitions::One(0), &[b"NDLM\x01\x01\xff", b"junk"])
+        .unwrap();
     let worker = worker(&c);
     wait_until("partitions", Duration::from_secs(30), || partitions(worker.runtime()) == 4);
     let count = "SELECT COUNT(*) AS n FROM STREAM(60000, TIME) WHERE kind = 'noise'";
@@ -248,6 +256,7 @@ fn two_api_nodes_share_the_topics_and_each_merges_its_own_queries() {
         worker.runtime().queries().len() == 2
     });
     produce(&c.kafka.data_topic, &noise(1_000));
+    broker.produce(&c.kafka.results_topic, Partitions::One(0), &[b"more junk"]).unwrap();
     wait_until("both merged", Duration::from_secs(30), || {
         [(&east, &a.id), (&west, &b.id)]
             .iter()
