@@ -2,10 +2,16 @@
 //!
 //! The Kafka source cuts what it polls into batches; each batch is a *round* with, per partition,
 //! the offset after its last message. A round is *held* while the batch waits for room in the
-//! workers' queue, *in flight* once the queue took it, and *done* when the batch's receipt drops
-//! (the worker flushed the batch's partials and the progress message after them was delivered, or
-//! the in-process joiner merged them). Offsets are stored only through the longest prefix of done
-//! rounds, so a committed offset never passes a record whose partials might still be lost.
+//! workers' queue, *in flight* from the moment the source offers it to the queue, and *done* when
+//! the batch's receipt drops in flight (the worker flushed the batch's partials and the progress
+//! message after them was delivered, or the in-process joiner merged them). A held round whose
+//! batch is dropped (the source stopped before handing it on) is *abandoned*: never done.
+//! Offsets are stored only through the longest prefix of done rounds, so a committed offset
+//! never passes a record whose partials might still be lost, or that nobody processed.
+//!
+//! The source marks a round in flight *before* offering its batch, while no worker can have it,
+//! and back to held if the queue refuses it: so a worker that finishes a batch quickly always
+//! finds its round in flight.
 //!
 //! A rebalance that takes partitions away ([`Tracker::reset`]) starts a new *generation*: rounds
 //! of the old one that finish later change nothing.
@@ -19,6 +25,7 @@ enum State {
     Held,
     InFlight,
     Done,
+    Abandoned,
 }
 
 #[derive(Debug)]
@@ -43,7 +50,8 @@ pub struct Tracker {
     changed: Condvar,
 }
 
-/// A round's token, in its batch's receipt: dropping it marks the round done.
+/// A round's token, in its batch's receipt: dropping it marks the round done (or abandoned, if
+/// it was never handed on).
 #[derive(Debug)]
 pub struct RoundToken {
     tracker: Arc<Tracker>,
@@ -53,11 +61,15 @@ pub struct RoundToken {
 
 impl Drop for RoundToken {
     fn drop(&mut self) {
-        self.tracker.set(self.generation, self.seq, State::Done);
+        self.tracker.change(self.generation, self.seq, |state| match state {
+            State::InFlight => State::Done,
+            State::Held => State::Abandoned,
+            other => other,
+        });
     }
 }
 
-/// A round's identity, kept by the source to say the queue took it.
+/// A round's identity, kept by the source to say where its batch is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RoundId {
     pub generation: u64,
@@ -88,21 +100,29 @@ impl Tracker {
         (RoundToken { tracker: self.clone(), generation, seq }, RoundId { generation, seq })
     }
 
-    /// The workers' queue took the round's batch.
-    pub fn accepted(&self, id: RoundId) {
-        self.set(id.generation, id.seq, State::InFlight);
+    /// The source is offering the round's batch to the workers' queue (call before the offer).
+    pub fn handing_on(&self, id: RoundId) {
+        self.change(id.generation, id.seq, |state| match state {
+            State::Held => State::InFlight,
+            other => other,
+        });
     }
 
-    fn set(&self, generation: u64, seq: u64, state: State) {
+    /// The queue refused the batch: the source holds it again.
+    pub fn held_again(&self, id: RoundId) {
+        self.change(id.generation, id.seq, |state| match state {
+            State::InFlight => State::Held,
+            other => other,
+        });
+    }
+
+    fn change(&self, generation: u64, seq: u64, to: impl FnOnce(State) -> State) {
         let mut rounds = self.lock();
         if rounds.generation != generation {
             return;
         }
         if let Some(round) = rounds.rounds.iter_mut().find(|r| r.seq == seq) {
-            // done stays done (a worker may finish a batch before the source marks it taken)
-            if round.state != State::Done {
-                round.state = state;
-            }
+            round.state = to(round.state);
         }
         drop(rounds);
         self.changed.notify_all();
@@ -166,7 +186,7 @@ mod tests {
         let (b, idb) = t.begin(vec![(0, 20)]);
         let (c, idc) = t.begin(vec![(1, 9)]);
         for id in [ida, idb, idc] {
-            t.accepted(id);
+            t.handing_on(id);
         }
         drop(b);
         assert!(t.completed().is_empty(), "round a is not done: nothing may be stored");
@@ -194,11 +214,28 @@ mod tests {
     }
 
     #[test]
-    fn a_round_done_before_it_is_marked_taken_stays_done() {
+    fn a_batch_dropped_without_being_handed_on_never_counts_as_done() {
+        let t = Tracker::new();
+        let (a, ida) = t.begin(vec![(0, 5)]);
+        let (never, idn) = t.begin(vec![(0, 9)]);
+        let (c, idc) = t.begin(vec![(1, 4)]);
+        t.handing_on(ida);
+        t.handing_on(idn);
+        t.held_again(idn); // the queue was full
+        t.handing_on(idc);
+        drop(a);
+        drop(never); // the source stopped with it in hand
+        drop(c);
+        assert_eq!(t.completed(), BTreeMap::from([(0, 5)]), "nothing past the abandoned round");
+        assert!(t.completed().is_empty());
+    }
+
+    #[test]
+    fn a_worker_finishing_before_the_offer_returns_still_counts() {
         let t = Tracker::new();
         let (token, id) = t.begin(vec![(2, 7)]);
-        drop(token);
-        t.accepted(id);
+        t.handing_on(id);
+        drop(token); // the worker was quicker than the source
         assert_eq!(t.completed(), BTreeMap::from([(2, 7)]));
     }
 
@@ -206,7 +243,7 @@ mod tests {
     fn waiting_wakes_when_another_thread_finishes_a_round() {
         let t = Tracker::new();
         let (token, id) = t.begin(vec![(0, 1)]);
-        t.accepted(id);
+        t.handing_on(id);
         let worker = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(30));
             drop(token);

@@ -30,7 +30,7 @@ use crate::KafkaError;
 use needle_runtime::config::StartFrom;
 use needle_runtime::framing::{Batch, Receipt};
 use needle_runtime::metrics::Metrics;
-use needle_runtime::source::{BatchSink, Source, SourceOptions};
+use needle_runtime::source::{BatchSink, Refused, Source, SourceOptions};
 use needle_runtime::RuntimeError;
 use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
@@ -170,13 +170,19 @@ impl Source for KafkaSource {
                 // Wait a little for room before pausing: pausing drops librdkafka's prefetched
                 // messages, to be fetched again on resuming.
                 let patience = if paused { Duration::from_millis(20) } else { PAUSE_AFTER };
+                tracker.handing_on(next.round);
                 match sink.offer(next.batch, patience) {
-                    Ok(()) => tracker.accepted(next.round),
-                    Err(Some(batch)) => {
+                    Ok(()) => {}
+                    Err(Refused::Full(batch)) => {
+                        tracker.held_again(next.round);
                         held.push_front(Held { batch, round: next.round });
                         break;
                     }
-                    Err(None) => break 'reading,
+                    Err(Refused::Stopping(batch)) => {
+                        tracker.held_again(next.round);
+                        drop(batch); // never handed on: its round is abandoned, not done
+                        break 'reading;
+                    }
                 }
             }
             if !held.is_empty() && !paused {
@@ -230,7 +236,8 @@ impl Source for KafkaSource {
                 });
             }
         }
-        // Stopping: let the workers finish what they took, commit it, leave the group.
+        // Stopping: drop what was not handed on (abandoned: the next owner reads it), let the
+        // workers finish what they took, commit it, leave the group.
         drop(held);
         tracker.wait_idle(STOP_WAIT);
         store(consumer, &self.endpoint.topic, tracker.completed(), &context.log);
@@ -325,6 +332,11 @@ impl ConsumerContext for SourceContext {
                 if let Err(e) = consumer.assign(list) {
                     self.log.say(format_args!("taking partitions {}: {e}", partitions(list)));
                     return;
+                }
+                // A partition paused before it was taken away and given back stays paused in
+                // some librdkafka versions; the loop believes a new assignment is not paused.
+                if let Err(e) = consumer.resume(list) {
+                    self.log.say(format_args!("resuming partitions {}: {e}", partitions(list)));
                 }
                 self.metrics.source_partitions.set(list.count() as i64);
                 eprintln!(

@@ -212,9 +212,17 @@ fn workers_find_each_needle_once_over_a_late_join_and_a_clean_leave() {
     std::thread::sleep(Duration::from_millis(500));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let sent = producer.join().unwrap();
-    wait_until("every needle merged", Duration::from_secs(30), || {
-        api.runtime().query(&query.id).is_some_and(|s| s.records_matched >= sent)
-    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while api.runtime().query(&query.id).is_none_or(|s| s.records_matched < sent) {
+        if Instant::now() > deadline {
+            api.runtime().kill(&query.id);
+            let found = counts(&last(&query.results, Duration::from_secs(10)));
+            let missing: Vec<u64> =
+                (0..sent).filter(|i| !found.contains_key(&format!("n{i}"))).collect();
+            panic!("{sent} needles sent, missing {missing:?}: {found:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert!(api.runtime().kill(&query.id));
     let found = counts(&last(&query.results, Duration::from_secs(10)));
     assert_eq!(found.len() as u64, sent, "{found:?}");

@@ -108,12 +108,12 @@ impl BatchSink {
         }
     }
 
-    /// Hands a batch on if the queue has room within `patience`; gives it back when it stays
-    /// full, so a source that must keep serving something else (Kafka's consumer) can wait its
-    /// own way. `Err(None)` when the runtime is stopping (or nobody is reading any more).
-    pub fn offer(&self, batch: Batch, patience: Duration) -> Result<(), Option<Batch>> {
+    /// Hands a batch on if the queue has room within `patience`. A refused batch comes back,
+    /// so a source that must keep serving something else (Kafka's consumer) can wait its own way,
+    /// and knows what it did not hand on.
+    pub fn offer(&self, batch: Batch, patience: Duration) -> Result<(), Refused> {
         if self.stop.is_stopped() {
-            return Err(None);
+            return Err(Refused::Stopping(batch));
         }
         let bytes = batch.bytes().len() as u64;
         match self.tx.send_timeout(batch, patience) {
@@ -122,8 +122,8 @@ impl BatchSink {
                 self.counters.batches.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
-            Err(SendTimeoutError::Timeout(batch)) => Err(Some(batch)),
-            Err(SendTimeoutError::Disconnected(_)) => Err(None),
+            Err(SendTimeoutError::Timeout(batch)) => Err(Refused::Full(batch)),
+            Err(SendTimeoutError::Disconnected(batch)) => Err(Refused::Stopping(batch)),
         }
     }
 
@@ -136,6 +136,15 @@ impl BatchSink {
             self.counters.oversized_lines.fetch_add(lines, Ordering::Relaxed);
         }
     }
+}
+
+/// Why [`BatchSink::offer`] did not take a batch (which comes back).
+#[derive(Debug)]
+pub enum Refused {
+    /// The queue stayed full: try again later.
+    Full(Batch),
+    /// The runtime is stopping (or nobody reads any more): the source should end.
+    Stopping(Batch),
 }
 
 /// A producer of records.
@@ -306,13 +315,14 @@ mod tests {
         let (sink, rx, stop, counters) = testing::sink(1);
         let offer = |text: &[u8]| sink.offer(Batch::new(text.to_vec()), Duration::from_millis(10));
         assert!(offer(b"a\n").is_ok());
-        let back = offer(b"b\n").unwrap_err();
-        assert_eq!(back.expect("the batch comes back").bytes(), b"b\n");
+        let Err(Refused::Full(back)) = offer(b"b\n") else { panic!("refused as full") };
+        assert_eq!(back.bytes(), b"b\n");
         assert_eq!(counters.batches.load(Ordering::Relaxed), 1, "only accepted batches count");
         rx.recv().unwrap();
         assert!(offer(b"c\n").is_ok());
         stop.stop();
-        assert!(offer(b"d\n").unwrap_err().is_none());
+        let Err(Refused::Stopping(back)) = offer(b"d\n") else { panic!("refused: stopping") };
+        assert_eq!(back.bytes(), b"d\n", "even then the batch comes back");
     }
 
     #[test]
