@@ -4,7 +4,7 @@
 CARGO ?= cargo
 NEEDLE := target/release/needle
 
-.PHONY: demo test build lint fmt bench clean
+.PHONY: demo test test-kafka build lint fmt bench clean
 
 build:
 	$(CARGO) build --release --bin needle
@@ -14,6 +14,12 @@ demo: build
 
 test:
 	bash scripts/test.sh
+
+# Only the tests against a real Kafka broker (scripts/kafka/broker.sh fetches Kafka's jars).
+test-kafka:
+	bash scripts/kafka/broker.sh fetch
+	$(CARGO) test --locked -p needle-kafka
+	$(CARGO) test --locked -p needle --test cli_kafka
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Everything `make test` does: install what the tests need, check formatting and lints, run every
 # test: the Bullet peer's JUnit tests (Maven fetches its jars from Maven Central), then the Rust
-# workspace's (units, golden files, property tests, integration tests against the real binary).
+# workspace's (units, golden files, property tests, integration tests against the real binary,
+# and the Kafka tests against a real broker run from Apache Kafka's jars, also from Maven
+# Central).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,5 +15,7 @@ echo "== clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== the Bullet peer (bench/peers/bullet: Maven, JUnit)"
 (cd bench/peers/bullet && mvn -B -q package)
+echo "== Apache Kafka's jars (scripts/kafka/broker.sh: a real broker for the Kafka tests)"
+bash scripts/kafka/broker.sh fetch
 echo "== tests"
 cargo test --workspace --locked

@@ -3,12 +3,16 @@
 # needle's Kafka tests and demos. Kafka's jars come from Maven Central into .cache/kafka/lib.
 #
 #   scripts/kafka/broker.sh fetch              download the jars (idempotent)
-#   scripts/kafka/broker.sh start DIR [--owner PID] [--max-seconds N]
+#   scripts/kafka/broker.sh start DIR [--owner PID] [--max-seconds N] [--set KEY=VALUE]...
 #                                              start a broker whose data, config and log live in
 #                                              DIR; prints the bootstrap address and writes it to
 #                                              DIR/bootstrap. The broker stops itself when PID
 #                                              (default: the caller) exits, or after N seconds
-#                                              (default 7200).
+#                                              (default 7200). --set adds or overrides a
+#                                              server.properties setting.
+#   scripts/kafka/broker.sh restart DIR [--owner PID] [--max-seconds N]
+#                                              stop the broker of DIR and start it again on the
+#                                              same ports with the same data (a broker outage)
 #   scripts/kafka/broker.sh stop DIR           stop it (and its watchdog) and wait for the exit
 #   scripts/kafka/broker.sh status DIR         exit 0 when running
 set -euo pipefail
@@ -18,6 +22,8 @@ root=$(cd "$here/../.." && pwd)
 lib=${NEEDLE_KAFKA_LIB:-$root/.cache/kafka/lib}
 
 die() { echo "broker.sh: $*" >&2; exit 1; }
+
+java_opts=(-Xms256m -Xmx1g -XX:+UseSerialGC "-Dlog4j2.configurationFile=$here/log4j2.properties")
 
 fetch() {
   if [ -f "$lib/.complete" ]; then return 0; fi
@@ -35,10 +41,12 @@ free_port() {
 start() {
   local dir=$1; shift
   local owner=$PPID max_seconds=7200
+  local extra=()
   while [ $# -gt 0 ]; do
     case $1 in
       --owner) owner=$2; shift 2 ;;
       --max-seconds) max_seconds=$2; shift 2 ;;
+      --set) [[ $2 == *=* ]] || die "--set takes KEY=VALUE"; extra+=("$2"); shift 2 ;;
       *) die "unknown option $1" ;;
     esac
   done
@@ -52,7 +60,7 @@ start() {
   port=$(free_port)
   cport=$(free_port)
   while [ "$cport" = "$port" ]; do cport=$(free_port); done
-  rm -rf "$dir/data"
+  rm -rf "$dir/data" "$dir/bootstrap"
   cat >"$dir/server.properties" <<PROPS
 process.roles=broker,controller
 node.id=1
@@ -73,11 +81,21 @@ share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=true
 PROPS
-  local java_opts=(-Xms256m -Xmx1g -XX:+UseSerialGC "-Dlog4j2.configurationFile=$here/log4j2.properties")
+  # later lines win in a properties file
+  local setting
+  for setting in "${extra[@]}"; do echo "$setting" >>"$dir/server.properties"; done
   local uuid
   uuid=$(java "${java_opts[@]}" -cp "$lib/*" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)
   java "${java_opts[@]}" -cp "$lib/*" kafka.tools.StorageTool format -t "$uuid" \
     -c "$dir/server.properties" >"$dir/format.log" 2>&1 || { cat "$dir/format.log" >&2; die "format failed"; }
+  echo "127.0.0.1:$port" >"$dir/address"
+  launch "$dir" "$owner" "$max_seconds"
+}
+
+# Starts the broker configured in DIR (formatted already) with its watchdog, and waits for it.
+launch() {
+  local dir=$1 owner=$2 max_seconds=$3
+  echo "$owner" >"$dir/owner"
   nohup java "${java_opts[@]}" -cp "$lib/*" kafka.Kafka "$dir/server.properties" \
     >"$dir/broker.log" 2>&1 </dev/null &
   local pid=$!
@@ -102,8 +120,25 @@ PROPS
     sleep 0.1
     waited=$((waited + 1))
   done
-  echo "127.0.0.1:$port" >"$dir/bootstrap"
-  echo "127.0.0.1:$port"
+  cp "$dir/address" "$dir/bootstrap"
+  cat "$dir/address"
+}
+
+restart() {
+  local dir=$1; shift
+  [ -f "$dir/server.properties" ] && [ -f "$dir/address" ] || die "no broker was started from $dir"
+  local owner max_seconds=7200
+  owner=$(cat "$dir/owner" 2>/dev/null || echo $PPID)
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --owner) owner=$2; shift 2 ;;
+      --max-seconds) max_seconds=$2; shift 2 ;;
+      *) die "unknown option $1" ;;
+    esac
+  done
+  dir=$(cd "$dir" && pwd)
+  stop "$dir"
+  launch "$dir" "$owner" "$max_seconds"
 }
 
 stop() {
@@ -126,8 +161,9 @@ status() {
 
 case ${1:-} in
   fetch) fetch ;;
-  start) [ $# -ge 2 ] || die "usage: broker.sh start DIR [--owner PID] [--max-seconds N]"; shift; start "$@" ;;
+  start) [ $# -ge 2 ] || die "usage: broker.sh start DIR [--owner PID] [--max-seconds N] [--set KEY=VALUE]..."; shift; start "$@" ;;
+  restart) [ $# -ge 2 ] || die "usage: broker.sh restart DIR [--owner PID] [--max-seconds N]"; shift; restart "$@" ;;
   stop) [ $# -eq 2 ] || die "usage: broker.sh stop DIR"; stop "$2" ;;
   status) [ $# -eq 2 ] || die "usage: broker.sh status DIR"; status "$2" ;;
-  *) die "usage: broker.sh fetch | start DIR [--owner PID] [--max-seconds N] | stop DIR | status DIR" ;;
+  *) die "usage: broker.sh fetch | start DIR [--owner PID] [--max-seconds N] | restart DIR | stop DIR | status DIR" ;;
 esac

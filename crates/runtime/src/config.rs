@@ -11,6 +11,7 @@ use figment::Figment;
 use figment::Profile;
 use needle_query::QueryConfig;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Everything `needle serve` can be told.
@@ -22,6 +23,8 @@ pub struct NeedleConfig {
     pub source: SourceConfig,
     /// Limits and defaults every query is validated against.
     pub query: QueryConfig,
+    /// Kafka: the `kafka://` source's defaults and the distributed mode's topics.
+    pub kafka: KafkaConfig,
 }
 
 /// The HTTP API.
@@ -101,6 +104,111 @@ impl Default for SourceConfig {
     fn default() -> Self {
         Self { spec: "gen:bullet?rate=20000".into(), follow: false }
     }
+}
+
+/// Kafka, for the `kafka://` source (spec options override `brokers`, `data_topic`, `group` and
+/// `start`) and the distributed mode (`needle serve --role worker|api`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct KafkaConfig {
+    /// Bootstrap brokers, `HOST:PORT[,HOST:PORT...]`.
+    pub brokers: String,
+    /// The records (one JSON object per message, or NDJSON lines), read by the worker nodes.
+    pub data_topic: String,
+    /// Queries from api nodes to worker nodes: compacted, keyed by query id, a tombstone when a
+    /// query ends. Created (1 partition, compacted) when missing.
+    pub query_topic: String,
+    /// Partials and progress from worker nodes to api nodes. Created (1 partition) when missing.
+    pub results_topic: String,
+    /// The consumer group the worker nodes (or `--role all` processes) share on the data topic.
+    pub group: String,
+    /// Where a group with no committed offset starts: `latest` (queries look forward) or
+    /// `earliest`.
+    pub start: StartFrom,
+    /// This api node's name: it prefixes the node's query ids, and worker nodes address the
+    /// node's partials to it. Empty: a name made up per process.
+    pub node_id: String,
+    /// librdkafka properties given to every Kafka client as they are: security settings
+    /// (`security.protocol`, `sasl.mechanism`, `ssl.ca.location`, ...) and tuning
+    /// (`session.timeout.ms`). Quote the keys: `"security.protocol" = "SASL_SSL"`.
+    #[serde(deserialize_with = "scalars_as_strings")]
+    pub properties: BTreeMap<String, String>,
+}
+
+impl Default for KafkaConfig {
+    fn default() -> Self {
+        Self {
+            brokers: "127.0.0.1:9092".into(),
+            data_topic: "needle-records".into(),
+            query_topic: "needle-queries".into(),
+            results_topic: "needle-results".into(),
+            group: "needle-workers".into(),
+            start: StartFrom::Latest,
+            node_id: String::new(),
+            properties: BTreeMap::new(),
+        }
+    }
+}
+
+/// Where a Kafka consumer group with no committed offset starts reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StartFrom {
+    /// The records that arrive from now on (queries look forward).
+    #[default]
+    Latest,
+    /// The oldest records the topic keeps.
+    Earliest,
+}
+
+impl StartFrom {
+    /// The name librdkafka's `auto.offset.reset` takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StartFrom::Latest => "latest",
+            StartFrom::Earliest => "earliest",
+        }
+    }
+}
+
+impl std::str::FromStr for StartFrom {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "latest" => Ok(StartFrom::Latest),
+            "earliest" => Ok(StartFrom::Earliest),
+            other => Err(format!("start must be latest or earliest, not '{other}'")),
+        }
+    }
+}
+
+/// Reads a table of strings, numbers or booleans as strings (librdkafka takes every property as
+/// a string; `"session.timeout.ms" = 6000` should work as well as `"6000"`).
+fn scalars_as_strings<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<BTreeMap<String, String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Scalar {
+        Text(String),
+        Integer(i64),
+        Float(f64),
+        Bool(bool),
+    }
+    let table = BTreeMap::<String, Scalar>::deserialize(deserializer)?;
+    Ok(table
+        .into_iter()
+        .map(|(k, v)| {
+            let v = match v {
+                Scalar::Text(s) => s,
+                Scalar::Integer(i) => i.to_string(),
+                Scalar::Float(f) => f.to_string(),
+                Scalar::Bool(b) => b.to_string(),
+            };
+            (k, v)
+        })
+        .collect())
 }
 
 /// A configuration that cannot be used, and why (the file, key and problem).
@@ -255,6 +363,37 @@ mod tests {
         assert!(e.contains("runtime.workers") && e.contains("environment"), "{e}");
         let e = NeedleConfig::load(Some(Path::new("/no/needle.toml")), env(&[])).unwrap_err();
         assert!(e.to_string().contains("no such file"));
+    }
+
+    #[test]
+    fn the_kafka_section_reads_properties_of_any_scalar_type_and_refuses_unknown_keys() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        writeln!(
+            f,
+            "[kafka]\nbrokers = \"b1:9092,b2:9092\"\nstart = \"earliest\"\n\
+             [kafka.properties]\n\"security.protocol\" = \"SASL_SSL\"\n\
+             \"session.timeout.ms\" = 6000\n\"enable.ssl.certificate.verification\" = false"
+        )
+        .unwrap();
+        let c = NeedleConfig::load(Some(f.path()), env(&[("NEEDLE_KAFKA__GROUP", "g7")])).unwrap();
+        assert_eq!(c.kafka.brokers, "b1:9092,b2:9092");
+        assert_eq!(c.kafka.start, StartFrom::Earliest);
+        assert_eq!(c.kafka.group, "g7");
+        assert_eq!(c.kafka.properties["security.protocol"], "SASL_SSL");
+        assert_eq!(c.kafka.properties["session.timeout.ms"], "6000");
+        assert_eq!(c.kafka.properties["enable.ssl.certificate.verification"], "false");
+        let mut back = tempfile::NamedTempFile::new().unwrap();
+        write!(back, "{}", c.to_toml()).unwrap();
+        assert_eq!(NeedleConfig::load(Some(back.path()), env(&[])).unwrap(), c);
+
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        writeln!(f, "[kafka]\nbroker = \"x:1\"").unwrap();
+        let e = NeedleConfig::load(Some(f.path()), env(&[])).unwrap_err().to_string();
+        assert!(e.contains("broker"), "{e}");
+        let e = NeedleConfig::load(None, env(&[("NEEDLE_KAFKA__START", "middle")]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("kafka.start"), "{e}");
     }
 
     #[test]

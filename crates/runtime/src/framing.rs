@@ -4,20 +4,52 @@
 //! [`LineFramer`] keeps the unfinished tail and hands on only complete lines, so a worker never
 //! sees half a record. A line longer than the configured maximum is dropped whole and counted,
 //! rather than growing memory without bound.
+//!
+//! A batch may carry a [`Receipt`]: the source's token for "these bytes". The worker that reads
+//! the batch keeps the receipt until the partials it made from the batch have been handed on
+//! (its next flush), then drops it; a source that must know when its input is done with (Kafka,
+//! to commit offsets only for records whose results went out) acts when the receipt drops.
 
 use std::time::Instant;
 
+/// A source's token for a batch, dropped once the batch's effects have been handed on.
+pub struct Receipt(#[allow(dead_code)] Box<dyn Send + Sync>);
+
+impl Receipt {
+    /// Wraps a token whose `Drop` tells the source the batch is done with.
+    pub fn new(token: impl Send + Sync + 'static) -> Self {
+        Self(Box::new(token))
+    }
+}
+
+impl std::fmt::Debug for Receipt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Receipt")
+    }
+}
+
 /// Whole lines of input, as read, for one worker to decode.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Batch {
     data: Vec<u8>,
     /// When the bytes were read: the start of the read→matched latency.
     pub read_at: Instant,
+    receipt: Option<Receipt>,
 }
 
 impl Batch {
     pub fn new(data: Vec<u8>) -> Self {
-        Self { data, read_at: Instant::now() }
+        Self { data, read_at: Instant::now(), receipt: None }
+    }
+
+    /// A batch whose receipt the worker drops once it has handed on what it made of it.
+    pub fn with_receipt(data: Vec<u8>, receipt: Receipt) -> Self {
+        Self { data, read_at: Instant::now(), receipt: Some(receipt) }
+    }
+
+    /// Takes the batch's receipt (the worker holds it until its next flush).
+    pub fn take_receipt(&mut self) -> Option<Receipt> {
+        self.receipt.take()
     }
 
     /// The raw bytes: zero or more lines, each ending in `\n` (except possibly the last line of a

@@ -18,13 +18,20 @@
 //! A query that ends leaves the joiner and the status table at once, and the registry (the
 //! workers' snapshot) on the next tick, together with every other query that ended since: one
 //! new snapshot, not one per query.
+//!
+//! On an api node ([`crate::remote::Role::Api`]) the partials arrive encoded, from worker nodes
+//! ([`JoinerMessage::Encoded`]), and are merged the same way; a query's end is announced (so the
+//! workers forget it) when it leaves the joiner.
 
+use crate::framing::Receipt;
 use crate::metrics::Metrics;
 use crate::registry::QuerySet;
+use crate::remote::QueryAnnouncer;
 use crate::results::ResultQueue;
 use crate::worker::now_ms;
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use needle_engine::exec::{Emission, Partial, QueryRun};
+use needle_engine::matching::Member;
 use serde_json::json;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -45,17 +52,24 @@ pub(crate) enum JoinerMessage {
     },
     /// Boxed: partial states are large, the channel's slots should not be.
     Partial {
-        id: Arc<str>,
+        member: Arc<Member>,
         partial: Box<Partial>,
+    },
+    /// A partial from a worker node, as the engine's partial codec encoded it.
+    Encoded {
+        id: Arc<str>,
+        bytes: Vec<u8>,
     },
     End {
         id: Arc<str>,
         reason: EndReason,
     },
     /// A worker read this many records since its last progress message: every running query
-    /// has seen them.
+    /// has seen them. The receipts of the batches they came from are dropped once this message
+    /// is handled (everything the worker sent before it has been).
     Progress {
         records: u64,
+        receipts: Vec<Receipt>,
     },
     /// Finish every query and exit.
     Shutdown,
@@ -72,6 +86,22 @@ pub struct QueryStatus {
     pub records_seen: u64,
     pub records_matched: u64,
     pub emissions: u64,
+}
+
+impl QueryStatus {
+    /// A query that has not read anything yet.
+    pub(crate) fn new(id: &str, query: &str, owner: &str, received_ms: i64, ends_ms: i64) -> Self {
+        Self {
+            id: id.to_owned(),
+            query: query.to_owned(),
+            owner: owner.to_owned(),
+            received_ms,
+            ends_ms,
+            records_seen: 0,
+            records_matched: 0,
+            emissions: 0,
+        }
+    }
 }
 
 pub(crate) type StatusTable = Arc<Mutex<HashMap<Arc<str>, QueryStatus>>>;
@@ -137,6 +167,8 @@ pub(crate) struct Joiner {
     pub tick: Duration,
     /// RAW records a query may emit per second.
     pub raw_records_per_sec: u64,
+    /// On an api node: where a query's end is announced.
+    pub announcer: Option<Arc<dyn QueryAnnouncer>>,
 }
 
 impl Joiner {
@@ -173,22 +205,25 @@ impl Joiner {
                     running.insert(id.clone(), q);
                     touched = Some(id);
                 }
-                Ok(JoinerMessage::Partial { id, partial }) => {
+                Ok(JoinerMessage::Partial { member, partial }) => {
+                    if let Some(q) = running.get_mut(&member.id) {
+                        touched = Some(member.id.clone());
+                        q.credit(records_total);
+                        self.merge(&member.id, q, *partial);
+                    }
+                }
+                Ok(JoinerMessage::Encoded { id, bytes }) => {
                     if let Some(q) = running.get_mut(&id) {
                         touched = Some(id.clone());
                         q.credit(records_total);
-                        self.progress(&id, partial.seen, partial.matched);
-                        match q.run.merge(*partial, now_ms()) {
-                            Ok(emissions) => self.deliver(&id, q, emissions),
-                            Err(error) => {
-                                eprintln!(
-                                    "needle: query {id}: a partial could not be merged: {error}"
-                                )
-                            }
+                        match q.run.query().decode_partial(&bytes) {
+                            Ok(partial) => self.merge(&id, q, partial),
+                            Err(error) => log_unmerged(&id, &error),
                         }
                     }
                 }
-                Ok(JoinerMessage::Progress { records }) => records_total += records,
+                // receipts are dropped here: the partials sent before them have been merged
+                Ok(JoinerMessage::Progress { records, receipts: _ }) => records_total += records,
                 Ok(JoinerMessage::End { id, reason }) => {
                     touched = Some(id.clone());
                     if let Some(q) = running.get_mut(&id) {
@@ -282,6 +317,14 @@ impl Joiner {
         }
     }
 
+    fn merge(&self, id: &str, q: &mut Running, partial: Partial) {
+        self.progress(id, partial.seen, partial.matched);
+        match q.run.merge(partial, now_ms()) {
+            Ok(emissions) => self.deliver(id, q, emissions),
+            Err(error) => log_unmerged(id, &error),
+        }
+    }
+
     fn progress(&self, id: &str, seen: u64, matched: u64) {
         if let Some(s) = self.status.lock().unwrap_or_else(|e| e.into_inner()).get_mut(id) {
             s.records_seen += seen;
@@ -344,8 +387,21 @@ impl Joiner {
             q.results.close();
         }
         leaving.push(id.clone());
+        if let Some(announcer) = &self.announcer {
+            announcer.ended(id);
+        }
         self.status.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
         self.metrics.queries_active.dec();
+    }
+}
+
+/// A partial that could not be merged (corrupt bytes from another process, a plan that differs):
+/// logged, the 1st, 2nd, 4th, 8th, ... of the process, so garbage cannot flood the log.
+fn log_unmerged(id: &str, error: &needle_engine::EngineError) {
+    static SEEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = SEEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+    if n.is_power_of_two() {
+        eprintln!("needle: query {id}: a partial could not be merged (#{n}): {error}");
     }
 }
 

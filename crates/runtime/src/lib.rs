@@ -3,7 +3,9 @@
 //! results. Every hand-off is a bounded queue, so a slow consumer slows the source instead of
 //! losing accepted data.
 //!
-//! This crate owns threads and I/O; the engine crate owns query semantics.
+//! This crate owns threads and I/O; the engine crate owns query semantics. In the distributed
+//! mode a runtime is half of this (a worker node or an api node, see [`remote`]); the
+//! `needle-kafka` crate connects the halves.
 
 pub mod config;
 pub mod error;
@@ -11,6 +13,7 @@ pub mod framing;
 pub mod joiner;
 pub mod metrics;
 pub mod registry;
+pub mod remote;
 pub mod results;
 pub mod runtime;
 pub mod schema;
@@ -20,5 +23,6 @@ mod worker;
 pub use config::NeedleConfig;
 pub use error::RuntimeError;
 pub use joiner::{EndReason, QueryStatus};
+pub use remote::Role;
 pub use results::ResultQueue;
 pub use runtime::{QueryHandle, Runtime, SubmitError};

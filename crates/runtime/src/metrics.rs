@@ -38,6 +38,11 @@ pub struct Metrics {
     pub results_dropped: Counter,
     /// RAW records not emitted because a query's emission rate limit was reached.
     pub raw_records_rate_limited: Counter,
+    /// Partials that crossed a process boundary: shipped by a worker node, or received by an api
+    /// node (distributed mode).
+    pub partials_remote: Counter,
+    /// Partitions of a partitioned source (Kafka) assigned to this process now.
+    pub source_partitions: Gauge,
 }
 
 impl Default for Metrics {
@@ -63,6 +68,8 @@ impl Metrics {
             source_queue_depth: Gauge::default(),
             results_dropped: Counter::default(),
             raw_records_rate_limited: Counter::default(),
+            partials_remote: Counter::default(),
+            source_partitions: Gauge::default(),
             registry: Registry::default(),
         };
         let m = &metrics;
@@ -109,6 +116,16 @@ impl Metrics {
             "raw_records_rate_limited",
             "RAW records held back by a query's emission rate limit",
             m.raw_records_rate_limited.clone(),
+        );
+        registry.register(
+            "partials_remote",
+            "Partials shipped to (worker node) or received from (api node) another process",
+            m.partials_remote.clone(),
+        );
+        registry.register(
+            "source_partitions",
+            "Partitions of a partitioned source (Kafka) assigned to this process",
+            m.source_partitions.clone(),
         );
         Self { registry, ..metrics }
     }

@@ -8,11 +8,19 @@
 //!                                                   ▲ snapshot (arc-swap)              │
 //!                         submit / kill ──▶ QuerySet┘ and JoinerMessage ──────────────▶┘──▶ ResultQueue
 //! ```
+//!
+//! In the distributed mode a runtime is one half of that picture ([`Role`]): a worker node
+//! (source, workers, and a shipper where the joiner was, sending partials to a
+//! [`crate::remote::PartialOutlet`]; queries are [`Runtime::adopt`]ed from outside) or an api
+//! node (no source or workers; queries are announced to a [`crate::remote::QueryAnnouncer`] and
+//! partials arrive through [`Runtime::remote_partial`]). [`Runtime::start`] is the whole of it.
 
 use crate::config::NeedleConfig;
+use crate::framing::Batch;
 use crate::joiner::{EndReason, Joiner, JoinerMessage, QueryStatus, StatusTable};
 use crate::metrics::Metrics;
 use crate::registry::QuerySet;
+use crate::remote::{Announcement, Role, Shipper};
 use crate::results::ResultQueue;
 use crate::schema::{SchemaReport, SchemaTracker};
 use crate::source::{BatchSink, Source, SourceCounters, StopSignal};
@@ -22,7 +30,7 @@ use crossbeam_channel::Sender;
 use needle_engine::exec::{CompiledQuery, QueryRun};
 use needle_query::QueryError;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -41,6 +49,13 @@ pub enum SubmitError {
     /// The runtime is shutting down.
     #[error("the server is shutting down")]
     ShuttingDown,
+    /// This node does not take queries (a worker node of the distributed mode).
+    #[error("{0}")]
+    WrongRole(String),
+    /// The query could not be handed to the rest of the system (an api node could not announce
+    /// it to the workers).
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 /// A started query: its id, and where its results arrive.
@@ -62,7 +77,10 @@ pub struct Runtime {
     joiner_tx: Sender<JoinerMessage>,
     stop: StopSignal,
     source_counters: Arc<SourceCounters>,
-    source_description: String,
+    source_description: OnceLock<String>,
+    /// The workers' queue, until a source takes it ([`Runtime::run_source`]).
+    batches: Mutex<Option<Sender<Batch>>>,
+    role: Role,
     next_id: AtomicU64,
     id_prefix: String,
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -73,14 +91,30 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    /// Starts reading `source` with the configured number of workers.
+    /// Starts reading `source` with the configured number of workers: the whole of needle in
+    /// this process ([`Role::All`]).
     pub fn start(
         config: NeedleConfig,
         source: Box<dyn Source>,
         metrics: Arc<Metrics>,
     ) -> Result<Arc<Self>, RuntimeError> {
+        let runtime = Self::start_role(config, Role::All, metrics)?;
+        runtime.run_source(source)?;
+        Ok(runtime)
+    }
+
+    /// Starts the threads of `role` without a source: the workers (all, worker) wait for
+    /// [`Runtime::run_source`]; the joiner (all, api) or the shipper (worker) runs at once.
+    pub fn start_role(
+        config: NeedleConfig,
+        role: Role,
+        metrics: Arc<Metrics>,
+    ) -> Result<Arc<Self>, RuntimeError> {
         let tick = Duration::from_millis(config.runtime.tick_ms);
-        let workers = config.worker_threads();
+        let workers = match role {
+            Role::Api { .. } => 0,
+            _ => config.worker_threads(),
+        };
         let (batch_tx, batch_rx) = crossbeam_channel::bounded(config.runtime.queue_batches);
         let (joiner_tx, joiner_rx) = crossbeam_channel::bounded(4096);
         let queries = Arc::new(QuerySet::new());
@@ -88,13 +122,6 @@ impl Runtime {
         let status: StatusTable = Arc::default();
         let stop = StopSignal::new();
         let source_counters = Arc::new(SourceCounters::default());
-        let source_description = source.describe();
-        let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
-            std::thread::Builder::new()
-                .name(name.clone())
-                .spawn(f)
-                .map_err(|e| RuntimeError::io(format!("starting thread {name}"), e))
-        };
 
         let mut threads = Vec::new();
         for index in 0..workers {
@@ -108,30 +135,43 @@ impl Runtime {
                 tick,
                 lines: 0,
                 unreported: 0,
+                receipts: Vec::new(),
             };
-            threads.push(spawn(format!("needle-worker-{index}"), Box::new(move || worker.run()))?);
+            threads.push(spawn(format!("needle-worker-{index}"), move || worker.run())?);
         }
         drop(batch_rx);
-        let sink = BatchSink::new(batch_tx, stop.clone(), source_counters.clone());
-        let description = source_description.clone();
-        threads.push(spawn(
-            "needle-source".into(),
-            Box::new(move || {
-                if let Err(error) = source.run(sink) {
-                    eprintln!("needle: source {description} stopped: {error}");
-                }
-            }),
-        )?);
-        let joiner = Joiner {
-            messages: joiner_rx,
-            queries: queries.clone(),
-            status: status.clone(),
-            metrics: metrics.clone(),
-            tick,
-            raw_records_per_sec: config.runtime.raw_records_per_sec,
+        let joiner = match &role {
+            Role::Worker(outlet) => {
+                let shipper = Shipper {
+                    messages: joiner_rx,
+                    outlet: outlet.clone(),
+                    status: status.clone(),
+                    metrics: metrics.clone(),
+                };
+                spawn("needle-shipper".into(), move || shipper.run())?
+            }
+            Role::All | Role::Api { .. } => {
+                let announcer = match &role {
+                    Role::Api { announcer, .. } => Some(announcer.clone()),
+                    _ => None,
+                };
+                let joiner = Joiner {
+                    messages: joiner_rx,
+                    queries: queries.clone(),
+                    status: status.clone(),
+                    metrics: metrics.clone(),
+                    tick,
+                    raw_records_per_sec: config.runtime.raw_records_per_sec,
+                    announcer,
+                };
+                spawn("needle-joiner".into(), move || joiner.run())?
+            }
         };
-        let joiner = spawn("needle-joiner".into(), Box::new(move || joiner.run()))?;
-        let id_prefix = format!("{:x}", now_ms() & 0xffff_ffff);
+        let started = format!("{:x}", now_ms() & 0xffff_ffff);
+        let id_prefix = match &role {
+            Role::Api { node, .. } => format!("{node}-{started}"),
+            _ => started,
+        };
         Ok(Arc::new(Self {
             config,
             metrics,
@@ -140,7 +180,9 @@ impl Runtime {
             joiner_tx,
             stop,
             source_counters,
-            source_description,
+            source_description: OnceLock::new(),
+            batches: Mutex::new((workers > 0).then_some(batch_tx)),
+            role,
             next_id: AtomicU64::new(1),
             id_prefix,
             threads: Mutex::new(threads),
@@ -148,6 +190,38 @@ impl Runtime {
             admission: Mutex::new(()),
             schema,
         }))
+    }
+
+    /// Starts the source thread, feeding the workers. One source per runtime; none on an api
+    /// node.
+    pub fn run_source(&self, source: Box<dyn Source>) -> Result<(), RuntimeError> {
+        let description = source.describe();
+        let Some(batch_tx) = self.batches.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+            return Err(RuntimeError::bad_source(
+                &description,
+                format!("a runtime of role {} takes no (further) source", self.role.name()),
+            ));
+        };
+        let _ = self.source_description.set(description.clone());
+        let sink = BatchSink::new(batch_tx, self.stop.clone(), self.source_counters.clone());
+        let thread = spawn("needle-source".into(), move || {
+            if let Err(error) = source.run(sink) {
+                eprintln!("needle: source {description} stopped: {error}");
+            }
+        })?;
+        self.threads.lock().unwrap_or_else(|e| e.into_inner()).push(thread);
+        Ok(())
+    }
+
+    /// What this node reads, for a node with no source of its own (an api node says where its
+    /// partials come from). Ignored once set.
+    pub fn describe_as(&self, description: impl Into<String>) {
+        let _ = self.source_description.set(description.into());
+    }
+
+    /// What part of needle this runtime is.
+    pub fn role(&self) -> &Role {
+        &self.role
     }
 
     pub fn config(&self) -> &NeedleConfig {
@@ -160,7 +234,7 @@ impl Runtime {
 
     /// What the source reads, e.g. `file /data/x.ndjson`.
     pub fn source_description(&self) -> &str {
-        &self.source_description
+        self.source_description.get().map_or("no source", String::as_str)
     }
 
     /// The fields seen in a sample of the stream.
@@ -201,7 +275,10 @@ impl Runtime {
             })
             .collect();
         let count = added.len() as u64;
-        self.queries.add_many(added);
+        // an api node's workers learn the queries from its announcements; it matches nothing
+        if !matches!(self.role, Role::Api { .. }) {
+            self.queries.add_many(added);
+        }
         self.metrics.queries_started.inc_by(count);
         self.metrics.queries_active.inc_by(count as i64);
         answers
@@ -210,6 +287,13 @@ impl Runtime {
     fn compile(&self, text: &str) -> Result<CompiledQuery, SubmitError> {
         if self.stop.is_stopped() {
             return Err(SubmitError::ShuttingDown);
+        }
+        if let Role::Worker(_) = self.role {
+            return Err(SubmitError::WrongRole(
+                "this is a worker node: it runs the queries its api nodes publish; send queries \
+                 to an api node (needle serve --role api)"
+                    .into(),
+            ));
         }
         let plan = needle_query::compile(text, &self.config.query).map_err(|error| {
             self.metrics.queries_rejected.inc();
@@ -222,7 +306,8 @@ impl Runtime {
     }
 
     /// Checks the limits and starts a compiled query at the joiner (with the admission lock
-    /// held); the caller adds it to the registry.
+    /// held), and on an api node announces it to the workers; the caller adds it to the
+    /// registry.
     fn admit(
         &self,
         text: &str,
@@ -259,19 +344,8 @@ impl Runtime {
         let run = QueryRun::new(compiled.clone(), id.to_string(), received_ms);
         let ends_ms = run.end_ms();
         let results = ResultQueue::new(self.config.runtime.subscriber_buffer);
-        self.status.lock().unwrap_or_else(|e| e.into_inner()).insert(
-            id.clone(),
-            QueryStatus {
-                id: id.to_string(),
-                query: text.to_owned(),
-                owner: owner.to_owned(),
-                received_ms,
-                ends_ms,
-                records_seen: 0,
-                records_matched: 0,
-                emissions: 0,
-            },
-        );
+        let status = QueryStatus::new(&id, text, owner, received_ms, ends_ms);
+        self.status.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone(), status);
         // The joiner learns of the query before any worker can produce a partial for it.
         if self
             .joiner_tx
@@ -281,6 +355,16 @@ impl Runtime {
             self.status.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
             return Err(SubmitError::ShuttingDown);
         }
+        if let Role::Api { announcer, .. } = &self.role {
+            let announcement =
+                Announcement { id: &id, plan: compiled.plan(), received_ms, ends_ms };
+            if let Err(reason) = announcer.started(&announcement) {
+                self.abandon(&id);
+                return Err(SubmitError::Unavailable(format!(
+                    "the query could not be sent to the workers: {reason}"
+                )));
+            }
+        }
         let handle = QueryHandle { id: id.to_string(), results, windowed, ends_ms };
         Ok((handle, compiled))
     }
@@ -288,12 +372,71 @@ impl Runtime {
     /// Ends a running query now; its subscriber gets a final emission saying it was killed.
     /// False when no such query is running.
     pub fn kill(&self, id: &str) -> bool {
+        if let Role::Worker(_) = self.role {
+            return false;
+        }
         let known = self.status.lock().unwrap_or_else(|e| e.into_inner()).contains_key(id);
         known
             && self
                 .joiner_tx
                 .send(JoinerMessage::End { id: id.into(), reason: EndReason::Killed })
                 .is_ok()
+    }
+
+    /// A query admitted but not announced: ended at once, silently (nobody reads its results).
+    fn abandon(&self, id: &Arc<str>) {
+        self.status.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
+        let _ =
+            self.joiner_tx.send(JoinerMessage::End { id: id.clone(), reason: EndReason::Killed });
+        // (the joiner's retiring of it counts it down from the active queries)
+        self.metrics.queries_active.inc();
+    }
+
+    /// On a worker node: starts running a query an api node announced. Its status (with this
+    /// node's records read and matched) is listed like a local query's. A query already running
+    /// under `id` is replaced.
+    pub fn adopt(
+        &self,
+        id: &str,
+        query: Arc<CompiledQuery>,
+        owner: &str,
+        received_ms: i64,
+        ends_ms: i64,
+    ) {
+        let status = QueryStatus::new(id, &query.plan().text, owner, received_ms, ends_ms);
+        let id: Arc<str> = id.into();
+        let _admission = self.admission.lock().unwrap_or_else(|e| e.into_inner());
+        let replaced = self.queries.remove(&id);
+        self.status.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone(), status);
+        self.queries.add(id, query);
+        if !replaced {
+            self.metrics.queries_started.inc();
+            self.metrics.queries_active.inc();
+        }
+    }
+
+    /// On a worker node: stops running an adopted query. False when it was not running.
+    pub fn release(&self, id: &str) -> bool {
+        let _admission = self.admission.lock().unwrap_or_else(|e| e.into_inner());
+        self.status.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
+        let removed = self.queries.remove(id);
+        if removed {
+            self.metrics.queries_active.dec();
+        }
+        removed
+    }
+
+    /// On an api node: a partial of query `id` from a worker node, as the engine's partial codec
+    /// encoded it. Blocks while the joiner is behind (backpressure on the results reader).
+    /// Partials of queries this node is not running are ignored.
+    pub fn remote_partial(&self, id: &str, bytes: Vec<u8>) {
+        self.metrics.partials_remote.inc();
+        let _ = self.joiner_tx.send(JoinerMessage::Encoded { id: id.into(), bytes });
+    }
+
+    /// On an api node: a worker node read `records` records (every running query has seen them).
+    pub fn remote_progress(&self, records: u64) {
+        let _ = self.joiner_tx.send(JoinerMessage::Progress { records, receipts: Vec::new() });
     }
 
     /// The running queries, oldest first.
@@ -312,6 +455,8 @@ impl Runtime {
     /// with a final emission, and waits for all threads. Idempotent.
     pub fn shutdown(&self) {
         self.stop.stop();
+        // Workers waiting for a source that never came end too.
+        self.batches.lock().unwrap_or_else(|e| e.into_inner()).take();
         let threads: Vec<JoinHandle<()>> =
             self.threads.lock().unwrap_or_else(|e| e.into_inner()).drain(..).collect();
         for thread in threads {
@@ -322,4 +467,11 @@ impl Runtime {
             let _ = joiner.join();
         }
     }
+}
+
+fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, RuntimeError> {
+    std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(f)
+        .map_err(|e| RuntimeError::io(format!("starting thread {name}"), e))
 }

@@ -10,11 +10,15 @@
 //! "Records Seen" (a query that starts or ends mid-tick may be credited up to one tick of
 //! records it did not see).
 //!
+//! A batch's [`Receipt`] (Kafka's offsets) is held until the flush after the batch was read, and
+//! sent with that flush's progress message, after the partials: whoever handles that message has
+//! handled everything the batch produced.
+//!
 //! Malformed lines (not JSON, not an object) are counted and skipped; a sample is logged to
 //! stderr (the 1st, 2nd, 4th, 8th, ... of the process) so a flood of garbage cannot flood the
 //! log.
 
-use crate::framing::Batch;
+use crate::framing::{Batch, Receipt};
 use crate::joiner::JoinerMessage;
 use crate::metrics::Metrics;
 use crate::registry::{QuerySet, Snapshot};
@@ -42,6 +46,8 @@ pub(crate) struct Worker {
     pub lines: u64,
     /// Lines read since the last [`JoinerMessage::Progress`].
     pub unreported: u64,
+    /// Receipts of the batches read since the last [`JoinerMessage::Progress`].
+    pub receipts: Vec<Receipt>,
 }
 
 impl Worker {
@@ -52,10 +58,13 @@ impl Worker {
         loop {
             let wait = self.tick.saturating_sub(last_flush.elapsed());
             match self.batches.recv_timeout(wait) {
-                Ok(batch) => {
+                Ok(mut batch) => {
                     self.metrics.source_queue_depth.set(self.batches.len() as i64);
                     let snapshot = self.queries.load();
                     self.process(&batch, &snapshot, &mut matcher);
+                    if let Some(receipt) = batch.take_receipt() {
+                        self.receipts.push(receipt);
+                    }
                 }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => {
@@ -113,8 +122,10 @@ impl Worker {
     fn flush(&mut self, matcher: &mut MatchWorker) {
         let joiner = &self.joiner;
         matcher.flush(|member, partial| send(joiner, member, partial));
-        if self.unreported > 0 {
-            let _ = self.joiner.send(JoinerMessage::Progress { records: self.unreported });
+        if self.unreported > 0 || !self.receipts.is_empty() {
+            let receipts = std::mem::take(&mut self.receipts);
+            let _ =
+                self.joiner.send(JoinerMessage::Progress { records: self.unreported, receipts });
             self.unreported = 0;
         }
     }
@@ -123,7 +134,7 @@ impl Worker {
 fn send(joiner: &Sender<JoinerMessage>, member: &Arc<Member>, partial: Partial) {
     // Blocks when the joiner is behind: backpressure up to the sources.
     let _ =
-        joiner.send(JoinerMessage::Partial { id: member.id.clone(), partial: Box::new(partial) });
+        joiner.send(JoinerMessage::Partial { member: member.clone(), partial: Box::new(partial) });
 }
 
 fn log_malformed(worker: usize, line: &[u8], error: &needle_record::RecordError) {

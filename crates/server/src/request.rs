@@ -53,6 +53,8 @@ pub fn submit_error(error: SubmitError) -> ApiError {
         SubmitError::ShuttingDown => {
             ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the server is shutting down")
         }
+        SubmitError::WrongRole(reason) => ApiError::new(StatusCode::CONFLICT, reason),
+        SubmitError::Unavailable(reason) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, reason),
     }
 }
 

@@ -1,5 +1,7 @@
 //! `needle gen`: writes a workload of WORKLOADS.md (bullet, iot, small) as NDJSON to stdout,
 //! deterministically for a seed, optionally with needle records (bullet) or at a target rate.
+//! `--to kafka://HOST:PORT/TOPIC` produces it into a Kafka topic instead, one record per
+//! message, round-robin over the topic's partitions (created with `--partitions` when missing).
 
 use needle_workload::{
     parse_needle_field, Generator, NeedleSpec, Pacer, WorkloadError, WorkloadSpec, DEFAULT_SENSORS,
@@ -40,6 +42,17 @@ pub struct Args {
     /// Records per second (default: as fast as possible).
     #[arg(long)]
     rate: Option<f64>,
+    /// Write to a Kafka topic instead of stdout: kafka://HOST:PORT/TOPIC. The [kafka] section's
+    /// properties (security settings) apply; see --config.
+    #[arg(long, value_name = "kafka://HOST:PORT/TOPIC")]
+    to: Option<String>,
+    /// With --to: the partitions of the topic when it has to be created.
+    #[arg(long, default_value_t = 4, requires = "to")]
+    partitions: i32,
+    /// With --to: a needle.toml whose [kafka.properties] to use (default: ./needle.toml when it
+    /// exists).
+    #[arg(long, requires = "to")]
+    config: Option<std::path::PathBuf>,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -57,12 +70,44 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(target) = &args.to {
+        return to_kafka(target, &args, generator, spec.rate);
+    }
     match write_all(generator, spec.rate, &mut io::stdout().lock()) {
         Ok(()) => ExitCode::SUCCESS,
         // The reader went away (`| head`): that is how an endless stream ends.
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: writing the output: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Produces the workload into a Kafka topic; says how many records went where.
+fn to_kafka(target: &str, args: &Args, generator: Generator, rate: Option<f64>) -> ExitCode {
+    let opened = needle_kafka::spec::parse_target(target).and_then(|(brokers, topic)| {
+        let config =
+            super::config::load(args.config.clone()).map_err(needle_kafka::KafkaError::Config)?;
+        let connection = needle_kafka::client::Connection::new(&brokers, &config.kafka.properties)?;
+        let writer =
+            needle_kafka::produce::TopicWriter::open(&connection, &topic, args.partitions)?;
+        Ok((writer, topic, brokers))
+    });
+    let (mut writer, topic, brokers) = match opened {
+        Ok(opened) => opened,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match write_all(generator, rate, &mut writer) {
+        Ok(()) => {
+            eprintln!("wrote {} records to kafka topic {topic} on {brokers}", writer.sent());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: writing to kafka topic {topic}: {e}");
             ExitCode::FAILURE
         }
     }

@@ -1,10 +1,17 @@
 //! `needle serve`: reads a live stream with one worker per core and answers queries over HTTP
 //! until Ctrl-C or SIGTERM, which end every running query with a final result first.
 //!
+//! `--role` picks the part of needle this process is (the distributed mode, over Kafka, see
+//! `docs/kafka.md`): `all` (the default) is everything in one process; `worker` reads its share
+//! of the data topic (or `--source`), runs the queries the api nodes publish and sends partials
+//! to the results topic, serving only metrics, health and status over HTTP; `api` reads no data,
+//! takes queries over HTTP, publishes them and merges the workers' partials.
+//!
 //! Prints `needle listening on http://ADDR` and `source: ...` on stdout once ready (scripts and
 //! tests wait for that line; with `--listen 127.0.0.1:0` it names the port picked).
 
 use super::config::load;
+use needle_kafka::Node;
 use needle_runtime::metrics::Metrics;
 use needle_runtime::source::{SourceOptions, SourceRegistry};
 use needle_runtime::Runtime;
@@ -20,9 +27,15 @@ pub struct Args {
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Where records come from: file:PATH[?follow=true], stdin, tcp:HOST:PORT,
-    /// gen:bullet|iot|small[?rate=N&seed=S&needle=FIELD=VALUE...].
+    /// gen:bullet|iot|small[?rate=N&seed=S&needle=FIELD=VALUE...],
+    /// kafka://HOST:PORT/TOPIC[?group=G&start=latest|earliest], or kafka (the [kafka] section's
+    /// data topic; the default of a worker node).
     #[arg(long)]
     pub source: Option<String>,
+    /// all: the whole of needle in this process; worker: read data, run the queries api nodes
+    /// publish, send partials to Kafka; api: take queries over HTTP, merge the workers' partials.
+    #[arg(long, default_value = "all", value_parser = ["all", "worker", "api"])]
+    pub role: String,
     /// Tail file sources as they grow.
     #[arg(long)]
     pub follow: bool,
@@ -46,8 +59,14 @@ pub fn run(args: Args) -> ExitCode {
 
 fn serve(args: Args) -> Result<(), String> {
     let mut config = load(args.config)?;
-    if let Some(source) = args.source {
-        config.source.spec = source;
+    let role = args.role.as_str();
+    match (role, args.source) {
+        ("api", Some(_)) => {
+            return Err("an api node reads no source: its workers do (drop --source)".into())
+        }
+        (_, Some(source)) => config.source.spec = source,
+        ("worker", None) => config.source.spec = "kafka".into(),
+        _ => {}
     }
     config.source.follow |= args.follow;
     if let Some(listen) = args.listen {
@@ -61,8 +80,13 @@ fn serve(args: Args) -> Result<(), String> {
         follow: config.source.follow,
         ..SourceOptions::default()
     };
-    let source =
-        SourceRegistry::default().open(&config.source.spec, &options).map_err(|e| e.to_string())?;
+    let metrics = Arc::new(Metrics::new());
+    let mut registry = SourceRegistry::default();
+    needle_kafka::register(&mut registry, &config.kafka, metrics.clone());
+    let source = match role {
+        "api" => None,
+        _ => Some(registry.open(&config.source.spec, &options).map_err(|e| e.to_string())?),
+    };
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("needle-http")
@@ -75,21 +99,70 @@ fn serve(args: Args) -> Result<(), String> {
             .await
             .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
         let address = listener.local_addr().map_err(|e| e.to_string())?;
-        let runtime =
-            Runtime::start(config, source, Arc::new(Metrics::new())).map_err(|e| e.to_string())?;
-        println!("needle listening on http://{address}");
-        println!("source: {}", runtime.source_description());
-        let _ = std::io::stdout().flush();
-        let stopping = runtime.clone();
+        // (connecting to Kafka blocks: not on the async runtime's threads)
+        let role = role.to_owned();
+        let process =
+            tokio::task::spawn_blocking(move || Process::start(&role, config, source, metrics))
+                .await
+                .map_err(|e| format!("starting failed: {e}"))??;
+        let runtime = process.runtime().clone();
+        // (a reader that stopped reading must not bring the server down: no println!)
+        let mut out = std::io::stdout();
+        let _ = writeln!(out, "needle listening on http://{address}");
+        let _ = writeln!(out, "source: {}", runtime.source_description());
+        let _ = out.flush();
         let shutdown = async move {
             wait_for_signal().await;
             eprintln!("needle: shutting down; ending running queries with their results so far");
-            let _ = tokio::task::spawn_blocking(move || stopping.shutdown()).await;
+            let _ = tokio::task::spawn_blocking(move || process.shutdown()).await;
         };
         needle_server::serve(listener, AppState::new(runtime), shutdown)
             .await
             .map_err(|e| e.to_string())
     })
+}
+
+/// What runs behind the HTTP API: a whole runtime, or a node of the distributed mode.
+enum Process {
+    All(Arc<Runtime>),
+    Node(Node),
+}
+
+impl Process {
+    fn start(
+        role: &str,
+        config: needle_runtime::NeedleConfig,
+        source: Option<Box<dyn needle_runtime::source::Source>>,
+        metrics: Arc<Metrics>,
+    ) -> Result<Self, String> {
+        let started = match (role, source) {
+            ("worker", Some(source)) => {
+                Node::start_worker(config, metrics, source).map(Process::Node)
+            }
+            ("api", _) => Node::start_api(config, metrics).map(Process::Node),
+            (_, Some(source)) => {
+                return Runtime::start(config, source, metrics)
+                    .map(Process::All)
+                    .map_err(|e| e.to_string())
+            }
+            (_, None) => return Err("no source".into()),
+        };
+        started.map_err(|e| e.to_string())
+    }
+
+    fn runtime(&self) -> &Arc<Runtime> {
+        match self {
+            Process::All(runtime) => runtime,
+            Process::Node(node) => node.runtime(),
+        }
+    }
+
+    fn shutdown(&self) {
+        match self {
+            Process::All(runtime) => runtime.shutdown(),
+            Process::Node(node) => node.shutdown(),
+        }
+    }
 }
 
 /// Ctrl-C, or SIGTERM on Unix.

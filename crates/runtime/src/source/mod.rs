@@ -13,7 +13,8 @@
 //! | `tcp:HOST:PORT` | a listener; every client sends newline-delimited records |
 //! | `gen:bullet?rate=20000` | a generated workload (bullet, iot, small), paced, with needles |
 //!
-//! Other crates register more schemes (Kafka) with [`SourceRegistry::register`].
+//! Other crates register more schemes (Kafka) with [`SourceRegistry::register`]; a factory may be
+//! a closure, so a scheme can carry its configuration (Kafka's brokers and security settings).
 
 mod file;
 mod generator;
@@ -107,6 +108,25 @@ impl BatchSink {
         }
     }
 
+    /// Hands a batch on if the queue has room within `patience`. A refused batch comes back,
+    /// so a source that must keep serving something else (Kafka's consumer) can wait its own way,
+    /// and knows what it did not hand on.
+    pub fn offer(&self, batch: Batch, patience: Duration) -> Result<(), Refused> {
+        if self.stop.is_stopped() {
+            return Err(Refused::Stopping(batch));
+        }
+        let bytes = batch.bytes().len() as u64;
+        match self.tx.send_timeout(batch, patience) {
+            Ok(()) => {
+                self.counters.bytes.fetch_add(bytes, Ordering::Relaxed);
+                self.counters.batches.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(SendTimeoutError::Timeout(batch)) => Err(Refused::Full(batch)),
+            Err(SendTimeoutError::Disconnected(batch)) => Err(Refused::Stopping(batch)),
+        }
+    }
+
     pub fn is_stopped(&self) -> bool {
         self.stop.is_stopped()
     }
@@ -116,6 +136,15 @@ impl BatchSink {
             self.counters.oversized_lines.fetch_add(lines, Ordering::Relaxed);
         }
     }
+}
+
+/// Why [`BatchSink::offer`] did not take a batch (which comes back).
+#[derive(Debug)]
+pub enum Refused {
+    /// The queue stayed full: try again later.
+    Full(Batch),
+    /// The runtime is stopping (or nobody reads any more): the source should end.
+    Stopping(Batch),
 }
 
 /// A producer of records.
@@ -129,7 +158,7 @@ pub trait Source: Send {
 
 /// Builds a source from the part of a spec after its scheme (`file:PATH` → `PATH`).
 pub type SourceFactory =
-    fn(rest: &str, options: &SourceOptions) -> Result<Box<dyn Source>, RuntimeError>;
+    Arc<dyn Fn(&str, &SourceOptions) -> Result<Box<dyn Source>, RuntimeError> + Send + Sync>;
 
 /// The known source schemes.
 #[derive(Clone)]
@@ -150,8 +179,15 @@ impl Default for SourceRegistry {
 
 impl SourceRegistry {
     /// Adds (or replaces) a scheme.
-    pub fn register(&mut self, scheme: &'static str, factory: SourceFactory) {
-        self.factories.insert(scheme, factory);
+    pub fn register(
+        &mut self,
+        scheme: &'static str,
+        factory: impl Fn(&str, &SourceOptions) -> Result<Box<dyn Source>, RuntimeError>
+            + Send
+            + Sync
+            + 'static,
+    ) {
+        self.factories.insert(scheme, Arc::new(factory));
     }
 
     /// The schemes known, for help texts.
@@ -180,7 +216,7 @@ impl SourceRegistry {
 }
 
 /// Splits `path?key=value&key2=value2` into the path and its options.
-pub(crate) fn split_query(rest: &str) -> (&str, Vec<(&str, &str)>) {
+pub fn split_query(rest: &str) -> (&str, Vec<(&str, &str)>) {
     match rest.split_once('?') {
         Some((path, query)) => (
             path,
@@ -272,6 +308,33 @@ mod tests {
             ("/a/b", vec![("follow", "true"), ("x", "")])
         );
         assert_eq!(split_query("/a/b"), ("/a/b", vec![]));
+    }
+
+    #[test]
+    fn offer_gives_a_batch_back_when_the_queue_stays_full() {
+        let (sink, rx, stop, counters) = testing::sink(1);
+        let offer = |text: &[u8]| sink.offer(Batch::new(text.to_vec()), Duration::from_millis(10));
+        assert!(offer(b"a\n").is_ok());
+        let Err(Refused::Full(back)) = offer(b"b\n") else { panic!("refused as full") };
+        assert_eq!(back.bytes(), b"b\n");
+        assert_eq!(counters.batches.load(Ordering::Relaxed), 1, "only accepted batches count");
+        rx.recv().unwrap();
+        assert!(offer(b"c\n").is_ok());
+        stop.stop();
+        let Err(Refused::Stopping(back)) = offer(b"d\n") else { panic!("refused: stopping") };
+        assert_eq!(back.bytes(), b"d\n", "even then the batch comes back");
+    }
+
+    #[test]
+    fn closures_can_be_registered_with_what_they_need() {
+        let mut registry = SourceRegistry::default();
+        let greeting = String::from("hello");
+        registry.register("greet", move |rest, _| {
+            Err(RuntimeError::bad_source(rest, format!("{greeting} from a closure")))
+        });
+        let err = registry.open("greet:x", &SourceOptions::default()).err().unwrap();
+        assert!(err.to_string().contains("hello from a closure"), "{err}");
+        assert!(registry.schemes().any(|s| s == "greet"));
     }
 
     #[test]

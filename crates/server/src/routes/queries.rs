@@ -45,7 +45,9 @@ impl Drop for KillOnDrop {
         (status = 200, description = "The result, or the list of emissions of a windowed query"),
         (status = 400, description = "The query is invalid", body = crate::error::ErrorBody),
         (status = 422, description = "The query is past a limit", body = crate::error::ErrorBody),
-        (status = 429, description = "Too many queries running", body = crate::error::ErrorBody)))]
+        (status = 429, description = "Too many queries running", body = crate::error::ErrorBody),
+        (status = 409, description = "This node takes no queries (a worker node)", body = crate::error::ErrorBody),
+        (status = 503, description = "Shutting down, or the query could not reach the worker nodes", body = crate::error::ErrorBody)))]
 pub async fn run_query(
     State(state): State<AppState>,
     Owner(owner): Owner,
@@ -97,7 +99,9 @@ pub struct Urls {
         (status = 201, description = "Started", body = Started),
         (status = 400, description = "The query is invalid", body = crate::error::ErrorBody),
         (status = 422, description = "The query is past a limit", body = crate::error::ErrorBody),
-        (status = 429, description = "Too many queries running", body = crate::error::ErrorBody)))]
+        (status = 429, description = "Too many queries running", body = crate::error::ErrorBody),
+        (status = 409, description = "This node takes no queries (a worker node)", body = crate::error::ErrorBody),
+        (status = 503, description = "Shutting down, or the query could not reach the worker nodes", body = crate::error::ErrorBody)))]
 pub async fn start_query(
     State(state): State<AppState>,
     Owner(owner): Owner,

@@ -1,0 +1,177 @@
+//! A node of the distributed mode, wired and ready: `needle serve --role worker` or `--role api`
+//! is [`Node::start_worker`] or [`Node::start_api`] and an HTTP server on [`Node::runtime`].
+//!
+//! Both check at start-up that the brokers answer and create the query topic (1 partition,
+//! compacted) and the results topic (1 partition, large messages allowed, an hour's retention)
+//! when they are missing. [`Node::shutdown`] ends the runtime first (an api node's queries end
+//! with a final result and a tombstone; a worker's source commits what its partials covered),
+//! then waits for Kafka to acknowledge what was sent.
+
+use crate::client::Connection;
+use crate::produce::MAX_MESSAGE_BYTES;
+use crate::queries::{Owners, QueryFollower, QueryPublisher};
+use crate::results::{ResultsOutlet, ResultsReader};
+use crate::spec::check_topic;
+use crate::KafkaError;
+use needle_runtime::config::KafkaConfig;
+use needle_runtime::metrics::Metrics;
+use needle_runtime::remote::Role;
+use needle_runtime::source::Source;
+use needle_runtime::{NeedleConfig, Runtime};
+use rdkafka::consumer::Consumer;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How long shutdown waits for Kafka to acknowledge the last messages.
+const FLUSH_WAIT: Duration = Duration::from_secs(10);
+
+/// A running worker or api node.
+pub struct Node {
+    runtime: Arc<Runtime>,
+    parts: Mutex<Parts>,
+}
+
+#[derive(Default)]
+struct Parts {
+    follower: Option<QueryFollower>,
+    outlet: Option<Arc<ResultsOutlet>>,
+    reader: Option<ResultsReader>,
+    publisher: Option<Arc<QueryPublisher>>,
+}
+
+impl Node {
+    /// A worker node reading `source` (typically the data topic, see [`crate::register`]).
+    pub fn start_worker(
+        config: NeedleConfig,
+        metrics: Arc<Metrics>,
+        source: Box<dyn Source>,
+    ) -> Result<Self, KafkaError> {
+        let connection = connect(&config.kafka)?;
+        let owners = Owners::default();
+        let outlet =
+            Arc::new(ResultsOutlet::new(&connection, &config.kafka.results_topic, owners.clone())?);
+        let query_topic = config.kafka.query_topic.clone();
+        let runtime = Runtime::start_role(config, Role::Worker(outlet.clone()), metrics)?;
+        let follower = QueryFollower::start(&connection, &query_topic, runtime.clone(), owners)
+            .inspect_err(|_| runtime.shutdown())?;
+        runtime.run_source(source).inspect_err(|_| runtime.shutdown())?;
+        let parts = Parts { follower: Some(follower), outlet: Some(outlet), ..Parts::default() };
+        Ok(Self { runtime, parts: Mutex::new(parts) })
+    }
+
+    /// An api node: queries in over HTTP, out on the query topic; partials in from the results
+    /// topic.
+    pub fn start_api(config: NeedleConfig, metrics: Arc<Metrics>) -> Result<Self, KafkaError> {
+        let connection = connect(&config.kafka)?;
+        let node = node_name(&config.kafka.node_id)?;
+        let kafka = config.kafka.clone();
+        let publisher = Arc::new(QueryPublisher::new(
+            &connection,
+            &kafka.query_topic,
+            &node,
+            config.query.clone(),
+        )?);
+        let role = Role::Api { announcer: publisher.clone(), node: node.clone() };
+        let runtime = Runtime::start_role(config, role, metrics)?;
+        let reader =
+            ResultsReader::start(&connection, &kafka.results_topic, runtime.clone(), &node)
+                .inspect_err(|_| runtime.shutdown())?;
+        runtime.describe_as(format!(
+            "kafka: api node {node}; queries to topic {}, partials from topic {} on {}",
+            kafka.query_topic, kafka.results_topic, kafka.brokers
+        ));
+        let parts = Parts { reader: Some(reader), publisher: Some(publisher), ..Parts::default() };
+        Ok(Self { runtime, parts: Mutex::new(parts) })
+    }
+
+    pub fn runtime(&self) -> &Arc<Runtime> {
+        &self.runtime
+    }
+
+    /// Stops the node (see the module doc). Idempotent.
+    pub fn shutdown(&self) {
+        if let Some(outlet) = &self.parts.lock().unwrap_or_else(|e| e.into_inner()).outlet {
+            outlet.stopping();
+        }
+        self.runtime.shutdown();
+        let mut parts = self.parts.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(mut follower) = parts.follower.take() {
+            follower.stop();
+        }
+        if let Some(mut reader) = parts.reader.take() {
+            reader.stop();
+        }
+        let flushed = match (parts.outlet.take(), parts.publisher.take()) {
+            (Some(outlet), _) => outlet.flush(FLUSH_WAIT),
+            (_, Some(publisher)) => publisher.flush(FLUSH_WAIT),
+            _ => Ok(()),
+        };
+        if let Err(e) = flushed {
+            eprintln!("needle: kafka: {e}");
+        }
+    }
+}
+
+/// Checks the section, that the brokers answer, and that the node's topics exist (creating them).
+fn connect(kafka: &KafkaConfig) -> Result<Connection, KafkaError> {
+    for (key, topic) in
+        [("query_topic", &kafka.query_topic), ("results_topic", &kafka.results_topic)]
+    {
+        check_topic(topic).map_err(|e| KafkaError::Config(format!("kafka.{key}: {e}")))?;
+    }
+    if kafka.query_topic == kafka.results_topic || kafka.query_topic == kafka.data_topic {
+        return Err(KafkaError::Config(
+            "kafka.query_topic, kafka.results_topic and kafka.data_topic must be three topics"
+                .into(),
+        ));
+    }
+    let connection = Connection::new(&kafka.brokers, &kafka.properties)?;
+    let probe = connection.probe("start-up")?;
+    connection.check_reachable(probe.client())?;
+    connection.ensure_topic(&kafka.query_topic, 1, &[("cleanup.policy", "compact")])?;
+    let max = (MAX_MESSAGE_BYTES + 1024).to_string();
+    connection.ensure_topic(
+        &kafka.results_topic,
+        1,
+        &[("max.message.bytes", &max), ("retention.ms", "3600000")],
+    )?;
+    Ok(connection)
+}
+
+/// The configured node name, or one made up from the process id and the clock.
+fn node_name(configured: &str) -> Result<String, KafkaError> {
+    if configured.is_empty() {
+        let clock = crate::queries::now_ms() as u64 & 0xff_ffff;
+        return Ok(format!("api{:x}{clock:06x}", std::process::id()));
+    }
+    let legal = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.';
+    if configured.len() > 64 || !configured.chars().all(legal) {
+        return Err(KafkaError::Config(format!(
+            "kafka.node_id '{configured}' must be 1 to 64 letters, digits, '_' or '.' (it \
+             prefixes query ids)"
+        )));
+    }
+    Ok(configured.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_names_are_made_up_or_checked() {
+        assert!(node_name("").unwrap().starts_with("api"));
+        assert_eq!(node_name("eu_1").unwrap(), "eu_1");
+        assert!(node_name("a b").is_err());
+        assert!(node_name("a-b").is_err(), "'-' separates the parts of a query id");
+    }
+
+    #[test]
+    fn the_three_topics_must_differ_and_be_valid_names() {
+        let mut k = KafkaConfig::default();
+        k.results_topic = k.query_topic.clone();
+        assert!(connect(&k).err().unwrap().to_string().contains("three topics"));
+        let k = KafkaConfig { query_topic: "bad name".into(), ..KafkaConfig::default() };
+        assert!(connect(&k).err().unwrap().to_string().contains("kafka.query_topic"));
+    }
+}

@@ -1,0 +1,299 @@
+//! The query topic: how api nodes tell worker nodes what to run.
+//!
+//! - [`QueryPublisher`] (api node) is the runtime's [`QueryAnnouncer`]: a query it admits is
+//!   written as a [`QueryNotice`] keyed by its id; its end as a tombstone.
+//! - [`QueryFollower`] (worker node) reads the topic from the beginning at start-up, up to the
+//!   end offsets it saw then, and adopts the queries still running (not ended by a tombstone, end
+//!   time not passed) *before* the node's source starts: a worker that joins late runs the
+//!   queries already running. It then follows the topic: new notices are adopted, tombstones
+//!   release, and queries past their end time (plus a grace, for an api node that died before
+//!   writing the tombstone) are released on its own clock.
+//!
+//! A notice is compiled with the api node's query configuration, and the plan's fingerprint is
+//! checked, so a worker runs exactly the query its api node merges (or says why it cannot).
+
+use crate::background::{stopped, Background};
+use crate::client::{Connection, Start, Throttled};
+use crate::produce::{Patience, Riders, Writer};
+use crate::wire::{plan_hash, QueryNotice};
+use crate::KafkaError;
+use needle_engine::CompiledQuery;
+use needle_query::QueryConfig;
+use needle_runtime::remote::{Announcement, QueryAnnouncer};
+use needle_runtime::Runtime;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::BaseRecord;
+use rdkafka::Offset;
+use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+/// How long after its end time a query is kept by a worker that saw no tombstone for it.
+const END_GRACE_MS: i64 = 2_000;
+/// How long start-up may take to read the query topic to its end.
+const CATCH_UP: Duration = Duration::from_secs(30);
+
+/// Which api node owns each query a worker runs (its partials are addressed to it).
+#[derive(Debug, Clone, Default)]
+pub struct Owners(Arc<RwLock<HashMap<String, Arc<str>>>>);
+
+impl Owners {
+    pub fn get(&self, id: &str) -> Option<Arc<str>> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).get(id).cloned()
+    }
+
+    fn insert(&self, id: &str, owner: &str) {
+        self.0.write().unwrap_or_else(|e| e.into_inner()).insert(id.to_owned(), owner.into());
+    }
+
+    fn remove(&self, id: &str) {
+        self.0.write().unwrap_or_else(|e| e.into_inner()).remove(id);
+    }
+}
+
+/// An api node's announcer: notices and tombstones on the query topic.
+pub struct QueryPublisher {
+    writer: Writer,
+    topic: String,
+    node: String,
+    config: QueryConfig,
+}
+
+impl QueryPublisher {
+    pub fn new(
+        connection: &Connection,
+        topic: &str,
+        node: &str,
+        config: QueryConfig,
+    ) -> Result<Self, KafkaError> {
+        // Notices must go out at once (a query waits for its workers) and in order.
+        let writer = Writer::new(
+            connection,
+            "query publisher",
+            &[("linger.ms", "0"), ("enable.idempotence", "true")],
+        )?;
+        Ok(Self { writer, topic: topic.to_owned(), node: node.to_owned(), config })
+    }
+
+    /// Waits (at most `timeout`) for the notices and tombstones sent to be acknowledged.
+    pub fn flush(&self, timeout: Duration) -> Result<(), KafkaError> {
+        self.writer.flush(timeout)
+    }
+}
+
+impl QueryAnnouncer for QueryPublisher {
+    fn started(&self, query: &Announcement<'_>) -> Result<(), String> {
+        let notice = QueryNotice {
+            v: 1,
+            id: query.id.to_owned(),
+            owner: self.node.clone(),
+            query: query.plan.text.clone(),
+            config: self.config.clone(),
+            plan: plan_hash(query.plan),
+            received_ms: query.received_ms,
+            ends_ms: query.ends_ms,
+        };
+        let value = notice.to_bytes();
+        let record = BaseRecord::with_opaque_to(&self.topic, Riders::default())
+            .key(query.id)
+            .payload(value.as_slice());
+        self.writer
+            .send(record, Patience::at_most(Duration::from_secs(5)))
+            .map_err(|e| e.to_string())
+    }
+
+    fn ended(&self, id: &str) {
+        let record =
+            BaseRecord::<str, [u8], Riders>::with_opaque_to(&self.topic, Riders::default()).key(id);
+        if let Err(e) = self.writer.send(record, Patience::at_most(Duration::from_secs(1))) {
+            // The workers still forget it at its end time.
+            eprintln!("needle: kafka: the end of query {id} could not be announced: {e}");
+        }
+    }
+}
+
+/// A worker node's reader of the query topic (see the module doc).
+pub struct QueryFollower {
+    thread: Background,
+}
+
+struct Following {
+    runtime: Arc<Runtime>,
+    owners: Owners,
+    /// Adopted queries and their end times.
+    running: HashMap<String, i64>,
+    log: Throttled,
+}
+
+impl QueryFollower {
+    /// Reads the topic to its current end, adopts the running queries, then follows it on a
+    /// thread of its own.
+    pub fn start(
+        connection: &Connection,
+        topic: &str,
+        runtime: Arc<Runtime>,
+        owners: Owners,
+    ) -> Result<Self, KafkaError> {
+        let consumer = connection.probe("query follower")?;
+        let mut ends = connection.assign_whole(&consumer, topic, Start::Beginning)?;
+
+        // Catch up: the last word on each id, before anything runs.
+        let mut latest: HashMap<String, Option<QueryNotice>> = HashMap::new();
+        let log = Throttled::new("query follower", Duration::from_secs(5));
+        let deadline = Instant::now() + CATCH_UP;
+        while !ends.is_empty() {
+            if Instant::now() > deadline {
+                return Err(KafkaError::Unreachable {
+                    brokers: connection.brokers.clone(),
+                    reason: format!(
+                        "could not read the query topic {topic} to its end in {} s",
+                        CATCH_UP.as_secs()
+                    ),
+                });
+            }
+            match consumer.poll(Duration::from_millis(100)) {
+                Some(Ok(message)) => {
+                    if let Some((id, notice)) = read_notice(message.key(), message.payload(), &log)
+                    {
+                        latest.insert(id, notice);
+                    }
+                }
+                Some(Err(e)) => log.say(format_args!("reading {topic}: {e}")),
+                None => {}
+            }
+            // (positions, not the last offset seen: compaction leaves gaps)
+            if let Ok(positions) = consumer.position() {
+                for p in positions.elements() {
+                    if let Offset::Offset(at) = p.offset() {
+                        if ends.get(&p.partition()).is_some_and(|&end| at >= end) {
+                            ends.remove(&p.partition());
+                        }
+                    }
+                }
+            }
+        }
+        let mut following = Following { runtime, owners, running: HashMap::new(), log };
+        let now = now_ms();
+        for notice in latest.into_values().flatten() {
+            if notice.ends_ms > now {
+                following.adopt(&notice);
+            }
+        }
+        let thread = Background::spawn("needle-query-follower", move |stop| {
+            following.follow(consumer, stop)
+        })?;
+        Ok(Self { thread })
+    }
+
+    /// Stops following (the adopted queries stay until the runtime stops).
+    pub fn stop(&mut self) {
+        self.thread.stop();
+    }
+}
+
+/// A message of the query topic as (id, notice), or (id, None) for a tombstone; `None` (logged)
+/// for garbage.
+fn read_notice(
+    key: Option<&[u8]>,
+    payload: Option<&[u8]>,
+    log: &Throttled,
+) -> Option<(String, Option<QueryNotice>)> {
+    let Some(id) = key.and_then(|k| std::str::from_utf8(k).ok()) else {
+        log.say("skipped a message of the query topic without a query id as its key");
+        return None;
+    };
+    match payload {
+        None => Some((id.to_owned(), None)),
+        Some(bytes) => match QueryNotice::from_bytes(bytes) {
+            Ok(notice) if notice.id == id => Some((notice.id.clone(), Some(notice))),
+            Ok(notice) => {
+                log.say(format_args!("skipped a notice for query {} under key {id}", notice.id));
+                None
+            }
+            Err(e) => {
+                log.say(format_args!("skipped a message of the query topic: {e}"));
+                None
+            }
+        },
+    }
+}
+
+impl Following {
+    fn follow(mut self, consumer: BaseConsumer<crate::client::Quiet>, stop: &AtomicBool) {
+        let mut last_sweep = Instant::now();
+        while !stopped(stop) {
+            if let Some(result) = consumer.poll(Duration::from_millis(100)) {
+                match result {
+                    Ok(message) => match read_notice(message.key(), message.payload(), &self.log) {
+                        Some((_, Some(notice))) if notice.ends_ms > now_ms() => self.adopt(&notice),
+                        Some((_, Some(_))) => {} // it ended while it travelled
+                        Some((id, None)) => self.release(&id),
+                        None => {}
+                    },
+                    Err(e) => self.log.say(format_args!("reading the query topic: {e}")),
+                }
+            }
+            if last_sweep.elapsed() >= Duration::from_millis(500) {
+                last_sweep = Instant::now();
+                let now = now_ms();
+                let expired: Vec<String> = self
+                    .running
+                    .iter()
+                    .filter(|(_, &ends)| ends + END_GRACE_MS < now)
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                for id in expired {
+                    self.release(&id);
+                }
+            }
+        }
+    }
+
+    fn adopt(&mut self, notice: &QueryNotice) {
+        let refuse = |why: String| {
+            eprintln!(
+                "needle: kafka: not running query {} of api node {}: {why}",
+                notice.id, notice.owner
+            );
+        };
+        let plan = match needle_query::compile(&notice.query, &notice.config) {
+            Ok(plan) => plan,
+            Err(e) => return refuse(format!("it does not compile here: {e}")),
+        };
+        if plan_hash(&plan) != notice.plan {
+            return refuse(
+                "it compiles to a different plan here than on its api node (are the nodes \
+                 running different needle versions?)"
+                    .into(),
+            );
+        }
+        let compiled = match CompiledQuery::compile(&plan) {
+            Ok(compiled) => compiled,
+            Err(e) => return refuse(format!("the engine cannot run it here: {e}")),
+        };
+        self.owners.insert(&notice.id, &notice.owner);
+        self.runtime.adopt(
+            &notice.id,
+            Arc::new(compiled),
+            &notice.owner,
+            notice.received_ms,
+            notice.ends_ms,
+        );
+        self.running.insert(notice.id.clone(), notice.ends_ms);
+    }
+
+    fn release(&mut self, id: &str) {
+        if self.running.remove(id).is_some() {
+            self.runtime.release(id);
+            self.owners.remove(id);
+        }
+    }
+}
+
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

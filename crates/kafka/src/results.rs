@@ -1,0 +1,137 @@
+//! The results topic: how worker nodes hand partials to the api nodes that own the queries.
+//!
+//! - [`ResultsOutlet`] (worker node) is the runtime's [`PartialOutlet`]: each partial is sent
+//!   addressed to its query's api node; each progress message carries the receipts of the batches
+//!   it covers, dropped when Kafka acknowledges it. Everything goes to partition 0 with an
+//!   idempotent producer, so that acknowledgement means every partial sent before it was
+//!   delivered too: only then are the records' offsets committed (see [`crate::offsets`]).
+//! - [`ResultsReader`] (api node) reads the topic from its end at start-up and hands the partials
+//!   addressed to this node, and every progress message, to the runtime's joiner. Messages that
+//!   are not needle's are logged (sampled) and skipped.
+
+use crate::background::{stopped, Background};
+use crate::client::{Connection, Start, Throttled};
+use crate::produce::{Riders, Writer};
+use crate::queries::Owners;
+use crate::wire::ResultsMessage;
+use crate::KafkaError;
+use needle_runtime::framing::Receipt;
+use needle_runtime::remote::PartialOutlet;
+use needle_runtime::Runtime;
+use rdkafka::message::Message;
+use rdkafka::producer::BaseRecord;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The partition every worker writes to (see the module doc).
+const PARTITION: i32 = 0;
+
+/// A worker node's outlet.
+pub struct ResultsOutlet {
+    writer: Writer,
+    topic: String,
+    owners: Owners,
+    log: Throttled,
+    stopping: AtomicBool,
+}
+
+impl ResultsOutlet {
+    pub fn new(connection: &Connection, topic: &str, owners: Owners) -> Result<Self, KafkaError> {
+        let writer = Writer::new(
+            connection,
+            "results outlet",
+            &[("linger.ms", "2"), ("enable.idempotence", "true")],
+        )?;
+        let log = Throttled::new("results outlet", Duration::from_secs(5));
+        Ok(Self { writer, topic: topic.to_owned(), owners, log, stopping: AtomicBool::new(false) })
+    }
+
+    /// Waits (at most `timeout`) for what was sent to be acknowledged.
+    pub fn flush(&self, timeout: Duration) -> Result<(), KafkaError> {
+        self.writer.flush(timeout)
+    }
+
+    /// The node is stopping: sending gives up after a grace instead of waiting for the brokers
+    /// as long as it takes.
+    pub fn stopping(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+    }
+
+    fn send(&self, key: &str, value: &[u8], riders: Riders) {
+        let record = BaseRecord::with_opaque_to(&self.topic, riders)
+            .partition(PARTITION)
+            .key(key)
+            .payload(value);
+        // Waits as long as librdkafka's queue is full: backpressure on the workers; but not
+        // past a shutdown's grace, or a node whose brokers are gone could never stop.
+        let keep_waiting = |waited: Duration| {
+            !self.stopping.load(Ordering::Relaxed) || waited < Duration::from_secs(10)
+        };
+        if let Err(e) = self.writer.send(record, keep_waiting) {
+            self.log.say(format_args!("a message for the api nodes was lost: {e}"));
+        }
+    }
+}
+
+impl PartialOutlet for ResultsOutlet {
+    fn partial(&self, id: &str, bytes: Vec<u8>) {
+        // A query released meanwhile (ended): its api node no longer merges it.
+        let Some(owner) = self.owners.get(id) else { return };
+        let value = ResultsMessage::Partial { owner: &owner, id, partial: &bytes }.encode();
+        self.send(&owner, &value, Riders::default());
+    }
+
+    fn progress(&self, records: u64, receipts: Vec<Receipt>) {
+        let value = ResultsMessage::Progress { records }.encode();
+        self.send("", &value, Box::new(receipts));
+    }
+}
+
+/// An api node's reader of the results topic.
+pub struct ResultsReader {
+    thread: Background,
+}
+
+impl ResultsReader {
+    /// Starts reading at the topic's current end, on a thread of its own.
+    pub fn start(
+        connection: &Connection,
+        topic: &str,
+        runtime: Arc<Runtime>,
+        node: &str,
+    ) -> Result<Self, KafkaError> {
+        let consumer = connection.probe("results reader")?;
+        connection.assign_whole(&consumer, topic, Start::End)?;
+        let node = node.to_owned();
+        let log = Throttled::new("results reader", Duration::from_secs(5));
+        let thread = Background::spawn("needle-results-reader", move |stop| {
+            while !stopped(stop) {
+                let Some(result) = consumer.poll(Duration::from_millis(100)) else { continue };
+                let message = match result {
+                    Ok(message) => message,
+                    Err(e) => {
+                        log.say(format_args!("reading the results topic: {e}"));
+                        continue;
+                    }
+                };
+                match ResultsMessage::decode(message.payload().unwrap_or_default()) {
+                    Ok(ResultsMessage::Partial { owner, id, partial }) if owner == node => {
+                        runtime.remote_partial(id, partial.to_vec());
+                    }
+                    Ok(ResultsMessage::Partial { .. }) => {} // another api node's
+                    Ok(ResultsMessage::Progress { records }) => runtime.remote_progress(records),
+                    Err(e) => log.say(format_args!(
+                        "skipped message {} of the results topic: {e}",
+                        message.offset()
+                    )),
+                }
+            }
+        })?;
+        Ok(Self { thread })
+    }
+
+    pub fn stop(&mut self) {
+        self.thread.stop();
+    }
+}

@@ -1,0 +1,457 @@
+//! The Kafka source: a member of a consumer group on the data topic. Kafka spreads the topic's
+//! partitions over the group's members (processes); within a process, batches of messages go to
+//! the worker threads through the usual bounded queue.
+//!
+//! - **Messages**: each value is one JSON object, or several as NDJSON lines. Malformed ones are
+//!   counted (`needle_records_malformed_total`) and skipped by the workers like any source's;
+//!   empty values (tombstones) are skipped; values longer than `runtime.max_line_bytes` are
+//!   dropped and counted as oversized.
+//! - **Start**: a partition the group never committed starts at its latest offset (queries look
+//!   forward; the end offset is looked up when the partition is assigned, before reading, so
+//!   nothing produced after the assignment is skipped) or the earliest (`start = "earliest"`); a
+//!   partition with a committed offset resumes after it.
+//! - **Backpressure**: when the workers' queue stays full (half a second), the consumer pauses
+//!   its partitions and keeps polling (so it stays in the group) without fetching, until there is
+//!   room; nothing it accepted is dropped.
+//! - **Offsets** ([`crate::offsets`]): a record's offset is stored for commit only once the
+//!   partials made from it have gone out (to the joiner, or delivered to the results topic), and
+//!   committed every `auto.commit.interval.ms` (1 s unless set in `kafka.properties`).
+//! - **Rebalances**: before partitions are taken away, the source waits (up to 10 s) until the
+//!   workers have handed on every batch the queue took, commits, and drops batches it had not yet
+//!   handed to the workers (the next owner reads them from the committed offset). So a clean
+//!   rebalance neither loses nor repeats a record. A process that dies without a rebalance (killed)
+//!   leaves its last second or so of records uncommitted: the next owner reads them again
+//!   (at-least-once). See `docs/kafka.md`.
+
+use crate::client::{Connection, Throttled};
+use crate::offsets::{RoundId, Tracker};
+use crate::spec::Endpoint;
+use crate::KafkaError;
+use needle_runtime::config::StartFrom;
+use needle_runtime::framing::{Batch, Receipt};
+use needle_runtime::metrics::Metrics;
+use needle_runtime::source::{BatchSink, Refused, Source, SourceOptions};
+use needle_runtime::RuntimeError;
+use rdkafka::client::ClientContext;
+use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
+use rdkafka::error::KafkaError as RdKafkaError;
+use rdkafka::message::Message;
+use rdkafka::types::{RDKafkaErrorCode, RDKafkaRespErr};
+use rdkafka::{Offset, TopicPartitionList};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Bytes of messages gathered into one batch at most.
+const BATCH_BYTES: usize = 64 << 10;
+/// How long the workers' queue may stay full before the consumer pauses its partitions.
+const PAUSE_AFTER: Duration = Duration::from_millis(500);
+/// How long a revocation waits for the workers to hand on what they were given.
+const REVOKE_WAIT: Duration = Duration::from_secs(10);
+/// How long stopping waits for the same.
+const STOP_WAIT: Duration = Duration::from_secs(5);
+/// How long an offset lookup during a rebalance may take.
+const LOOKUP_WAIT: Duration = Duration::from_secs(5);
+
+pub struct KafkaSource {
+    endpoint: Endpoint,
+    consumer: BaseConsumer<SourceContext>,
+    max_line_bytes: usize,
+}
+
+impl KafkaSource {
+    /// Connects (checking the brokers answer and the topic exists) and joins nothing yet: the
+    /// group is joined when the source runs.
+    pub fn open(
+        endpoint: Endpoint,
+        properties: &BTreeMap<String, String>,
+        options: &SourceOptions,
+        metrics: Arc<Metrics>,
+    ) -> Result<Self, KafkaError> {
+        let connection = Connection::new(&endpoint.brokers, properties)?;
+        let mut config = connection.config();
+        config
+            .set("group.id", &endpoint.group)
+            .set("auto.offset.reset", endpoint.start.as_str())
+            .set("enable.auto.commit", "true")
+            .set("enable.auto.offset.store", "false")
+            .set("enable.partition.eof", "false");
+        if !properties.contains_key("auto.commit.interval.ms") {
+            config.set("auto.commit.interval.ms", "1000");
+        }
+        let context = SourceContext {
+            log: Arc::new(Throttled::new(
+                format!("source {}", endpoint.topic),
+                Duration::from_secs(5),
+            )),
+            tracker: Tracker::new(),
+            metrics,
+            topic: endpoint.topic.clone(),
+            group: endpoint.group.clone(),
+            start: endpoint.start,
+        };
+        let consumer: BaseConsumer<SourceContext> = connection.create(&config, context)?;
+        connection.check_reachable(consumer.client())?;
+        connection.partitions(
+            consumer.client(),
+            &endpoint.topic,
+            "create it (for example: needle gen bullet --to kafka://BROKERS/TOPIC --partitions 4)",
+        )?;
+        Ok(Self { endpoint, consumer, max_line_bytes: options.max_line_bytes })
+    }
+}
+
+/// A batch the workers' queue has not taken yet.
+struct Held {
+    batch: Batch,
+    round: RoundId,
+}
+
+/// Messages gathered for the next batch.
+#[derive(Default)]
+struct Gathered {
+    data: Vec<u8>,
+    next: BTreeMap<i32, i64>,
+    oversized: u64,
+}
+
+impl Gathered {
+    fn is_empty(&self) -> bool {
+        self.next.is_empty()
+    }
+
+    fn add(&mut self, partition: i32, offset: i64, payload: Option<&[u8]>, max_line_bytes: usize) {
+        self.next.insert(partition, offset + 1);
+        match payload {
+            None | Some([]) => {}
+            Some(value) if value.len() > max_line_bytes => self.oversized += 1,
+            Some(value) => {
+                self.data.extend_from_slice(value);
+                if !value.ends_with(b"\n") {
+                    self.data.push(b'\n');
+                }
+            }
+        }
+    }
+}
+
+impl Source for KafkaSource {
+    fn describe(&self) -> String {
+        let e = &self.endpoint;
+        format!(
+            "kafka topic {} on {} (group {}, a new group starts at the {} offset)",
+            e.topic,
+            e.brokers,
+            e.group,
+            e.start.as_str()
+        )
+    }
+
+    fn run(self: Box<Self>, sink: BatchSink) -> Result<(), RuntimeError> {
+        let consumer = &self.consumer;
+        let context = consumer.context().clone();
+        let tracker = &context.tracker;
+        consumer.subscribe(&[&self.endpoint.topic]).map_err(|e| {
+            RuntimeError::io(
+                format!("subscribing to kafka topic {}", self.endpoint.topic),
+                std::io::Error::other(e),
+            )
+        })?;
+        let mut held: VecDeque<Held> = VecDeque::new();
+        let mut paused = false;
+        let mut generation = tracker.generation();
+        'reading: loop {
+            // Hand on what waits, oldest first; keep the rest (backpressure).
+            while let Some(next) = held.pop_front() {
+                if next.round.generation != tracker.generation() {
+                    continue; // its partitions were revoked: the next owner reads it again
+                }
+                // Wait a little for room before pausing: pausing drops librdkafka's prefetched
+                // messages, to be fetched again on resuming.
+                let patience = if paused { Duration::from_millis(20) } else { PAUSE_AFTER };
+                tracker.handing_on(next.round);
+                match sink.offer(next.batch, patience) {
+                    Ok(()) => {}
+                    Err(Refused::Full(batch)) => {
+                        tracker.held_again(next.round);
+                        held.push_front(Held { batch, round: next.round });
+                        break;
+                    }
+                    Err(Refused::Stopping(batch)) => {
+                        tracker.held_again(next.round);
+                        drop(batch); // never handed on: its round is abandoned, not done
+                        break 'reading;
+                    }
+                }
+            }
+            if !held.is_empty() && !paused {
+                paused = set_paused(consumer, true, &context.log);
+            } else if held.is_empty() && paused {
+                paused = !set_paused(consumer, false, &context.log);
+            }
+            store(consumer, &self.endpoint.topic, tracker.completed(), &context.log);
+            if sink.is_stopped() {
+                break;
+            }
+
+            let wait = if held.is_empty() {
+                Duration::from_millis(100)
+            } else {
+                Duration::from_millis(20)
+            };
+            let mut gathered = Gathered::default();
+            let mut polled = consumer.poll(wait);
+            while let Some(result) = polled.take() {
+                if tracker.generation() != generation {
+                    // A rebalance ran inside poll: what was gathered before it is not ours.
+                    generation = tracker.generation();
+                    gathered = Gathered::default();
+                    paused = false;
+                }
+                match result {
+                    Ok(message) => gathered.add(
+                        message.partition(),
+                        message.offset(),
+                        message.payload(),
+                        self.max_line_bytes,
+                    ),
+                    Err(error) => context.log.say(format_args!("reading: {error}")),
+                }
+                if gathered.data.len() < BATCH_BYTES {
+                    polled = consumer.poll(Duration::ZERO);
+                }
+            }
+            if tracker.generation() != generation {
+                generation = tracker.generation();
+                gathered = Gathered::default();
+                paused = false;
+            }
+            if !gathered.is_empty() {
+                sink.count_oversized(gathered.oversized);
+                let (token, round) = tracker.begin(gathered.next.into_iter().collect());
+                held.push_back(Held {
+                    batch: Batch::with_receipt(gathered.data, Receipt::new(token)),
+                    round,
+                });
+            }
+        }
+        // Stopping: drop what was not handed on (abandoned: the next owner reads it), let the
+        // workers finish what they took, commit it, leave the group.
+        drop(held);
+        tracker.wait_idle(STOP_WAIT);
+        store(consumer, &self.endpoint.topic, tracker.completed(), &context.log);
+        commit(consumer, &context.log);
+        Ok(())
+    }
+}
+
+fn set_paused(consumer: &BaseConsumer<SourceContext>, pause: bool, log: &Throttled) -> bool {
+    let assignment = match consumer.assignment() {
+        Ok(assignment) => assignment,
+        Err(e) => {
+            log.say(format_args!("reading the assignment: {e}"));
+            return false;
+        }
+    };
+    let result = if pause { consumer.pause(&assignment) } else { consumer.resume(&assignment) };
+    match result {
+        Ok(()) => true,
+        Err(e) => {
+            log.say(format_args!("{}: {e}", if pause { "pausing" } else { "resuming" }));
+            false
+        }
+    }
+}
+
+/// Stores the offsets of finished rounds, to be committed with the next (auto-)commit.
+fn store<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    topic: &str,
+    next: BTreeMap<i32, i64>,
+    log: &Throttled,
+) {
+    if next.is_empty() {
+        return;
+    }
+    let mut list = TopicPartitionList::new();
+    for (partition, offset) in next {
+        if let Err(e) = list.add_partition_offset(topic, partition, Offset::Offset(offset)) {
+            log.say(format_args!("storing offset {offset} of partition {partition}: {e}"));
+        }
+    }
+    if let Err(e) = consumer.store_offsets(&list) {
+        // A partition revoked in the meantime: its next owner starts from the last commit.
+        log.say(format_args!("storing offsets: {e}"));
+    }
+}
+
+fn commit<C: ConsumerContext>(consumer: &BaseConsumer<C>, log: &Throttled) {
+    match consumer.commit_consumer_state(CommitMode::Sync) {
+        Ok(()) | Err(RdKafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => {}
+        Err(e) => log.say(format_args!("committing offsets: {e}")),
+    }
+}
+
+/// The consumer's context: logs, and the rebalance handling described in the module doc.
+#[derive(Clone)]
+struct SourceContext {
+    log: Arc<Throttled>,
+    tracker: Arc<Tracker>,
+    metrics: Arc<Metrics>,
+    topic: String,
+    group: String,
+    start: StartFrom,
+}
+
+impl ClientContext for SourceContext {
+    fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
+        self.log.librdkafka_log(level, facility, message);
+    }
+
+    fn error(&self, error: RdKafkaError, reason: &str) {
+        self.log.librdkafka_error(&error, reason);
+    }
+}
+
+impl ConsumerContext for SourceContext {
+    /// The eager protocol's rebalance, done here rather than by rdkafka's default so that
+    /// "latest" is resolved before reading starts (see [`SourceContext::resolve_latest`]) and
+    /// revocation drains first.
+    fn rebalance(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        err: RDKafkaRespErr,
+        list: &mut TopicPartitionList,
+    ) {
+        match err {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
+                if self.start == StartFrom::Latest {
+                    self.resolve_latest(consumer, list);
+                }
+                if let Err(e) = consumer.assign(list) {
+                    self.log.say(format_args!("taking partitions {}: {e}", partitions(list)));
+                    return;
+                }
+                // A partition paused before it was taken away and given back stays paused in
+                // some librdkafka versions; the loop believes a new assignment is not paused.
+                if let Err(e) = consumer.resume(list) {
+                    self.log.say(format_args!("resuming partitions {}: {e}", partitions(list)));
+                }
+                self.metrics.source_partitions.set(list.count() as i64);
+                eprintln!(
+                    "needle: kafka source {}: reading partitions {}",
+                    self.topic,
+                    partitions(list)
+                );
+            }
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
+                self.hand_back(consumer, list);
+                if let Err(e) = consumer.unassign() {
+                    self.log.say(format_args!("handing back partitions: {e}"));
+                }
+            }
+            other => {
+                self.log.say(format_args!("rebalance error: {other:?}"));
+                self.tracker.reset();
+                self.metrics.source_partitions.set(0);
+                let _ = consumer.unassign();
+            }
+        }
+    }
+}
+
+impl SourceContext {
+    /// Before partitions go: waits for the workers to finish what they took, stores and commits
+    /// it, and forgets the rest (see the module doc).
+    fn hand_back(&self, consumer: &BaseConsumer<Self>, list: &TopicPartitionList) {
+        let idle = self.tracker.wait_idle(REVOKE_WAIT);
+        store(consumer, &self.topic, self.tracker.completed(), &self.log);
+        if !consumer.assignment_lost() {
+            commit(consumer, &self.log);
+        }
+        self.tracker.reset();
+        self.metrics.source_partitions.set(0);
+        let note = if idle {
+            ""
+        } else {
+            "; the workers had not finished every batch in time, so the next owner will read \
+             some records again"
+        };
+        eprintln!(
+            "needle: kafka source {}: partitions {} handed back{note}",
+            self.topic,
+            partitions(list)
+        );
+    }
+
+    /// For partitions the group never committed, starts at the end offset as it is now, looked
+    /// up before reading starts (librdkafka would otherwise resolve "latest" lazily, after the
+    /// assignment, and skip what arrives in between), and commits it at once: "latest" is where
+    /// the group first started, so a partition that moves (a rebalance, a broker restart)
+    /// before its first records were committed resumes there instead of skipping ahead again.
+    fn resolve_latest(&self, consumer: &BaseConsumer<Self>, list: &mut TopicPartitionList) {
+        let committed = match consumer.committed_offsets(list.clone(), LOOKUP_WAIT) {
+            Ok(committed) => committed,
+            Err(e) => {
+                self.log.say(format_args!("reading committed offsets: {e}"));
+                return;
+            }
+        };
+        let mut started = TopicPartitionList::new();
+        for element in committed.elements() {
+            if matches!(element.offset(), Offset::Offset(_)) {
+                continue;
+            }
+            let (topic, partition) = (element.topic(), element.partition());
+            let set =
+                consumer.fetch_watermarks(topic, partition, LOOKUP_WAIT).and_then(|(_, high)| {
+                    list.set_partition_offset(topic, partition, Offset::Offset(high))?;
+                    started.add_partition_offset(topic, partition, Offset::Offset(high))
+                });
+            if let Err(e) = set {
+                self.log.say(format_args!("finding the end of partition {partition}: {e}"));
+            }
+        }
+        if started.count() > 0 {
+            if let Err(e) = consumer.commit(&started, CommitMode::Sync) {
+                self.log.say(format_args!("committing the starting offsets: {e}"));
+            }
+            eprintln!(
+                "needle: kafka source {}: partitions {} are new to group {}: starting at their end",
+                self.topic,
+                partitions(&started),
+                self.group
+            );
+        }
+    }
+}
+
+fn partitions(list: &TopicPartitionList) -> String {
+    let ids: Vec<String> = list.elements().iter().map(|e| e.partition().to_string()).collect();
+    if ids.is_empty() {
+        "(none)".into()
+    } else {
+        ids.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_become_lines_and_skipped_ones_still_move_the_offset() {
+        let mut g = Gathered::default();
+        g.add(0, 10, Some(br#"{"a":1}"#), 100);
+        g.add(1, 4, Some(b"{\"a\":2}\n{\"a\":3}\n"), 100);
+        g.add(0, 11, None, 100);
+        g.add(0, 12, Some(&[b'x'; 200]), 100);
+        g.add(1, 5, Some(b""), 100);
+        assert_eq!(g.data, b"{\"a\":1}\n{\"a\":2}\n{\"a\":3}\n");
+        assert_eq!(g.next, BTreeMap::from([(0, 13), (1, 6)]));
+        assert_eq!(g.oversized, 1);
+        let lines: Vec<_> = Batch::new(g.data).lines().map(<[u8]>::to_vec).collect();
+        assert_eq!(lines.len(), 3);
+    }
+}

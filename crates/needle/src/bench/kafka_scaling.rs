@@ -1,0 +1,452 @@
+//! `needle bench data-scaling-kafka`: records/s per worker process when needle reads a Kafka
+//! topic in the distributed mode, for 1, 2, ... worker processes, against a bare rdkafka consumer
+//! reading the same topic in the same run.
+//!
+//! The topic (`--partitions`, 4 by default) is filled first with `--records` generated records
+//! (bullet by default; 10 needle records with `id = 'c39ba8cfe8'` in the middle), as
+//! `needle gen --to kafka://` does. Then:
+//! - **baseline**: one consumer (no group) reads every partition from the beginning to the end,
+//!   touching each message, nothing else (`needle_kafka::testing::drain`);
+//! - **needle, n workers**: an api node (`needle serve --role api`) and n worker processes
+//!   (`needle serve --role worker`, `--threads` worker threads each, a fresh consumer group
+//!   starting at the earliest offset) run Bullet's test 2 query (`SELECT * ... WHERE id =
+//!   'c39ba8cfe8'`), submitted before the workers start so they read every record with it. The
+//!   workers' `needle_records_read_total` is sampled every 20 ms; a worker's records/s is what it
+//!   read divided by the time from its first record to its last. The run also checks the query
+//!   found the 10 needles.
+//!
+//! Records per CPU-second (user + system time of the reading processes, from /proc) are reported
+//! beside records/s: on a shared machine they move less with what else runs.
+//!
+//! The broker is `--brokers` or, by default, one started for the run with
+//! `scripts/kafka/broker.sh` (Kafka's jars from Maven Central). It runs on the same machine, so
+//! it competes with the workers for the cores: on a small machine the figures say what needle
+//! costs beside Kafka, not how far it scales with more machines.
+
+use super::{Outcome, Output};
+use comfy_table::Table;
+use needle_kafka::client::Connection;
+use needle_kafka::produce::TopicWriter;
+use needle_kafka::testing::{drain, Broker};
+use needle_workload::{parse_needle_field, Generator, NeedleSpec, WorkloadSpec};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const NEEDLE_ID: &str = "c39ba8cfe8";
+const NEEDLES: u64 = 10;
+
+/// The options of `needle bench data-scaling-kafka`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// A running Kafka (HOST:PORT); default: start one for the run with scripts/kafka/broker.sh.
+    #[arg(long)]
+    pub brokers: Option<String>,
+    /// Worker process counts to measure, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    pub workers: Vec<usize>,
+    /// Worker threads in each worker process.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Records in the topic.
+    #[arg(long, default_value_t = 200_000)]
+    pub records: u64,
+    /// The workload: bullet (1.9 KB records) or small (~100 bytes).
+    #[arg(long, default_value = "bullet", value_parser = ["bullet", "small"])]
+    pub workload: String,
+    /// Partitions of the topic.
+    #[arg(long, default_value_t = 4)]
+    pub partitions: i32,
+    /// Seed of the generated records.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[command(flatten)]
+    pub output: Output,
+}
+
+/// Runs the scenario and reports it.
+pub fn run(args: Args) -> std::process::ExitCode {
+    if args.workers.is_empty() || args.workers.contains(&0) || args.threads == 0 {
+        return super::usage_error("--workers needs counts > 0, --threads must be > 0");
+    }
+    if args.records < 2 * NEEDLES || args.partitions < 1 {
+        return super::usage_error("--records must be at least 20 and --partitions at least 1");
+    }
+    super::report("data-scaling-kafka", &args.output, measure(&args))
+}
+
+/// One line of the result: the baseline, or needle with some worker processes.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScalingRow {
+    pub scenario: &'static str,
+    /// `rdkafka consumer` or `needle`.
+    pub reader: String,
+    pub worker_processes: usize,
+    pub threads_per_process: usize,
+    pub records: u64,
+    /// Mean over the processes of each one's records / its reading time.
+    pub records_per_sec_per_process: f64,
+    /// Records / the time from the first record read to the last, over all processes.
+    pub records_per_sec_total: f64,
+    /// needle's per-process figure ÷ the baseline's.
+    pub ratio_to_baseline: f64,
+    /// Records per CPU-second of the reading processes (user + system, all their threads):
+    /// steadier than records/s on a shared machine.
+    pub records_per_cpu_sec: f64,
+    /// Needle records the query found (10 expected); none for the baseline.
+    pub needles_found: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ScalingResult {
+    pub rows: Vec<ScalingRow>,
+    pub workload: String,
+    pub record_bytes: f64,
+    pub partitions: i32,
+    /// Records/s of the producer filling the topic (`needle gen --to kafka://` path).
+    pub fill_records_per_sec: f64,
+    /// /proc/loadavg (1 minute) at the start and the end.
+    pub load_before: f64,
+    pub load_after: f64,
+}
+
+impl Outcome for ScalingResult {
+    fn scenario(&self) -> &str {
+        "data-scaling-kafka"
+    }
+
+    fn json_lines(&self) -> Vec<serde_json::Value> {
+        self.rows.iter().map(|r| serde_json::to_value(r).expect("a row serializes")).collect()
+    }
+
+    fn print_table(&self) {
+        let mut table = Table::new();
+        table.set_header([
+            "reader",
+            "processes",
+            "threads each",
+            "records/s per process",
+            "records/s in all",
+            "ratio to baseline",
+            "records per CPU-second",
+            "needles found",
+        ]);
+        for r in &self.rows {
+            table.add_row([
+                r.reader.clone(),
+                r.worker_processes.to_string(),
+                r.threads_per_process.to_string(),
+                format!("{:.0}", r.records_per_sec_per_process),
+                format!("{:.0}", r.records_per_sec_total),
+                format!("{:.2}", r.ratio_to_baseline),
+                format!("{:.0}", r.records_per_cpu_sec),
+                r.needles_found.map_or("-".into(), |n| n.to_string()),
+            ]);
+        }
+        println!(
+            "data-scaling-kafka: {} records of {:.0} bytes ({}) in {} partitions, filled at {:.0} \
+             records/s; load {:.1} → {:.1}",
+            self.rows.first().map_or(0, |r| r.records),
+            self.record_bytes,
+            self.workload,
+            self.partitions,
+            self.fill_records_per_sec,
+            self.load_before,
+            self.load_after
+        );
+        println!("{table}");
+    }
+}
+
+fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(f64::NAN)
+}
+
+fn measure(args: &Args) -> Result<ScalingResult, String> {
+    let load_before = load_average();
+    let own_broker = match &args.brokers {
+        Some(_) => None,
+        None => {
+            eprintln!("starting a Kafka broker (scripts/kafka/broker.sh)");
+            // Kafka's default: an empty group waits 3 s for more members before its first
+            // assignment, so worker processes started together share the partitions from the
+            // first record on (the test broker's 0 is for quick tests).
+            Some(Broker::start_with(&["group.initial.rebalance.delay.ms=3000"])?)
+        }
+    };
+    let brokers = args
+        .brokers
+        .clone()
+        .unwrap_or_else(|| own_broker.as_ref().map(|b| b.bootstrap.clone()).unwrap_or_default());
+    let connection = Connection::new(&brokers, &BTreeMap::new()).map_err(|e| e.to_string())?;
+    let run_id = format!("{:x}", std::process::id() ^ (now_ms() as u32));
+    let topic = format!("needle-bench-{run_id}");
+
+    eprintln!("filling topic {topic} with {} {} records", args.records, args.workload);
+    let (fill_rate, bytes) = fill(&connection, &topic, args)?;
+
+    eprintln!("baseline: a bare rdkafka consumer");
+    let cpu_before = cpu_seconds("self");
+    let drained =
+        drain(&connection, &topic, Duration::from_secs(600)).map_err(|e| e.to_string())?;
+    let baseline_cpu = cpu_seconds("self") - cpu_before;
+    if drained.messages != args.records {
+        return Err(format!("the baseline read {} of {} records", drained.messages, args.records));
+    }
+    let baseline = drained.messages as f64 / drained.elapsed.as_secs_f64().max(1e-9);
+    let mut rows = vec![ScalingRow {
+        scenario: "data-scaling-kafka",
+        reader: "rdkafka consumer".into(),
+        worker_processes: 1,
+        threads_per_process: 1,
+        records: drained.messages,
+        records_per_sec_per_process: baseline,
+        records_per_sec_total: baseline,
+        ratio_to_baseline: 1.0,
+        records_per_cpu_sec: drained.messages as f64 / baseline_cpu.max(1e-9),
+        needles_found: None,
+    }];
+    for &n in &args.workers {
+        eprintln!("needle: {n} worker process(es) of {} thread(s)", args.threads);
+        let run = distributed(&brokers, &topic, &format!("{run_id}-{n}"), n, args)?;
+        rows.push(ScalingRow {
+            scenario: "data-scaling-kafka",
+            reader: "needle".into(),
+            worker_processes: n,
+            threads_per_process: args.threads,
+            records: run.records,
+            records_per_sec_per_process: run.per_process,
+            records_per_sec_total: run.total,
+            ratio_to_baseline: run.per_process / baseline,
+            records_per_cpu_sec: run.records as f64 / run.cpu_seconds.max(1e-9),
+            needles_found: Some(run.needles),
+        });
+    }
+    drop(own_broker);
+    Ok(ScalingResult {
+        rows,
+        workload: args.workload.clone(),
+        record_bytes: bytes as f64 / args.records as f64,
+        partitions: args.partitions,
+        fill_records_per_sec: fill_rate,
+        load_before,
+        load_after: load_average(),
+    })
+}
+
+/// Fills the topic; returns the producer's records/s and the bytes written.
+fn fill(connection: &Connection, topic: &str, args: &Args) -> Result<(f64, u64), String> {
+    let mut spec =
+        WorkloadSpec::new(args.workload.parse().map_err(|e| format!("{e}"))?).with_seed(args.seed);
+    spec.count = Some(args.records);
+    if args.workload == "bullet" {
+        let field = parse_needle_field(&format!("id={NEEDLE_ID}")).map_err(|e| e.to_string())?;
+        spec.needle = Some(NeedleSpec { fields: vec![field], count: NEEDLES, at: None });
+    }
+    let mut generator = Generator::new(&spec).map_err(|e| e.to_string())?;
+    let mut writer =
+        TopicWriter::open(connection, topic, args.partitions).map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    let mut line = Vec::with_capacity(4096);
+    let mut bytes = 0u64;
+    while !generator.is_done() {
+        line.clear();
+        generator.write_next(&mut line);
+        bytes += line.len() as u64;
+        writer.send_line(&line).map_err(|e| e.to_string())?;
+    }
+    writer.flush().map_err(|e| e.to_string())?;
+    Ok((args.records as f64 / started.elapsed().as_secs_f64(), bytes))
+}
+
+struct Distributed {
+    records: u64,
+    /// CPU time of the worker processes, start-up included.
+    cpu_seconds: f64,
+    per_process: f64,
+    total: f64,
+    needles: u64,
+}
+
+/// A `needle serve` process of the run, stopped when dropped; its stderr goes to a file that
+/// errors quote.
+struct Node {
+    child: Child,
+    url: String,
+    stderr: PathBuf,
+}
+
+impl Node {
+    fn start(role: &str, config: &Path, threads: usize, index: usize) -> Result<Self, String> {
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let stderr = config.with_file_name(format!("{role}-{index}.log"));
+        let log = std::fs::File::create(&stderr).map_err(|e| e.to_string())?;
+        let mut child = Command::new(exe)
+            .args(["serve", "--role", role, "--listen", "127.0.0.1:0"])
+            .args(["--workers", &threads.to_string(), "--config"])
+            .arg(config)
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("cannot start needle serve --role {role}: {e}"))?;
+        let mut lines = BufReader::new(child.stdout.take().ok_or("no stdout")?).lines();
+        let first = lines.next().and_then(Result::ok).unwrap_or_default();
+        let _source = lines.next();
+        let mut node = Self { url: String::new(), child, stderr };
+        match first.strip_prefix("needle listening on ") {
+            Some(url) => {
+                node.url = url.to_owned();
+                Ok(node)
+            }
+            None => Err(format!("needle serve --role {role} did not start: {}", node.log())),
+        }
+    }
+
+    fn log(&self) -> String {
+        let text = std::fs::read_to_string(&self.stderr).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(10)..].join("\n")
+    }
+
+    fn get(&self, path: &str) -> Result<String, String> {
+        reqwest::blocking::get(format!("{}{path}", self.url))
+            .and_then(|r| r.text())
+            .map_err(|e| format!("{e} (its log: {})", self.log()))
+    }
+
+    fn records_read(&self) -> Result<u64, String> {
+        let metrics = self.get("/metrics")?;
+        Ok(metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("needle_records_read_total "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0))
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An api node and `n` worker processes reading the topic with the needle query.
+fn distributed(
+    brokers: &str,
+    topic: &str,
+    run: &str,
+    n: usize,
+    args: &Args,
+) -> Result<Distributed, String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let config = dir.path().join("needle.toml");
+    let mut file = std::fs::File::create(&config).map_err(|e| e.to_string())?;
+    write!(
+        file,
+        "[kafka]\nbrokers = \"{brokers}\"\ndata_topic = \"{topic}\"\n\
+         query_topic = \"needle-bench-{run}-queries\"\nresults_topic = \"needle-bench-{run}-results\"\n\
+         group = \"needle-bench-{run}\"\nstart = \"earliest\"\n"
+    )
+    .map_err(|e| e.to_string())?;
+    drop(file);
+    let api = Node::start("api", &config, 1, 0)?;
+    let query = format!("SELECT * FROM STREAM(600000, TIME) WHERE id = '{NEEDLE_ID}' LIMIT 100");
+    let started: serde_json::Value = reqwest::blocking::Client::new()
+        .post(format!("{}/api/v1/queries", api.url))
+        .body(query)
+        .send()
+        .and_then(|r| r.json())
+        .map_err(|e| format!("submitting the query: {e}"))?;
+    let id = started["id"].as_str().ok_or_else(|| format!("no query id in {started}"))?.to_owned();
+    let workers: Vec<Node> = (0..n)
+        .map(|i| Node::start("worker", &config, args.threads, i))
+        .collect::<Result<_, _>>()?;
+
+    // Sample every worker's records read until they add up to the topic.
+    let mut first: Vec<Option<Instant>> = vec![None; n];
+    let mut last: Vec<(u64, Instant)> = vec![(0, Instant::now()); n];
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let now = Instant::now();
+        for (i, worker) in workers.iter().enumerate() {
+            let read = worker.records_read()?;
+            if read > 0 && first[i].is_none() {
+                first[i] = Some(now);
+            }
+            if read != last[i].0 {
+                last[i] = (read, now);
+            }
+        }
+        if last.iter().map(|(read, _)| read).sum::<u64>() >= args.records {
+            break;
+        }
+        if now > deadline {
+            return Err("the workers did not read the topic within 10 minutes".into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let records: u64 = last.iter().map(|(read, _)| read).sum();
+    let mut rates = Vec::new();
+    for (start, (read, end)) in first.iter().zip(&last) {
+        if let Some(start) = start {
+            let secs = end.duration_since(*start).as_secs_f64();
+            if *read > 0 && secs > 0.0 {
+                rates.push(*read as f64 / secs);
+            }
+        }
+    }
+    let begin = first.iter().flatten().min().copied().unwrap_or_else(Instant::now);
+    let end = last.iter().map(|(_, t)| *t).max().unwrap_or_else(Instant::now);
+    let total = records as f64 / end.duration_since(begin).as_secs_f64().max(1e-9);
+    let per_process = rates.iter().sum::<f64>() / rates.len().max(1) as f64;
+
+    // The needles reach the api node a tick or two after the last record is read.
+    let mut needles = 0;
+    let wait = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < wait {
+        let status: serde_json::Value =
+            serde_json::from_str(&api.get(&format!("/api/v1/queries/{id}"))?)
+                .map_err(|e| e.to_string())?;
+        needles = status["records_matched"].as_u64().unwrap_or(0);
+        if needles >= NEEDLES || args.workload != "bullet" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let cpu_seconds = workers.iter().map(|w| cpu_seconds(&w.child.id().to_string())).sum();
+    drop(workers);
+    drop(api);
+    Ok(Distributed { records, cpu_seconds, per_process, total, needles })
+}
+
+/// User + system CPU seconds of a process (`self` or a pid) so far, from /proc (0 elsewhere).
+fn cpu_seconds(pid: &str) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return 0.0 };
+    // the fields after the command name (in parentheses, which may hold spaces); utime and
+    // stime are the 14th and 15th fields of the line, in clock ticks (USER_HZ, 100 on Linux)
+    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}

@@ -1,0 +1,437 @@
+//! needle on a real Kafka broker, as a user runs it: `needle gen --to kafka://...` fills topics,
+//! `needle serve` processes read them (one process; or an api node and worker processes), and
+//! failures are real: a worker killed with SIGKILL, the broker stopped and started again. The
+//! broker is `scripts/kafka/broker.sh`'s (Kafka's own jars); one is shared by the tests of this
+//! file, the broker-restart test has its own.
+
+use needle_kafka::testing::{Broker, Partitions};
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const NEEDLE: &str = env!("CARGO_BIN_EXE_needle");
+
+/// A `needle serve` process, killed when dropped; its stderr goes to a file shown on failures.
+struct Serve {
+    child: Child,
+    url: String,
+    source: String,
+    stderr: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Serve {
+    fn start(args: &[&str]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let stderr = dir.path().join("stderr");
+        let mut child = Command::new(NEEDLE)
+            .arg("serve")
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env_remove("NEEDLE_SERVER")
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .expect("needle serve starts");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().and_then(Result::ok).unwrap_or_else(|| {
+            panic!(
+                "needle serve {args:?} did not start: {}",
+                std::fs::read_to_string(&stderr).unwrap()
+            )
+        });
+        let url = first.strip_prefix("needle listening on ").expect(&first).to_owned();
+        let source = lines.next().expect("a source line").unwrap();
+        Self { child, url, source, stderr, _dir: dir }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    fn get(&self, path: &str) -> reqwest::blocking::Response {
+        reqwest::blocking::get(format!("{}{path}", self.url)).unwrap()
+    }
+
+    /// A metric's value (0 when absent).
+    fn metric(&self, name: &str) -> f64 {
+        let text = self.get("/metrics").text().unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(' ')))
+            .map_or(0.0, |v| v.trim().parse().unwrap())
+    }
+
+    fn partitions(&self) -> f64 {
+        self.metric("needle_source_partitions")
+    }
+
+    /// The running query's status on this node.
+    fn status(&self, id: &str) -> Option<Value> {
+        let r = self.get(&format!("/api/v1/queries/{id}"));
+        (r.status() == 200).then(|| r.json().unwrap())
+    }
+
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "needle serve did not stop: {}", self.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!("--- stderr of needle serve at {} ---\n{}", self.url, self.log());
+        }
+    }
+}
+
+fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `needle gen ARGS --to kafka://BROKER/TOPIC`, checked.
+fn gen(broker: &str, topic: &str, args: &[&str]) {
+    let out = Command::new(NEEDLE)
+        .arg("gen")
+        .args(args)
+        .args(["--to", &format!("kafka://{broker}/{topic}"), "--partitions", "4"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "needle gen: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Generated bullet records with `count` needle records (`id` = `needle`) in the middle.
+fn gen_needles(broker: &str, topic: &str, records: u64, needle: &str, count: u64, seed: u64) {
+    let (records, count, seed) = (records.to_string(), count.to_string(), seed.to_string());
+    let id = format!("id={needle}");
+    let args =
+        ["bullet", "--count", &records, "--seed", &seed, "--needle", &id, "--needle-count", &count];
+    gen(broker, topic, &args);
+}
+
+/// A needle.toml for nodes sharing topics named after `name`, with quick failure detection.
+fn kafka_config(broker: &str, name: &str) -> tempfile::NamedTempFile {
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    write!(
+        f,
+        r#"
+[runtime]
+tick_ms = 50
+
+[kafka]
+brokers = "{broker}"
+data_topic = "{name}"
+query_topic = "{name}-queries"
+results_topic = "{name}-results"
+group = "{name}-workers"
+
+[kafka.properties]
+"session.timeout.ms" = 6000
+"heartbeat.interval.ms" = 500
+"reconnect.backoff.max.ms" = 1000
+"#
+    )
+    .unwrap();
+    f
+}
+
+/// Runs a query to its end on a background thread (`POST /api/v1/query`) and returns its id
+/// (from the node's list of queries) and the handle giving the result.
+fn run_query(api: &Serve, text: &str) -> (String, std::thread::JoinHandle<Value>) {
+    let before: Vec<String> = list(api);
+    let url = format!("{}/api/v1/query", api.url);
+    let body = text.to_owned();
+    let handle = std::thread::spawn(move || {
+        let client =
+            reqwest::blocking::Client::builder().timeout(Duration::from_secs(180)).build().unwrap();
+        client.post(url).body(body).send().unwrap().json::<Value>().unwrap()
+    });
+    let mut id = None;
+    wait_until("the query to start", Duration::from_secs(10), || {
+        id = list(api).into_iter().find(|i| !before.contains(i));
+        id.is_some()
+    });
+    (id.unwrap(), handle)
+}
+
+fn list(node: &Serve) -> Vec<String> {
+    let body: Value = node.get("/api/v1/queries").json().unwrap();
+    body["queries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn kill(node: &Serve, id: &str) {
+    let r = reqwest::blocking::Client::new()
+        .delete(format!("{}/api/v1/queries/{id}", node.url))
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 200);
+}
+
+fn matched(node: &Serve, id: &str) -> u64 {
+    node.status(id).map_or(0, |s| s["records_matched"].as_u64().unwrap())
+}
+
+/// Waits until the workers read nothing more and the api node merges nothing more: records read
+/// again (at-least-once) count in `matched` too, so a count alone cannot say all arrived.
+fn settle(api: &Serve, id: &str, workers: &[&Serve]) {
+    let progress = || {
+        let read: f64 = workers.iter().map(|w| w.metric("needle_records_read_total")).sum();
+        (read, matched(api, id))
+    };
+    let mut last = progress();
+    wait_until("the workers to catch up", Duration::from_secs(60), || {
+        std::thread::sleep(Duration::from_millis(1_000));
+        let now = progress();
+        std::mem::replace(&mut last, now) == now
+    });
+}
+
+/// id → count of a `GROUP BY id` result.
+fn counts(result: &Value) -> std::collections::BTreeMap<String, u64> {
+    result["records"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{result}"))
+        .iter()
+        .map(|r| (r["id"].as_str().unwrap().to_owned(), r["n"].as_u64().unwrap()))
+        .collect()
+}
+
+const BY_ID: &str = "SELECT id, COUNT(*) AS n FROM STREAM(120000, TIME) \
+                     WHERE id = 'needlea' OR id = 'needleb' GROUP BY id";
+
+#[test]
+fn one_process_reads_a_four_partition_topic_and_finds_the_needles() {
+    let broker = Broker::shared();
+    broker.create_topic("single", 4).unwrap();
+    let server = Serve::start(&[
+        "--workers",
+        "2",
+        "--source",
+        &format!("kafka://{}/single", broker.bootstrap),
+    ]);
+    assert!(server.source.contains("kafka topic single"), "{}", server.source);
+    wait_until("4 partitions", Duration::from_secs(30), || server.partitions() == 4.0);
+    let url = format!("{}/api/v1/query", server.url);
+    let waiting = std::thread::spawn(move || {
+        let q = "SELECT id, event_ts FROM STREAM(60000, TIME) WHERE id = 'c39ba8cfe8' LIMIT 6";
+        reqwest::blocking::Client::new().post(url).body(q).send().unwrap().json::<Value>().unwrap()
+    });
+    wait_until("the query", Duration::from_secs(10), || !list(&server).is_empty());
+    // Six consecutive needles, round-robin over the partitions: each partition holds some.
+    gen_needles(&broker.bootstrap, "single", 4_000, "c39ba8cfe8", 6, 3);
+    let body = waiting.join().unwrap();
+    let records = body["records"].as_array().unwrap_or_else(|| panic!("{body}"));
+    assert_eq!(records.len(), 6, "{body}");
+    assert!(records.iter().all(|r| r["id"] == "c39ba8cfe8"));
+    assert!(server.metric("needle_records_read_total") >= 4_000.0);
+}
+
+#[test]
+fn an_api_node_and_two_workers_find_each_needle_once_skip_garbage_and_survive_a_killed_worker() {
+    let broker = Broker::shared();
+    broker.create_topic("scale", 4).unwrap();
+    let config = kafka_config(&broker.bootstrap, "scale");
+    let config = config.path().to_str().unwrap();
+    let api = Serve::start(&["--role", "api", "--config", config]);
+    assert!(api.source.contains("api node"), "{}", api.source);
+    let mut first = Serve::start(&["--role", "worker", "--workers", "1", "--config", config]);
+    let second = Serve::start(&["--role", "worker", "--workers", "1", "--config", config]);
+    wait_until("two partitions each", Duration::from_secs(30), || {
+        first.partitions() == 2.0 && second.partitions() == 2.0
+    });
+    let (id, result) = run_query(&api, BY_ID);
+    wait_until("the workers learning the query", Duration::from_secs(10), || {
+        first.status(&id).is_some() && second.status(&id).is_some()
+    });
+    // A worker takes no queries of its own.
+    let refused = reqwest::blocking::Client::new()
+        .post(format!("{}/api/v1/query", first.url))
+        .body(BY_ID)
+        .send()
+        .unwrap();
+    assert_eq!(refused.status(), 409);
+
+    // 3,000 records with 8 needles over the 4 partitions, and garbage in between.
+    gen_needles(&broker.bootstrap, "scale", 3_000, "needlea", 8, 1);
+    let garbage: [&[u8]; 4] = [b"not json", b"{\"id\": \"needlea\"", b"[1, 2, 3]", &[0xc3, 0x28]];
+    broker.produce("scale", Partitions::Spread(4), &garbage).unwrap();
+    wait_until("8 needles merged", Duration::from_secs(30), || matched(&api, &id) >= 8);
+    wait_until("every message read", Duration::from_secs(30), || {
+        first.metric("needle_records_read_total") + second.metric("needle_records_read_total")
+            >= 3_004.0
+    });
+    let malformed = first.metric("needle_records_malformed_total")
+        + second.metric("needle_records_malformed_total");
+    assert_eq!(malformed, 4.0, "garbage is counted and skipped");
+    assert!(matched(&first, &id) > 0 && matched(&second, &id) > 0, "both workers found needles");
+
+    // Kill a worker mid-query: its partitions move to the survivor.
+    let _ = first.child.kill();
+    let _ = first.child.wait();
+    wait_until("the survivor taking every partition", Duration::from_secs(40), || {
+        second.partitions() == 4.0
+    });
+    gen_needles(&broker.bootstrap, "scale", 2_000, "needleb", 8, 2);
+    wait_until("the needles produced after the rebalance", Duration::from_secs(30), || {
+        matched(&api, &id) >= 16
+    });
+    settle(&api, &id, &[&second]);
+    kill(&api, &id);
+    let result = result.join().unwrap();
+    let found = counts(&result);
+    assert_eq!(found.get("needleb"), Some(&8), "after the rebalance, each once: {result}");
+    // Before the kill: each at least once (a killed process's last uncommitted records are read
+    // again by the next owner: at-least-once).
+    assert!(found.get("needlea").is_some_and(|&n| n >= 8), "{result}");
+    assert!(api.log().is_empty() || !api.log().contains("panicked"), "{}", api.log());
+}
+
+#[test]
+fn a_broker_restarted_mid_query_is_ridden_out() {
+    let broker = Broker::start().expect("a broker of its own");
+    broker.create_topic("outage", 4).unwrap();
+    let config = kafka_config(&broker.bootstrap, "outage");
+    let config = config.path().to_str().unwrap();
+    let mut api = Serve::start(&["--role", "api", "--config", config]);
+    let mut worker = Serve::start(&["--role", "worker", "--workers", "1", "--config", config]);
+    wait_until("partitions", Duration::from_secs(30), || worker.partitions() == 4.0);
+    let (id, result) = run_query(&api, BY_ID);
+    wait_until("the worker learning the query", Duration::from_secs(10), || {
+        worker.status(&id).is_some()
+    });
+    gen_needles(&broker.bootstrap, "outage", 1_000, "needlea", 5, 1);
+    wait_until("the needles before the outage", Duration::from_secs(30), || {
+        matched(&api, &id) >= 5
+    });
+    broker.stop();
+    std::thread::sleep(Duration::from_secs(2));
+    broker.restart().expect("the broker starts again");
+    gen_needles(&broker.bootstrap, "outage", 1_000, "needleb", 5, 2);
+    wait_until("the needles after the outage", Duration::from_secs(60), || {
+        matched(&api, &id) >= 10
+    });
+    settle(&api, &id, &[&worker]);
+    kill(&api, &id);
+    let result = result.join().unwrap();
+    let found = counts(&result);
+    // Nothing is lost. Records whose offsets were not committed when the broker went away may
+    // be read again when the group forms anew (at-least-once).
+    assert!(found.get("needlea").is_some_and(|&n| n >= 5), "{result}");
+    assert!(found.get("needleb").is_some_and(|&n| n >= 5), "{result}");
+    assert!(worker.terminate().success(), "{}", worker.log());
+    assert!(api.terminate().success(), "{}", api.log());
+}
+
+#[test]
+fn kafka_mistakes_are_clear_errors() {
+    let run = |args: &[&str]| {
+        let out = Command::new(NEEDLE).args(args).env_remove("NEEDLE_SERVER").output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, err) =
+        run(&["serve", "--listen", "127.0.0.1:0", "--source", "kafka://127.0.0.1:1/t"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("cannot reach Kafka at 127.0.0.1:1"), "{err}");
+    let (code, err) = run(&["serve", "--listen", "127.0.0.1:0", "--source", "kafka:oops"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("kafka://HOST:PORT/TOPIC"), "{err}");
+    let (code, err) = run(&["serve", "--role", "api", "--source", "stdin"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("reads no source"), "{err}");
+    let (code, err) = run(&["gen", "bullet", "--to", "kafka://h:1/t?x=1"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("no options"), "{err}");
+
+    let broker = Broker::shared();
+    let (code, err) = run(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--source",
+        &format!("kafka://{}/no-such-topic", broker.bootstrap),
+    ]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("'no-such-topic' does not exist"), "{err}");
+
+    let mut bad = tempfile::NamedTempFile::new().unwrap();
+    write!(
+        bad,
+        "[kafka]\nbrokers = \"{}\"\n[kafka.properties]\n\"group.id\" = \"mine\"\n",
+        broker.bootstrap
+    )
+    .unwrap();
+    let path = bad.path().to_str().unwrap();
+    let (code, err) =
+        run(&["serve", "--role", "worker", "--listen", "127.0.0.1:0", "--config", path]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("\"group.id\" cannot be set") && err.contains("kafka.group"), "{err}");
+    let mut typo = tempfile::NamedTempFile::new().unwrap();
+    write!(typo, "[kafka]\nbroker = \"x:1\"\n").unwrap();
+    let (code, err) = run(&["config", "--config", typo.path().to_str().unwrap()]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("broker"), "{err}");
+    let (code, out) = {
+        let out = Command::new(NEEDLE)
+            .args(["config"])
+            .env("NEEDLE_KAFKA__GROUP", "g9")
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    assert_eq!(code, Some(0));
+    assert!(out.contains("[kafka]") && out.contains("group = \"g9\""), "{out}");
+}
+
+#[test]
+fn the_kafka_scaling_bench_reports_needle_and_the_bare_consumer() {
+    let broker = Broker::shared();
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = Command::new(NEEDLE)
+        .args(["bench", "data-scaling-kafka", "--brokers", &broker.bootstrap])
+        .args(["--records", "3000", "--workers", "1", "--format", "json", "--out"])
+        .arg(out_dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(rows[0]["reader"], "rdkafka consumer");
+    assert_eq!(rows[1]["reader"], "needle");
+    assert_eq!(rows[1]["needles_found"], 10, "{rows:?}");
+    for row in &rows {
+        assert_eq!(row["records"], 3000, "{row}");
+        assert!(row["records_per_sec_per_process"].as_f64().unwrap() > 0.0, "{row}");
+    }
+    assert!(out_dir.path().join("data-scaling-kafka.json").is_file());
+    let bad = Command::new(NEEDLE)
+        .args(["bench", "data-scaling-kafka", "--workers", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+}

@@ -1,0 +1,122 @@
+//! The seams of the distributed mode: what a runtime that is only part of needle talks to instead
+//! of its missing half. The runtime itself knows nothing of Kafka; the `needle-kafka` crate
+//! implements these traits over its topics.
+//!
+//! - A **worker** node ([`Role::Worker`]) reads its source and matches as usual, but has no
+//!   joiner: its workers' partials (encoded with the engine's partial codec) and its records-read
+//!   progress go to a [`PartialOutlet`]. It learns the queries to run from outside
+//!   ([`crate::Runtime::adopt`] / [`crate::Runtime::release`]).
+//! - An **api** node ([`Role::Api`]) has no source and no workers: it validates and admits
+//!   queries, announces them to a [`QueryAnnouncer`] (and their end), and its joiner merges the
+//!   encoded partials and progress handed to [`crate::Runtime::remote_partial`] and
+//!   [`crate::Runtime::remote_progress`] exactly as it merges local ones.
+//! - [`Role::All`] is the single process, with neither.
+
+use crate::framing::Receipt;
+use crate::joiner::{JoinerMessage, QueryStatus, StatusTable};
+use crate::metrics::Metrics;
+use crossbeam_channel::Receiver;
+use needle_query::plan::Plan;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Where a worker node's partials and progress go (the results topic).
+pub trait PartialOutlet: Send + Sync {
+    /// A partial of query `id`, as bytes from `CompiledQuery::encode_partial`. May block
+    /// (backpressure) but must not drop it.
+    fn partial(&self, id: &str, bytes: Vec<u8>);
+    /// `records` were read since the last call (every running query has seen them). The
+    /// receipts are those of the batches read; drop them once this and everything handed on
+    /// before it have gone out.
+    fn progress(&self, records: u64, receipts: Vec<Receipt>);
+}
+
+/// A query an api node admitted, as its workers must learn it.
+#[derive(Debug, Clone, Copy)]
+pub struct Announcement<'a> {
+    pub id: &'a str,
+    /// The validated plan (its text is what the workers compile).
+    pub plan: &'a Plan,
+    pub received_ms: i64,
+    pub ends_ms: i64,
+}
+
+/// Where an api node announces the queries it starts and ends (the query topic).
+pub trait QueryAnnouncer: Send + Sync {
+    /// The query was admitted; workers should start running it. An error refuses the query.
+    fn started(&self, query: &Announcement<'_>) -> Result<(), String>;
+    /// The query ended (its time, its LIMIT, a kill, a shutdown); workers may forget it.
+    fn ended(&self, id: &str);
+}
+
+/// What part of needle a runtime is.
+#[derive(Clone)]
+pub enum Role {
+    /// Source, workers and joiner in this process (`needle serve`, the default).
+    All,
+    /// Source and workers; partials go to the outlet.
+    Worker(Arc<dyn PartialOutlet>),
+    /// Joiner and API; queries are announced, partials arrive from outside. `node` names this
+    /// api node: it prefixes its query ids, so several api nodes never give two queries one id.
+    Api { announcer: Arc<dyn QueryAnnouncer>, node: String },
+}
+
+impl Role {
+    /// `all`, `worker` or `api`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Role::All => "all",
+            Role::Worker(_) => "worker",
+            Role::Api { .. } => "api",
+        }
+    }
+}
+
+impl std::fmt::Debug for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A worker node's stand-in for the joiner: reads the workers' messages, encodes each partial
+/// with its query and hands it to the outlet, keeps the node's own status counters (so
+/// `GET /api/v1/queries` on a worker shows what it read and matched), and passes progress and
+/// receipts on in order.
+pub(crate) struct Shipper {
+    pub messages: Receiver<JoinerMessage>,
+    pub outlet: Arc<dyn PartialOutlet>,
+    pub status: StatusTable,
+    pub metrics: Arc<Metrics>,
+}
+
+impl Shipper {
+    pub fn run(self) {
+        for message in self.messages.iter() {
+            match message {
+                JoinerMessage::Partial { member, partial } => {
+                    if let Some(s) = self.lock_status().get_mut(&member.id) {
+                        s.records_matched += partial.matched;
+                    }
+                    let bytes = member.query.encode_partial(&partial);
+                    self.metrics.partials_remote.inc();
+                    self.outlet.partial(&member.id, bytes);
+                }
+                JoinerMessage::Progress { records, receipts } => {
+                    for s in self.lock_status().values_mut() {
+                        s.records_seen += records;
+                    }
+                    self.outlet.progress(records, receipts);
+                }
+                JoinerMessage::Shutdown => return,
+                // A worker node admits no queries and has no joiner: these are never sent to it.
+                JoinerMessage::Start { .. }
+                | JoinerMessage::End { .. }
+                | JoinerMessage::Encoded { .. } => {}
+            }
+        }
+    }
+
+    fn lock_status(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, QueryStatus>> {
+        self.status.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
