@@ -276,6 +276,6 @@ fn data_scaling_reports_each_trial_and_draws_records_per_second_against_workers(
     assert_eq!(rows.len(), 1, "a file is read once per worker count");
     assert!(rows[0]["records_per_sec"].as_f64().unwrap() > 0.0, "{}", rows[0]);
     let _ = std::fs::remove_dir_all(&out_dir);
-    exits_2(&["data-scaling", "--source", "kafka"]);
+    exits_2(&["data-scaling", "--source", "kafka", "--topic-records", "5"]);
     exits_2(&["data-scaling", "--workers", "0"]);
 }

@@ -409,8 +409,8 @@ fn the_kafka_scaling_bench_reports_needle_and_the_bare_consumer() {
     let broker = Broker::shared();
     let out_dir = tempfile::tempdir().unwrap();
     let out = Command::new(NEEDLE)
-        .args(["bench", "data-scaling-kafka", "--brokers", &broker.bootstrap])
-        .args(["--records", "3000", "--workers", "1", "--format", "json", "--out"])
+        .args(["bench", "data-scaling", "--source", "kafka", "--brokers", &broker.bootstrap])
+        .args(["--topic-records", "3000", "--workers", "1", "--format", "json", "--out"])
         .arg(out_dir.path())
         .output()
         .unwrap();
@@ -430,7 +430,7 @@ fn the_kafka_scaling_bench_reports_needle_and_the_bare_consumer() {
     }
     assert!(out_dir.path().join("data-scaling-kafka.json").is_file());
     let bad = Command::new(NEEDLE)
-        .args(["bench", "data-scaling-kafka", "--workers", "0"])
+        .args(["bench", "data-scaling", "--source", "kafka", "--workers", "0"])
         .output()
         .unwrap();
     assert_eq!(bad.status.code(), Some(2));

@@ -49,8 +49,9 @@ pub struct Args {
     /// Worker thread counts to measure, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,2")]
     pub workers: Vec<usize>,
-    /// Where records come from: `tcp`, `gen` or `file`.
-    #[arg(long, default_value = "tcp", value_parser = ["tcp", "gen", "file"])]
+    /// Where records come from: `tcp`, `gen` or `file` (worker threads in this process), or
+    /// `kafka` (worker processes in the distributed mode, reading a topic; see the kafka options).
+    #[arg(long, default_value = "tcp", value_parser = ["tcp", "gen", "file", "kafka"])]
     pub source: String,
     /// RAW queries running.
     #[arg(long, default_value_t = 400)]
@@ -70,6 +71,8 @@ pub struct Args {
     /// Records in the file of `--source file`.
     #[arg(long, default_value_t = 300_000)]
     pub file_records: usize,
+    #[command(flatten)]
+    pub kafka: super::kafka_scaling::KafkaOptions,
     #[command(flatten)]
     pub output: Output,
 }
@@ -118,6 +121,10 @@ pub struct DataScalingResult {
 }
 
 pub fn run(args: Args) -> std::process::ExitCode {
+    if args.source == "kafka" {
+        let kafka = super::kafka_scaling::Args { kafka: &args.kafka, workers: &args.workers };
+        return super::kafka_scaling::run(kafka, &args.output);
+    }
     if args.workers.is_empty()
         || args.workers.contains(&0)
         || args.queries == 0

@@ -1,8 +1,9 @@
-//! `needle bench data-scaling-kafka`: records/s per worker process when needle reads a Kafka
-//! topic in the distributed mode, for 1, 2, ... worker processes, against a bare rdkafka consumer
-//! reading the same topic in the same run.
+//! `needle bench data-scaling --source kafka`: records/s per worker process when needle reads a
+//! Kafka topic in the distributed mode, for 1, 2, ... worker processes (`--workers`), against a
+//! bare rdkafka consumer reading the same topic in the same run. Its result file is
+//! `data-scaling-kafka.json`.
 //!
-//! The topic (`--partitions`, 4 by default) is filled first with `--records` generated records
+//! The topic (`--partitions`, 4 by default) is filled first with `--topic-records` generated records
 //! (bullet by default; 10 needle records with `id = 'c39ba8cfe8'` in the middle), as
 //! `needle gen --to kafka://` does. Then:
 //! - **baseline**: one consumer (no group) reads every partition from the beginning to the end,
@@ -39,43 +40,47 @@ use std::time::{Duration, Instant};
 const NEEDLE_ID: &str = "c39ba8cfe8";
 const NEEDLES: u64 = 10;
 
-/// The options of `needle bench data-scaling-kafka`.
+/// The options of `needle bench data-scaling` that only `--source kafka` reads.
 #[derive(clap::Args, Debug)]
-pub struct Args {
-    /// A running Kafka (HOST:PORT); default: start one for the run with scripts/kafka/broker.sh.
+pub struct KafkaOptions {
+    /// kafka: a running Kafka (HOST:PORT); default: start one for the run with
+    /// scripts/kafka/broker.sh.
     #[arg(long)]
     pub brokers: Option<String>,
-    /// Worker process counts to measure, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "1,2")]
-    pub workers: Vec<usize>,
-    /// Worker threads in each worker process.
+    /// kafka: worker threads in each worker process.
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
-    /// Records in the topic.
+    /// kafka: records in the topic.
     #[arg(long, default_value_t = 200_000)]
-    pub records: u64,
-    /// The workload: bullet (1.9 KB records) or small (~100 bytes).
+    pub topic_records: u64,
+    /// kafka: the workload, bullet (1.9 KB records) or small (~100 bytes).
     #[arg(long, default_value = "bullet", value_parser = ["bullet", "small"])]
     pub workload: String,
-    /// Partitions of the topic.
+    /// kafka: partitions of the topic.
     #[arg(long, default_value_t = 4)]
     pub partitions: i32,
-    /// Seed of the generated records.
+    /// kafka: seed of the generated records.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    #[command(flatten)]
-    pub output: Output,
+}
+
+/// What one run measures: the Kafka options, and the worker process counts.
+pub struct Args<'a> {
+    pub kafka: &'a KafkaOptions,
+    pub workers: &'a [usize],
 }
 
 /// Runs the scenario and reports it.
-pub fn run(args: Args) -> std::process::ExitCode {
-    if args.workers.is_empty() || args.workers.contains(&0) || args.threads == 0 {
+pub fn run(args: Args<'_>, output: &Output) -> std::process::ExitCode {
+    if args.workers.is_empty() || args.workers.contains(&0) || args.kafka.threads == 0 {
         return super::usage_error("--workers needs counts > 0, --threads must be > 0");
     }
-    if args.records < 2 * NEEDLES || args.partitions < 1 {
-        return super::usage_error("--records must be at least 20 and --partitions at least 1");
+    if args.kafka.topic_records < 2 * NEEDLES || args.kafka.partitions < 1 {
+        return super::usage_error(
+            "--topic-records must be at least 20 and --partitions at least 1",
+        );
     }
-    super::report("data-scaling-kafka", &args.output, measure(&args))
+    super::report("data-scaling-kafka", output, measure(&args))
 }
 
 /// One line of the result: the baseline, or needle with some worker processes.
@@ -168,9 +173,9 @@ fn load_average() -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-fn measure(args: &Args) -> Result<ScalingResult, String> {
+fn measure(args: &Args<'_>) -> Result<ScalingResult, String> {
     let load_before = load_average();
-    let own_broker = match &args.brokers {
+    let own_broker = match &args.kafka.brokers {
         Some(_) => None,
         None => {
             eprintln!("starting a Kafka broker (scripts/kafka/broker.sh)");
@@ -180,15 +185,18 @@ fn measure(args: &Args) -> Result<ScalingResult, String> {
             Some(Broker::start_with(&["group.initial.rebalance.delay.ms=3000"])?)
         }
     };
-    let brokers = args
-        .brokers
-        .clone()
-        .unwrap_or_else(|| own_broker.as_ref().map(|b| b.bootstrap.clone()).unwrap_or_default());
+    let brokers =
+        args.kafka.brokers.clone().unwrap_or_else(|| {
+            own_broker.as_ref().map(|b| b.bootstrap.clone()).unwrap_or_default()
+        });
     let connection = Connection::new(&brokers, &BTreeMap::new()).map_err(|e| e.to_string())?;
     let run_id = format!("{:x}", std::process::id() ^ (now_ms() as u32));
     let topic = format!("needle-bench-{run_id}");
 
-    eprintln!("filling topic {topic} with {} {} records", args.records, args.workload);
+    eprintln!(
+        "filling topic {topic} with {} {} records",
+        args.kafka.topic_records, args.kafka.workload
+    );
     let (fill_rate, bytes) = fill(&connection, &topic, args)?;
 
     eprintln!("baseline: a bare rdkafka consumer");
@@ -196,8 +204,11 @@ fn measure(args: &Args) -> Result<ScalingResult, String> {
     let drained =
         drain(&connection, &topic, Duration::from_secs(600)).map_err(|e| e.to_string())?;
     let baseline_cpu = cpu_seconds("self") - cpu_before;
-    if drained.messages != args.records {
-        return Err(format!("the baseline read {} of {} records", drained.messages, args.records));
+    if drained.messages != args.kafka.topic_records {
+        return Err(format!(
+            "the baseline read {} of {} records",
+            drained.messages, args.kafka.topic_records
+        ));
     }
     let baseline = drained.messages as f64 / drained.elapsed.as_secs_f64().max(1e-9);
     let mut rows = vec![ScalingRow {
@@ -212,14 +223,14 @@ fn measure(args: &Args) -> Result<ScalingResult, String> {
         records_per_cpu_sec: drained.messages as f64 / baseline_cpu.max(1e-9),
         needles_found: None,
     }];
-    for &n in &args.workers {
-        eprintln!("needle: {n} worker process(es) of {} thread(s)", args.threads);
+    for &n in args.workers {
+        eprintln!("needle: {n} worker process(es) of {} thread(s)", args.kafka.threads);
         let run = distributed(&brokers, &topic, &format!("{run_id}-{n}"), n, args)?;
         rows.push(ScalingRow {
             scenario: "data-scaling-kafka",
             reader: "needle".into(),
             worker_processes: n,
-            threads_per_process: args.threads,
+            threads_per_process: args.kafka.threads,
             records: run.records,
             records_per_sec_per_process: run.per_process,
             records_per_sec_total: run.total,
@@ -231,9 +242,9 @@ fn measure(args: &Args) -> Result<ScalingResult, String> {
     drop(own_broker);
     Ok(ScalingResult {
         rows,
-        workload: args.workload.clone(),
-        record_bytes: bytes as f64 / args.records as f64,
-        partitions: args.partitions,
+        workload: args.kafka.workload.clone(),
+        record_bytes: bytes as f64 / args.kafka.topic_records as f64,
+        partitions: args.kafka.partitions,
         fill_records_per_sec: fill_rate,
         load_before,
         load_after: load_average(),
@@ -241,17 +252,17 @@ fn measure(args: &Args) -> Result<ScalingResult, String> {
 }
 
 /// Fills the topic; returns the producer's records/s and the bytes written.
-fn fill(connection: &Connection, topic: &str, args: &Args) -> Result<(f64, u64), String> {
-    let mut spec =
-        WorkloadSpec::new(args.workload.parse().map_err(|e| format!("{e}"))?).with_seed(args.seed);
-    spec.count = Some(args.records);
-    if args.workload == "bullet" {
+fn fill(connection: &Connection, topic: &str, args: &Args<'_>) -> Result<(f64, u64), String> {
+    let mut spec = WorkloadSpec::new(args.kafka.workload.parse().map_err(|e| format!("{e}"))?)
+        .with_seed(args.kafka.seed);
+    spec.count = Some(args.kafka.topic_records);
+    if args.kafka.workload == "bullet" {
         let field = parse_needle_field(&format!("id={NEEDLE_ID}")).map_err(|e| e.to_string())?;
         spec.needle = Some(NeedleSpec { fields: vec![field], count: NEEDLES, at: None });
     }
     let mut generator = Generator::new(&spec).map_err(|e| e.to_string())?;
     let mut writer =
-        TopicWriter::open(connection, topic, args.partitions).map_err(|e| e.to_string())?;
+        TopicWriter::open(connection, topic, args.kafka.partitions).map_err(|e| e.to_string())?;
     let started = Instant::now();
     let mut line = Vec::with_capacity(4096);
     let mut bytes = 0u64;
@@ -262,7 +273,7 @@ fn fill(connection: &Connection, topic: &str, args: &Args) -> Result<(f64, u64),
         writer.send_line(&line).map_err(|e| e.to_string())?;
     }
     writer.flush().map_err(|e| e.to_string())?;
-    Ok((args.records as f64 / started.elapsed().as_secs_f64(), bytes))
+    Ok((args.kafka.topic_records as f64 / started.elapsed().as_secs_f64(), bytes))
 }
 
 struct Distributed {
@@ -351,7 +362,7 @@ fn distributed(
     topic: &str,
     run: &str,
     n: usize,
-    args: &Args,
+    args: &Args<'_>,
 ) -> Result<Distributed, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let config = dir.path().join("needle.toml");
@@ -374,7 +385,7 @@ fn distributed(
         .map_err(|e| format!("submitting the query: {e}"))?;
     let id = started["id"].as_str().ok_or_else(|| format!("no query id in {started}"))?.to_owned();
     let workers: Vec<Node> = (0..n)
-        .map(|i| Node::start("worker", &config, args.threads, i))
+        .map(|i| Node::start("worker", &config, args.kafka.threads, i))
         .collect::<Result<_, _>>()?;
 
     // Sample every worker's records read until they add up to the topic.
@@ -392,7 +403,7 @@ fn distributed(
                 last[i] = (read, now);
             }
         }
-        if last.iter().map(|(read, _)| read).sum::<u64>() >= args.records {
+        if last.iter().map(|(read, _)| read).sum::<u64>() >= args.kafka.topic_records {
             break;
         }
         if now > deadline {
@@ -423,7 +434,7 @@ fn distributed(
             serde_json::from_str(&api.get(&format!("/api/v1/queries/{id}"))?)
                 .map_err(|e| e.to_string())?;
         needles = status["records_matched"].as_u64().unwrap_or(0);
-        if needles >= NEEDLES || args.workload != "bullet" {
+        if needles >= NEEDLES || args.kafka.workload != "bullet" {
             break;
         }
         std::thread::sleep(Duration::from_millis(50));

@@ -5,7 +5,7 @@
 //! and the JSON result written to `--out DIR/SCENARIO.json`.
 
 use crate::bench::{
-    data_scaling, eps, kafka_scaling, latency, matching, max_raw_queries, query_scaling, vs_bullet,
+    data_scaling, eps, latency, matching, max_raw_queries, query_scaling, vs_bullet,
 };
 use clap::Subcommand;
 use std::process::ExitCode;
@@ -37,11 +37,9 @@ pub enum Scenario {
     /// knee; a chart.
     QueryScaling(query_scaling::Args),
     /// Bullet tests 5–6: records/s and MiB/s per core with 400 RAW queries, for 1 and 2
-    /// workers, while read → filter latency stays under 200 ms; a chart.
+    /// workers, while read → filter latency stays under 200 ms; a chart. With `--source kafka`:
+    /// records/s per worker process reading a Kafka topic, against a bare Kafka consumer.
     DataScaling(data_scaling::Args),
-    /// Records/s per worker process reading a Kafka topic (distributed mode), 1, 2, ...
-    /// processes, against a bare Kafka consumer.
-    DataScalingKafka(kafka_scaling::Args),
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -54,6 +52,5 @@ pub fn run(args: Args) -> ExitCode {
         Scenario::Eps(args) => eps::run(args),
         Scenario::QueryScaling(args) => query_scaling::run(args),
         Scenario::DataScaling(args) => data_scaling::run(args),
-        Scenario::DataScalingKafka(args) => kafka_scaling::run(args),
     }
 }
