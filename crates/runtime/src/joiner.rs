@@ -78,9 +78,11 @@ pub(crate) enum JoinerMessage {
 /// What the API shows of a running query (`GET /api/v1/queries`).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct QueryStatus {
-    pub id: String,
-    pub query: String,
-    pub owner: String,
+    /// Shared with the runtime's tables (one allocation per query, not one per table).
+    pub id: Arc<str>,
+    /// Shared with the compiled query.
+    pub query: Arc<str>,
+    pub owner: Arc<str>,
     pub received_ms: i64,
     pub ends_ms: i64,
     pub records_seen: u64,
@@ -90,11 +92,17 @@ pub struct QueryStatus {
 
 impl QueryStatus {
     /// A query that has not read anything yet.
-    pub(crate) fn new(id: &str, query: &str, owner: &str, received_ms: i64, ends_ms: i64) -> Self {
+    pub(crate) fn new(
+        id: Arc<str>,
+        query: Arc<str>,
+        owner: Arc<str>,
+        received_ms: i64,
+        ends_ms: i64,
+    ) -> Self {
         Self {
-            id: id.to_owned(),
-            query: query.to_owned(),
-            owner: owner.to_owned(),
+            id,
+            query,
+            owner,
             received_ms,
             ends_ms,
             records_seen: 0,
@@ -107,6 +115,7 @@ impl QueryStatus {
 pub(crate) type StatusTable = Arc<Mutex<HashMap<Arc<str>, QueryStatus>>>;
 
 struct Running {
+    /// Boxed: the running table has a slot for every query and some to spare.
     run: Box<QueryRun>,
     results: Arc<ResultQueue>,
     first_result: bool,

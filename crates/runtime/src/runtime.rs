@@ -28,7 +28,7 @@ use crate::worker::{now_ms, Worker};
 use crate::RuntimeError;
 use crossbeam_channel::Sender;
 use needle_engine::exec::{CompiledQuery, QueryRun};
-use needle_query::QueryError;
+use needle_query::{Plan, QueryError};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
@@ -87,6 +87,9 @@ pub struct Runtime {
     joiner: Mutex<Option<JoinHandle<()>>>,
     /// Serializes submissions so the limits hold exactly.
     admission: Mutex<()>,
+    /// The owner of the last query admitted: a client's burst of queries shares one copy of
+    /// its name (written with `admission` held).
+    last_owner: Mutex<Option<Arc<str>>>,
     schema: Arc<SchemaTracker>,
 }
 
@@ -188,6 +191,7 @@ impl Runtime {
             threads: Mutex::new(threads),
             joiner: Mutex::new(Some(joiner)),
             admission: Mutex::new(()),
+            last_owner: Mutex::new(None),
             schema,
         }))
     }
@@ -261,16 +265,16 @@ impl Runtime {
         texts: &[&str],
         owner: &str,
     ) -> Vec<Result<QueryHandle, SubmitError>> {
-        let compiled: Vec<Result<CompiledQuery, SubmitError>> =
+        let compiled: Vec<Result<(Plan, CompiledQuery), SubmitError>> =
             texts.iter().map(|text| self.compile(text)).collect();
         let _admission = self.admission.lock().unwrap_or_else(|e| e.into_inner());
         let mut added = Vec::new();
-        let answers = texts
-            .iter()
-            .zip(compiled)
-            .map(|(text, compiled)| {
-                let (handle, query) = self.admit(text, compiled?, owner)?;
-                added.push((handle.id.as_str().into(), query));
+        let answers = compiled
+            .into_iter()
+            .map(|compiled| {
+                let (plan, compiled) = compiled?;
+                let (handle, id, query) = self.admit(&plan, compiled, owner)?;
+                added.push((id, query));
                 Ok(handle)
             })
             .collect();
@@ -284,7 +288,8 @@ impl Runtime {
         answers
     }
 
-    fn compile(&self, text: &str) -> Result<CompiledQuery, SubmitError> {
+    /// The query's plan (an api node announces it) and its compiled form.
+    fn compile(&self, text: &str) -> Result<(Plan, CompiledQuery), SubmitError> {
         if self.stop.is_stopped() {
             return Err(SubmitError::ShuttingDown);
         }
@@ -299,10 +304,11 @@ impl Runtime {
             self.metrics.queries_rejected.inc();
             SubmitError::Invalid { error, text: text.to_owned() }
         })?;
-        CompiledQuery::compile(&plan).map_err(|e| {
+        let compiled = CompiledQuery::compile(&plan).map_err(|e| {
             self.metrics.queries_rejected.inc();
             SubmitError::Engine(e.to_string())
-        })
+        })?;
+        Ok((plan, compiled))
     }
 
     /// Checks the limits and starts a compiled query at the joiner (with the admission lock
@@ -310,10 +316,10 @@ impl Runtime {
     /// registry.
     fn admit(
         &self,
-        text: &str,
+        plan: &Plan,
         compiled: CompiledQuery,
         owner: &str,
-    ) -> Result<(QueryHandle, Arc<CompiledQuery>), SubmitError> {
+    ) -> Result<(QueryHandle, Arc<str>, Arc<CompiledQuery>), SubmitError> {
         {
             let status = self.status.lock().unwrap_or_else(|e| e.into_inner());
             let max = self.config.runtime.max_queries;
@@ -327,7 +333,7 @@ impl Runtime {
             let per_client = self.config.server.max_queries_per_client;
             // (counted only when it could matter: the count is linear in the running queries)
             if status.len() >= per_client
-                && status.values().filter(|s| s.owner == owner).count() >= per_client
+                && status.values().filter(|s| &*s.owner == owner).count() >= per_client
             {
                 self.metrics.queries_rejected.inc();
                 return Err(SubmitError::TooMany(format!(
@@ -339,12 +345,20 @@ impl Runtime {
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
         let id: Arc<str> = format!("{}-{n}", self.id_prefix).into();
         let received_ms = now_ms();
-        let windowed = compiled.plan().window.is_some();
+        let windowed = compiled.is_windowed();
         let compiled = Arc::new(compiled);
-        let run = QueryRun::new(compiled.clone(), id.to_string(), received_ms);
+        let run = QueryRun::new(compiled.clone(), id.clone(), received_ms);
         let ends_ms = run.end_ms();
         let results = ResultQueue::new(self.config.runtime.subscriber_buffer);
-        let status = QueryStatus::new(&id, text, owner, received_ms, ends_ms);
+        let owner = {
+            let mut last = self.last_owner.lock().unwrap_or_else(|e| e.into_inner());
+            match &*last {
+                Some(name) if **name == *owner => name.clone(),
+                _ => last.insert(Arc::from(owner)).clone(),
+            }
+        };
+        let status =
+            QueryStatus::new(id.clone(), compiled.shared_text(), owner, received_ms, ends_ms);
         self.status.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone(), status);
         // The joiner learns of the query before any worker can produce a partial for it.
         if self
@@ -356,8 +370,7 @@ impl Runtime {
             return Err(SubmitError::ShuttingDown);
         }
         if let Role::Api { announcer, .. } = &self.role {
-            let announcement =
-                Announcement { id: &id, plan: compiled.plan(), received_ms, ends_ms };
+            let announcement = Announcement { id: &id, plan, received_ms, ends_ms };
             if let Err(reason) = announcer.started(&announcement) {
                 self.abandon(&id);
                 return Err(SubmitError::Unavailable(format!(
@@ -366,7 +379,7 @@ impl Runtime {
             }
         }
         let handle = QueryHandle { id: id.to_string(), results, windowed, ends_ms };
-        Ok((handle, compiled))
+        Ok((handle, id, compiled))
     }
 
     /// Ends a running query now; its subscriber gets a final emission saying it was killed.
@@ -403,8 +416,9 @@ impl Runtime {
         received_ms: i64,
         ends_ms: i64,
     ) {
-        let status = QueryStatus::new(id, &query.plan().text, owner, received_ms, ends_ms);
         let id: Arc<str> = id.into();
+        let status =
+            QueryStatus::new(id.clone(), query.shared_text(), owner.into(), received_ms, ends_ms);
         let _admission = self.admission.lock().unwrap_or_else(|e| e.into_inner());
         let replaced = self.queries.remove(&id);
         self.status.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone(), status);

@@ -70,13 +70,15 @@ pub struct Aggregator {
 }
 
 #[derive(Debug)]
+/// The larger kinds are boxed, so a compiled query of a small kind (RAW above all) is small:
+/// 100,000 idle queries are held at once.
 enum Kind {
     Raw(raw::Raw),
     GroupAll(group::GroupAll),
-    GroupBy(group::GroupBy),
-    CountDistinct(count_distinct::CountDistinct),
-    Distribution(distribution::Distribution),
-    TopK(top_k::TopK),
+    GroupBy(Box<group::GroupBy>),
+    CountDistinct(Box<count_distinct::CountDistinct>),
+    Distribution(Box<distribution::Distribution>),
+    TopK(Box<top_k::TopK>),
 }
 
 /// One worker's (or the joiner's) partial aggregate.
@@ -88,14 +90,16 @@ pub struct PartialState {
     inner: State,
 }
 
+/// The sketches and group tables are boxed, so the state of a RAW query (held by its run in the
+/// joiner while it waits) is small.
 #[derive(Debug)]
 enum State {
     Raw(raw::RawState),
     GroupAll(group::GroupAllState),
-    GroupBy(group::GroupByState),
-    CountDistinct(count_distinct::CountDistinctState),
-    Distribution(distribution::DistributionState),
-    TopK(top_k::TopKState),
+    GroupBy(Box<group::GroupByState>),
+    CountDistinct(Box<count_distinct::CountDistinctState>),
+    Distribution(Box<distribution::DistributionState>),
+    TopK(Box<top_k::TopKState>),
 }
 
 impl State {
@@ -166,17 +170,17 @@ impl Aggregator {
                 Kind::GroupAll(group::GroupAll::new(aggregates)?)
             }
             Aggregation::GroupBy { keys, aggregates, max_groups } => {
-                Kind::GroupBy(group::GroupBy::new(keys, aggregates, *max_groups)?)
+                Kind::GroupBy(Box::new(group::GroupBy::new(keys, aggregates, *max_groups)?))
             }
             Aggregation::CountDistinct { name, fields, nominal_entries } => Kind::CountDistinct(
-                count_distinct::CountDistinct::new(name, fields, *nominal_entries)?,
+                Box::new(count_distinct::CountDistinct::new(name, fields, *nominal_entries)?),
             ),
-            Aggregation::Distribution { kind, value, points, k } => {
-                Kind::Distribution(distribution::Distribution::new(*kind, value, points, *k)?)
-            }
-            Aggregation::TopK { k, threshold, fields, count_name, max_map_size } => {
-                Kind::TopK(top_k::TopK::new(*k, *threshold, fields, count_name, *max_map_size)?)
-            }
+            Aggregation::Distribution { kind, value, points, k } => Kind::Distribution(Box::new(
+                distribution::Distribution::new(*kind, value, points, *k)?,
+            )),
+            Aggregation::TopK { k, threshold, fields, count_name, max_map_size } => Kind::TopK(
+                Box::new(top_k::TopK::new(*k, *threshold, fields, count_name, *max_map_size)?),
+            ),
         };
         let plan = serde_json::to_string(aggregation).map_err(|e| {
             EngineError::Unsupported(format!("aggregation does not serialize: {e}"))
@@ -196,10 +200,10 @@ impl Aggregator {
         let inner = match &self.kind {
             Kind::Raw(_) => State::Raw(raw::RawState::default()),
             Kind::GroupAll(a) => State::GroupAll(a.new_state()),
-            Kind::GroupBy(a) => State::GroupBy(a.new_state()),
-            Kind::CountDistinct(a) => State::CountDistinct(a.new_state()),
-            Kind::Distribution(a) => State::Distribution(a.new_state()),
-            Kind::TopK(a) => State::TopK(a.new_state()),
+            Kind::GroupBy(a) => State::GroupBy(Box::new(a.new_state())),
+            Kind::CountDistinct(a) => State::CountDistinct(Box::new(a.new_state())),
+            Kind::Distribution(a) => State::Distribution(Box::new(a.new_state())),
+            Kind::TopK(a) => State::TopK(Box::new(a.new_state())),
         };
         PartialState { fingerprint: self.fingerprint, seen: 0, inner }
     }
@@ -273,10 +277,10 @@ impl Aggregator {
                 State::Raw(s)
             }
             Kind::GroupAll(a) => State::GroupAll(a.decode(&mut r)?),
-            Kind::GroupBy(a) => State::GroupBy(a.decode(&mut r)?),
-            Kind::CountDistinct(a) => State::CountDistinct(a.decode(&mut r)?),
-            Kind::Distribution(a) => State::Distribution(a.decode(&mut r)?),
-            Kind::TopK(a) => State::TopK(a.decode(&mut r)?),
+            Kind::GroupBy(a) => State::GroupBy(Box::new(a.decode(&mut r)?)),
+            Kind::CountDistinct(a) => State::CountDistinct(Box::new(a.decode(&mut r)?)),
+            Kind::Distribution(a) => State::Distribution(Box::new(a.decode(&mut r)?)),
+            Kind::TopK(a) => State::TopK(Box::new(a.decode(&mut r)?)),
         };
         r.finish()?;
         Ok(PartialState { fingerprint: self.fingerprint, seen, inner })

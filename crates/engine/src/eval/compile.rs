@@ -70,13 +70,18 @@ pub(crate) fn compile(expr: &Expr) -> Result<Node, EngineError> {
                 ),
                 (other, _) => Pattern::Dynamic(Box::new(other)),
             };
-            not_if(*negated, fold(Node::Rlike { any: *any, value, pattern }))
+            not_if(*negated, fold(Node::Rlike { any: *any, value, pattern: Box::new(pattern) }))
         }
         ExprKind::In { negated, value, list } => {
             let (value, list) = (boxed(value)?, boxed(list)?);
             let node = match (&*list, value.is_const()) {
                 (Node::Const(l @ Value::List(items)), false) => match ConstSet::build(items) {
-                    Some((set, has_null)) => Node::InSet { value, set, has_null, list: l.clone() },
+                    Some((set, has_null)) => Node::InSet {
+                        value,
+                        set: Box::new(set),
+                        has_null,
+                        list: Box::new(l.clone()),
+                    },
                     None => Node::Quantified(CompareOp::Eq, Quantifier::Any, value, list),
                 },
                 _ => Node::Quantified(CompareOp::Eq, Quantifier::Any, value, list),
@@ -159,7 +164,7 @@ pub(crate) fn compile_field(f: &Field) -> Result<FieldRef, EngineError> {
             })
         })
         .collect::<Result<_, EngineError>>()?;
-    Ok(FieldRef::new(f.name.clone(), path, f.hint.clone()))
+    Ok(FieldRef::new(&f.name, path, f.hint.clone()))
 }
 
 /// True when the node can be evaluated once, now: every input is a constant and nothing reads
@@ -177,7 +182,7 @@ fn foldable(node: &Node) -> bool {
         Node::Between(v, l, h) => v.is_const() && l.is_const() && h.is_const(),
         Node::Rlike { value, pattern, .. } => {
             value.is_const()
-                && match pattern {
+                && match &**pattern {
                     Pattern::Static(_) | Pattern::StaticAny(_) => true,
                     Pattern::Dynamic(p) => p.is_const(),
                 }

@@ -9,6 +9,7 @@ use needle_record::{Record, Type, Value};
 use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 pub(crate) static NULL: Value = Value::Null;
 
@@ -39,7 +40,8 @@ pub(crate) enum Step {
 /// agree; a wrong guess only costs the normal lookup.
 #[derive(Debug)]
 pub(crate) struct FieldRef {
-    pub name: String,
+    /// Shared by the clones of this reference (the matching index keeps some).
+    pub name: Arc<str>,
     pub path: Vec<Step>,
     pub hint: Option<Type>,
     pub slot: AtomicUsize,
@@ -57,17 +59,17 @@ impl Clone for FieldRef {
 }
 
 impl FieldRef {
-    pub fn new(name: String, path: Vec<Step>, hint: Option<Type>) -> Self {
-        FieldRef { name, path, hint, slot: AtomicUsize::new(usize::MAX) }
+    pub fn new(name: &str, path: Vec<Step>, hint: Option<Type>) -> Self {
+        FieldRef { name: name.into(), path, hint, slot: AtomicUsize::new(usize::MAX) }
     }
 
     /// The top-level field's value, through the slot cache.
     fn top<'a>(&self, record: &'a Record) -> Option<&'a Value> {
         let fields = record.fields();
         match fields.get_index(self.slot.load(Ordering::Relaxed)) {
-            Some((k, v)) if *k == self.name => Some(v),
+            Some((k, v)) if **k == *self.name => Some(v),
             _ => {
-                let (i, _, v) = fields.get_full(self.name.as_str())?;
+                let (i, _, v) = fields.get_full(&*self.name)?;
                 self.slot.store(i, Ordering::Relaxed);
                 Some(v)
             }
@@ -169,14 +171,16 @@ pub(crate) enum Node {
     /// value, so they take the linear path).
     InSet {
         value: Box<Node>,
-        set: ConstSet,
+        /// Boxed, like `list` and RLIKE's pattern: the large, rare payloads stay out of every
+        /// other node's size.
+        set: Box<ConstSet>,
         has_null: bool,
-        list: Value,
+        list: Box<Value>,
     },
     Rlike {
         any: bool,
         value: Box<Node>,
-        pattern: Pattern,
+        pattern: Box<Pattern>,
     },
     Between(Box<Node>, Box<Node>, Box<Node>),
     IsNull(Box<Node>),
@@ -270,7 +274,7 @@ impl Node {
             }
             Node::InSet { value, set, has_null, list } => {
                 let v = value.eval(record, ctx);
-                let found = match (&*v, set) {
+                let found = match (&*v, &**set) {
                     (Value::String(x), ConstSet::Strings(set)) => set.contains(x.as_str()),
                     (Value::Int(x), ConstSet::Integers(set)) => set.contains(&(*x as i64)),
                     (Value::Long(x), ConstSet::Integers(set)) => set.contains(x),
@@ -293,7 +297,7 @@ impl Node {
                 let Value::String(s) = &*value else {
                     return None;
                 };
-                match pattern {
+                match &**pattern {
                     Pattern::Static(re) => Some(re.is_match(s)),
                     Pattern::StaticAny(res) => {
                         ops::any3(res.iter().map(|re| re.as_ref().map(|re| re.is_match(s))))

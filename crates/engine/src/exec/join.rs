@@ -43,7 +43,7 @@ use std::sync::Arc;
 #[derive(Debug)]
 pub struct QueryRun {
     query: Arc<CompiledQuery>,
-    id: String,
+    id: Arc<str>,
     receive_ms: i64,
     end_ms: i64,
     clock: WindowClock,
@@ -61,8 +61,8 @@ pub struct QueryRun {
 
 impl QueryRun {
     /// Starts a query received at `receive_ms` (the injected clock); `id` names it in metadata.
-    pub fn new(query: Arc<CompiledQuery>, id: impl Into<String>, receive_ms: i64) -> Self {
-        let duration = i64::try_from(query.plan.duration_ms).unwrap_or(i64::MAX);
+    pub fn new(query: Arc<CompiledQuery>, id: impl Into<Arc<str>>, receive_ms: i64) -> Self {
+        let duration = i64::try_from(query.duration_ms()).unwrap_or(i64::MAX);
         Self {
             state: query.inner.aggregator.new_state(),
             clock: WindowClock::new(query.window, receive_ms),
@@ -258,7 +258,7 @@ impl QueryRun {
         let mut meta = Map::new();
         let mut query = Map::new();
         query.insert(keys::ID.into(), json!(self.id));
-        query.insert(keys::BODY.into(), json!(self.query.plan.text));
+        query.insert(keys::BODY.into(), json!(self.query.text()));
         query.insert(keys::RECEIVE_TIME.into(), json!(self.receive_ms));
         if is_final {
             query.insert(keys::FINISH_TIME.into(), json!(now_ms));

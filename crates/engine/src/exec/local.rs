@@ -28,7 +28,7 @@ impl LocalQuery {
     pub fn from_compiled(query: Arc<CompiledQuery>, id: impl Into<String>, now_ms: i64) -> Self {
         Self {
             worker: query.new_worker(),
-            run: QueryRun::new(query.clone(), id, now_ms),
+            run: QueryRun::new(query.clone(), id.into(), now_ms),
             query,
             now_ms,
         }

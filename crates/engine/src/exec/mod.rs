@@ -55,15 +55,33 @@ pub use worker::{Partial, WorkerState};
 
 use crate::EngineError;
 use needle_query::plan::{Aggregation, Plan};
+use std::sync::Arc;
 
 /// A query compiled once and shared (`Arc`) by every worker and the joiner: immutable,
-/// `Send + Sync`.
+/// `Send + Sync`. It keeps what running needs of the plan, not the plan: 100,000 idle queries
+/// are held at once, each for the length of its duration.
 #[derive(Debug)]
 pub struct CompiledQuery {
-    pub(crate) plan: Plan,
+    /// The query text as received (shared with the runtime's status table).
+    text: Arc<str>,
+    duration_ms: u64,
+    /// The plan has a window: the query emits more than once.
+    windowed: bool,
+    /// What the stream stage reads of a record ([`crate::matching`]'s decoding and index).
+    pub(crate) reads: Reads,
     pub(crate) inner: CompiledStage,
-    pub(crate) outer: Option<CompiledStage>,
+    /// Boxed: an outer query is rare, and a stage is large.
+    pub(crate) outer: Option<Box<CompiledStage>>,
     pub(crate) window: WindowPlan,
+}
+
+/// What a stream stage reads of a record.
+#[derive(Debug, Clone)]
+pub(crate) struct Reads {
+    /// Top-level field names, and `name\u{0}key` for a field read only through a constant key.
+    pub fields: Box<[Box<str>]>,
+    /// RAW with `*`: a matching record is handed over whole.
+    pub whole_record: bool,
 }
 
 impl CompiledQuery {
@@ -78,15 +96,38 @@ impl CompiledQuery {
             ));
         }
         Ok(Self {
+            text: plan.text.as_str().into(),
+            duration_ms: plan.duration_ms,
+            windowed: plan.window.is_some(),
+            reads: crate::matching::access::reads(&plan.stage),
             inner: CompiledStage::compile(&plan.stage)?,
-            outer: plan.outer.as_ref().map(CompiledStage::compile_batch).transpose()?,
+            outer: plan
+                .outer
+                .as_ref()
+                .map(|outer| CompiledStage::compile_batch(outer).map(Box::new))
+                .transpose()?,
             window,
-            plan: plan.clone(),
         })
     }
 
-    pub fn plan(&self) -> &Plan {
-        &self.plan
+    /// The query text as received (BQL, or the JSON query's text).
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// [`CompiledQuery::text`], shared.
+    pub fn shared_text(&self) -> Arc<str> {
+        self.text.clone()
+    }
+
+    /// How long the query runs, in ms.
+    pub fn duration_ms(&self) -> u64 {
+        self.duration_ms
+    }
+
+    /// True when the query has a window (it emits more than once).
+    pub fn is_windowed(&self) -> bool {
+        self.windowed
     }
 
     /// True for a RAW inner query: its matches should be flushed to the join at once.

@@ -31,9 +31,11 @@
 //! a key match is the comparison's answer) is trusted without that check.
 
 use crate::eval::node::{ConstSet, FieldRef, Node, Step};
-use crate::exec::CompiledQuery;
+use crate::exec::{CompiledQuery, Reads};
 use needle_query::ast::{Accessor, CompareOp, ExprKind, Quantifier};
+use needle_query::plan::Stage;
 use needle_record::Value;
+use smallvec::{smallvec, SmallVec};
 
 /// Separates a field's name and a key of it in [`Access::fields`].
 pub(crate) const PART: char = '\u{0}';
@@ -43,7 +45,7 @@ pub(crate) const MAX_CONJUNCTS: usize = 16;
 
 /// The index key of a field reference: its name, constant path and type hint, as text.
 pub(crate) fn field_key(field: &FieldRef) -> Option<String> {
-    let mut key = field.name.clone();
+    let mut key = field.name.to_string();
     for step in &field.path {
         match step {
             Step::Key(k) => {
@@ -108,8 +110,8 @@ pub(crate) fn number_bits(x: f64) -> Option<u64> {
 /// What a clause asks of its field's value.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Condition {
-    /// Equal to one of these keys (never empty).
-    Eq(Vec<EqKey>),
+    /// Equal to one of these keys (never empty; one, inline, for a plain `=`).
+    Eq(SmallVec<[EqKey; 1]>),
     /// A number within this inclusive range.
     Range { low: f64, high: f64 },
 }
@@ -117,14 +119,21 @@ pub(crate) enum Condition {
 /// One field's part of a conjunct.
 #[derive(Debug, Clone)]
 pub(crate) struct Clause {
-    pub key: String,
     pub field: FieldRef,
     pub condition: Condition,
     /// The sub-expression of the filter this clause stands for: the clause holds when it is TRUE.
-    pub test: Node,
+    /// `None` for the lone clause of a conjunct whose index hit is its answer
+    /// ([`Clause::hit_is_exact`]): nothing ever evaluates it, and 100,000 idle queries need not
+    /// keep a copy of it.
+    pub test: Option<Box<Node>>,
 }
 
 impl Clause {
+    /// The index key of the clause's field ([`field_key`]).
+    pub fn key(&self) -> String {
+        field_key(&self.field).unwrap_or_default()
+    }
+
     /// True when an index hit on this clause's keys is the clause's answer.
     pub fn hit_is_exact(&self) -> bool {
         matches!(&self.condition, Condition::Eq(keys) if keys.iter().all(EqKey::is_exact))
@@ -138,7 +147,8 @@ impl Clause {
 /// Clauses that must all hold.
 #[derive(Debug, Clone)]
 pub(crate) struct Conjunct {
-    pub clauses: Vec<Clause>,
+    /// Most conjuncts have one clause: kept inline.
+    pub clauses: SmallVec<[Clause; 1]>,
 }
 
 /// What the index and the decoder need to know about one query.
@@ -149,10 +159,6 @@ pub(crate) struct Access {
     pub conjuncts: Option<Vec<Conjunct>>,
     /// The filter is TRUE exactly when one of `conjuncts` holds.
     pub exact: bool,
-    /// What the stream stage reads of a record: top-level field names, and `name` [`PART`]
-    /// `key` for a field read through a constant key (`demographics.country`), of which the
-    /// decoder may keep just the keys queries ask for.
-    pub fields: Vec<String>,
     /// RAW with `*`: a matching record is handed over whole.
     pub whole_record: bool,
     /// With `whole_record`: the filter can be tested on the fields in `fields` before the whole
@@ -162,38 +168,47 @@ pub(crate) struct Access {
 
 impl Access {
     pub fn of(query: &CompiledQuery) -> Access {
-        let stage = &query.plan().stage;
-        let mut fields: Vec<String> = Vec::new();
-        for expr in stage.input_expressions() {
-            expr.visit(&mut |e| {
-                if let ExprKind::Field(f) = &e.kind {
-                    let read = match f.path.first() {
-                        Some(Accessor::Key(key)) => format!("{}{PART}{key}", f.name),
-                        _ => f.name.clone(),
-                    };
-                    if !fields.contains(&read) {
-                        fields.push(read);
-                    }
-                }
-            });
-        }
         let explodes = query.explodes();
         let dnf = match (&query.inner.filter, explodes) {
             (Some(filter), false) => dnf(filter.root()),
             _ => None,
         };
         let (conjuncts, exact) = match dnf {
-            Some(Dnf { conjuncts, exact }) => (Some(conjuncts), exact),
+            Some(Dnf { mut conjuncts, exact }) => {
+                for conjunct in &mut conjuncts {
+                    if let [clause] = &mut conjunct.clauses[..] {
+                        if clause.hit_is_exact() {
+                            clause.test = None;
+                        }
+                    }
+                }
+                (Some(conjuncts), exact)
+            }
             None => (None, false),
         };
-        Access {
-            conjuncts,
-            exact,
-            fields,
-            whole_record: stage.reads_whole_records(),
-            prefilter: !explodes,
-        }
+        Access { conjuncts, exact, whole_record: query.reads.whole_record, prefilter: !explodes }
     }
+}
+
+/// What a stream stage reads of a record: its top-level fields, a field read only through a
+/// constant key as `name` [`PART`] `key` (the decoder may keep just the keys queries ask for),
+/// and whether it wants whole records (RAW with `*`).
+pub(crate) fn reads(stage: &Stage) -> Reads {
+    let mut fields: Vec<Box<str>> = Vec::new();
+    for expr in stage.input_expressions() {
+        expr.visit(&mut |e| {
+            if let ExprKind::Field(f) = &e.kind {
+                let read: Box<str> = match f.path.first() {
+                    Some(Accessor::Key(key)) => format!("{}{PART}{key}", f.name).into(),
+                    _ => f.name.as_str().into(),
+                };
+                if !fields.contains(&read) {
+                    fields.push(read);
+                }
+            }
+        });
+    }
+    Reads { fields: fields.into(), whole_record: stage.reads_whole_records() }
 }
 
 /// A node as an OR of conjuncts; `exact` when it is exactly that OR.
@@ -203,9 +218,9 @@ struct Dnf {
 }
 
 impl Dnf {
-    fn clause(field: &FieldRef, key: String, condition: Condition, test: &Node) -> Dnf {
-        let clause = Clause { key, field: field.clone(), condition, test: test.clone() };
-        Dnf { conjuncts: vec![Conjunct { clauses: vec![clause] }], exact: true }
+    fn clause(field: &FieldRef, condition: Condition, test: &Node) -> Dnf {
+        let clause = Clause { field: field.clone(), condition, test: Some(Box::new(test.clone())) };
+        Dnf { conjuncts: vec![Conjunct { clauses: smallvec![clause] }], exact: true }
     }
 
     /// Lower is more selective: conjuncts without a range first (equalities), then fewer
@@ -218,9 +233,10 @@ impl Dnf {
     }
 }
 
-fn indexable_field(node: &Node) -> Option<(&FieldRef, String)> {
+/// The field a node reads when the index can look it up (a constant path).
+fn indexable_field(node: &Node) -> Option<&FieldRef> {
     match node {
-        Node::Field(f) => field_key(f).map(|k| (f, k)),
+        Node::Field(f) if field_key(f).is_some() => Some(f),
         _ => None,
     }
 }
@@ -258,9 +274,9 @@ fn dnf(node: &Node) -> Option<Dnf> {
                 (Node::Const(c), f) => (flip(*op), f, c),
                 _ => return None,
             };
-            let (field, key) = indexable_field(field)?;
+            let field = indexable_field(field)?;
             let condition = match op {
-                CompareOp::Eq => Condition::Eq(vec![EqKey::of_const(constant)?]),
+                CompareOp::Eq => Condition::Eq(smallvec![EqKey::of_const(constant)?]),
                 CompareOp::Ne => return None,
                 CompareOp::Lt | CompareOp::Le => {
                     Condition::Range { low: f64::NEG_INFINITY, high: numeric(constant)? }
@@ -269,17 +285,17 @@ fn dnf(node: &Node) -> Option<Dnf> {
                     Condition::Range { low: numeric(constant)?, high: f64::INFINITY }
                 }
             };
-            Some(Dnf::clause(field, key, condition, node))
+            Some(Dnf::clause(field, condition, node))
         }
         Node::Between(v, lo, hi) => {
-            let (field, key) = indexable_field(v)?;
+            let field = indexable_field(v)?;
             let (Node::Const(lo), Node::Const(hi)) = (&**lo, &**hi) else { return None };
             let (low, high) = (numeric(lo)?, numeric(hi)?);
-            Some(Dnf::clause(field, key, Condition::Range { low, high }, node))
+            Some(Dnf::clause(field, Condition::Range { low, high }, node))
         }
         Node::InSet { value, set, .. } => {
-            let (field, key) = indexable_field(value)?;
-            let keys: Vec<EqKey> = match set {
+            let field = indexable_field(value)?;
+            let keys: Vec<EqKey> = match &**set {
                 ConstSet::Strings(items) => {
                     items.iter().map(|s| EqKey::Str(s.as_str().into())).collect()
                 }
@@ -290,12 +306,12 @@ fn dnf(node: &Node) -> Option<Dnf> {
             if keys.is_empty() {
                 return None;
             }
-            Some(Dnf::clause(field, key, Condition::Eq(keys), node))
+            Some(Dnf::clause(field, Condition::Eq(keys.into()), node))
         }
         Node::Quantified(CompareOp::Eq, Quantifier::Any, value, list) => {
-            let (field, key) = indexable_field(value)?;
+            let field = indexable_field(value)?;
             let Node::Const(Value::List(items)) = &**list else { return None };
-            Some(Dnf::clause(field, key, Condition::Eq(eq_keys(items.iter())?), node))
+            Some(Dnf::clause(field, Condition::Eq(eq_keys(items.iter())?.into()), node))
         }
         Node::All(children) => {
             let sides: Vec<Option<Dnf>> = children.iter().map(dnf).collect();
@@ -311,7 +327,7 @@ fn dnf(node: &Node) -> Option<Dnf> {
                 best.exact = false;
                 return Some(best);
             }
-            let mut conjuncts = vec![Conjunct { clauses: Vec::new() }];
+            let mut conjuncts = vec![Conjunct { clauses: SmallVec::new() }];
             for side in &sides {
                 exact &= side.exact;
                 conjuncts = conjuncts
@@ -362,18 +378,18 @@ mod tests {
         let text = conjuncts
             .into_iter()
             .map(|c| {
-                c.clauses.into_iter().map(|t| (t.key.replace('\u{0}', ""), t.condition)).collect()
+                c.clauses.into_iter().map(|t| (t.key().replace('\u{0}', ""), t.condition)).collect()
             })
             .collect();
         Some((text, a.exact))
     }
 
     fn s(x: &str) -> Condition {
-        Condition::Eq(vec![EqKey::Str(x.into())])
+        Condition::Eq(smallvec![EqKey::Str(x.into())])
     }
 
     fn num(x: f64) -> Condition {
-        Condition::Eq(vec![EqKey::Num(x.to_bits())])
+        Condition::Eq(smallvec![EqKey::Num(x.to_bits())])
     }
 
     fn one(key: &str, c: Condition) -> Text {
@@ -398,7 +414,7 @@ mod tests {
         assert_eq!(conjuncts[0][0].0, "demographics.country");
         assert_eq!(
             shape("SELECT * FROM STREAM() WHERE m['k'] = TRUE"),
-            Some((vec![one("m.k", Condition::Eq(vec![EqKey::Bool(true)]))], true))
+            Some((vec![one("m.k", Condition::Eq(smallvec![EqKey::Bool(true)]))], true))
         );
     }
 
@@ -466,13 +482,20 @@ mod tests {
 
     #[test]
     fn fields_and_whole_records() {
-        let a = access("SELECT a, SUM(b) FROM STREAM() WHERE c.d = 1 GROUP BY a");
-        assert_eq!(a.fields, ["c\u{0}d", "a", "b"]);
-        let a = access("SELECT m, SIZEOF(l) FROM STREAM() WHERE m['k'] = 1 AND l[0] = 2");
-        assert_eq!(a.fields, ["m\u{0}k", "l", "m"]);
-        assert!(!a.whole_record);
+        let reads = |bql: &str| {
+            let plan = needle_query::compile(bql, &QueryConfig::default()).unwrap();
+            let fields = reads(&plan.stage).fields;
+            fields.iter().map(|f| f.to_string()).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            reads("SELECT a, SUM(b) FROM STREAM() WHERE c.d = 1 GROUP BY a"),
+            ["c\u{0}d", "a", "b"]
+        );
+        let bql = "SELECT m, SIZEOF(l) FROM STREAM() WHERE m['k'] = 1 AND l[0] = 2";
+        assert_eq!(reads(bql), ["m\u{0}k", "l", "m"]);
+        assert!(!access(bql).whole_record);
+        assert_eq!(reads("SELECT * FROM STREAM() WHERE id = 'x'"), ["id"]);
         let a = access("SELECT * FROM STREAM() WHERE id = 'x'");
-        assert_eq!(a.fields, ["id"]);
         assert!(a.whole_record && a.prefilter);
     }
 }

@@ -325,13 +325,14 @@ struct Builder {
 }
 
 impl Builder {
-    fn slot(&mut self, clause: &Clause) -> usize {
-        if let Some(&slot) = self.slots.get(&clause.key) {
+    /// The position of the field `key` (of `clause`) among the looked-up fields.
+    fn slot(&mut self, key: &str, clause: &Clause) -> usize {
+        if let Some(&slot) = self.slots.get(key) {
             return slot;
         }
         let slot = self.index.keys.len();
-        self.index.keys.push((clause.key.clone(), clause.field.clone()));
-        self.slots.insert(clause.key.clone(), slot);
+        self.index.keys.push((key.to_owned(), clause.field.clone()));
+        self.slots.insert(key.to_owned(), slot);
         slot
     }
 
@@ -352,21 +353,22 @@ impl Builder {
     /// Files one conjunct of `member` under the clauses that rule out the most records.
     fn file(&mut self, member: &Arc<Member>, conjunct: u32, clauses: &[Clause]) {
         let entry = |check: bool| Entry { member: member.clone(), conjunct, check };
+        let field_keys: Vec<String> = clauses.iter().map(Clause::key).collect();
         // the equality clauses, the one with the fewest keys per field
-        let mut equalities: Vec<(&Clause, &[EqKey])> = Vec::new();
-        for clause in clauses {
+        let mut equalities: Vec<(&Clause, &str, &[EqKey])> = Vec::new();
+        for (clause, field) in clauses.iter().zip(&field_keys) {
             if let Condition::Eq(keys) = &clause.condition {
-                match equalities.iter_mut().find(|(c, _)| c.key == clause.key) {
-                    Some(kept) if keys.len() < kept.1.len() => *kept = (clause, keys),
+                match equalities.iter_mut().find(|(_, f, _)| *f == field) {
+                    Some(kept) if keys.len() < kept.2.len() => *kept = (clause, field, keys),
                     Some(_) => {}
-                    None => equalities.push((clause, keys)),
+                    None => equalities.push((clause, field, keys)),
                 }
             }
         }
-        equalities.sort_by_key(|(_, keys)| keys.len());
+        equalities.sort_by_key(|(_, _, keys)| keys.len());
         let mut combinations = 1;
         let mut fields = 0;
-        for (_, keys) in equalities.iter().take(COMPOSITE_FIELDS) {
+        for (_, _, keys) in equalities.iter().take(COMPOSITE_FIELDS) {
             if combinations * keys.len() > COMPOSITE_COMBINATIONS {
                 break;
             }
@@ -374,8 +376,10 @@ impl Builder {
             fields += 1;
         }
         if fields >= 2 {
-            let mut chosen: Vec<(usize, &[EqKey])> =
-                equalities[..fields].iter().map(|(c, keys)| (self.slot(c), *keys)).collect();
+            let mut chosen: Vec<(usize, &[EqKey])> = equalities[..fields]
+                .iter()
+                .map(|(c, field, keys)| (self.slot(field, c), *keys))
+                .collect();
             chosen.sort_by_key(|(slot, _)| *slot);
             let slots: Vec<usize> = chosen.iter().map(|(slot, _)| *slot).collect();
             let i = *self.composites.entry(slots.clone()).or_insert_with(|| {
@@ -392,9 +396,9 @@ impl Builder {
             });
             return;
         }
-        if let Some((clause, keys)) = equalities.first() {
+        if let Some((clause, field, keys)) = equalities.first() {
             let check = clauses.len() > 1 || !clause.hit_is_exact();
-            let slot = self.slot(clause);
+            let slot = self.slot(field, clause);
             let single = self.single(slot);
             for key in *keys {
                 let list = match key {
@@ -413,15 +417,15 @@ impl Builder {
             return;
         }
         // ranges only: the first ranged field, its ranges intersected
-        let Some(first) = clauses.first() else { return };
+        let (Some(first), Some(first_key)) = (clauses.first(), field_keys.first()) else { return };
         let (mut low, mut high) = (f64::NEG_INFINITY, f64::INFINITY);
-        for clause in clauses.iter().filter(|c| c.key == first.key) {
+        for (clause, _) in clauses.iter().zip(&field_keys).filter(|(_, k)| *k == first_key) {
             if let Condition::Range { low: l, high: h } = clause.condition {
                 low = low.max(l);
                 high = high.min(h);
             }
         }
-        let slot = self.slot(first);
+        let slot = self.slot(first_key, first);
         self.single(slot).ranges.add(low, high, entry(true));
     }
 }

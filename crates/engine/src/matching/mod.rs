@@ -64,7 +64,7 @@ impl Member {
 
     /// What this query reads of a record: top-level field names, and `name\u{0}key` for a
     /// field it reads only through a constant key.
-    pub fn fields(&self) -> &[String] {
-        &self.access.fields
+    pub fn fields(&self) -> &[Box<str>] {
+        &self.query.reads.fields
     }
 }

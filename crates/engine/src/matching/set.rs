@@ -111,13 +111,13 @@ impl MatchSet {
     pub fn update(&self, added: Vec<Arc<Member>>, removed: &[u64]) -> MatchSet {
         let gone: HashSet<u64, Fast> = removed.iter().copied().collect();
         let mut field_uses: Option<HashMap<String, usize, Fast>> = None;
-        let mut uses = |fields: &[String], delta: isize| {
+        let mut uses = |fields: &[Box<str>], delta: isize| {
             let uses = field_uses.get_or_insert_with(|| (*self.field_uses).clone());
             for f in fields {
-                let n = uses.entry(f.clone()).or_default();
+                let n = uses.entry(f.to_string()).or_default();
                 *n = n.saturating_add_signed(delta);
                 if *n == 0 {
-                    uses.remove(f);
+                    uses.remove(&**f);
                 }
             }
         };

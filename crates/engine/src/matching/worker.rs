@@ -153,5 +153,5 @@ fn holds(member: &Member, hit: &Hit<'_>, record: &Record, ctx: &EvalContext) -> 
     conjuncts[hit.conjunct as usize]
         .clauses
         .iter()
-        .all(|clause| clause.test.eval_bool(record, ctx) == Some(true))
+        .all(|clause| clause.test.as_ref().is_none_or(|t| t.eval_bool(record, ctx) == Some(true)))
 }

@@ -137,8 +137,8 @@ impl From<QueryStatus> for QueryProgress {
     fn from(s: QueryStatus) -> Self {
         Self {
             time_left_ms: (s.ends_ms - now_ms()).max(0),
-            id: s.id,
-            query: s.query,
+            id: s.id.to_string(),
+            query: s.query.to_string(),
             received_ms: s.received_ms,
             ends_ms: s.ends_ms,
             records_seen: s.records_seen,
