@@ -31,9 +31,17 @@ pub struct LineOutcome {
 #[derive(Default)]
 pub struct MatchWorker {
     slots: HashMap<u64, Slot, Fast>,
+    /// Queries whose state took a record since the last flush (each once): a flush visits
+    /// these, not every state (100,000 queries waiting for their needles cost nothing per tick).
+    dirty: Vec<u64>,
+    /// Flushes since the states of retired queries were last dropped.
+    flushes: u32,
     /// The record lines are decoded into, kept from line to line.
     scratch: Record,
 }
+
+/// Every this many flushes, the states of queries that left their set are dropped.
+const PURGE_EVERY: u32 = 64;
 
 impl MatchWorker {
     pub fn new() -> Self {
@@ -107,6 +115,7 @@ impl MatchWorker {
                 .slots
                 .entry(member.serial)
                 .or_insert_with(|| Slot { member: member.clone(), state: query.new_worker() });
+            let was_dirty = slot.state.is_dirty();
             let matched = match proven {
                 Some(true) => query.process_matched(&mut slot.state, input, ctx),
                 _ => query.process_candidate(&mut slot.state, input, ctx),
@@ -119,22 +128,29 @@ impl MatchWorker {
                     }
                 }
             }
+            if !was_dirty && slot.state.is_dirty() {
+                self.dirty.push(member.serial);
+            }
         }
         outcome
     }
 
-    /// Flushes every state with something in it, and forgets the states of queries that left
-    /// their set (retired members).
+    /// Flushes every state with something in it (of queries still in their set), and now and
+    /// then forgets the states of queries that left it (retired members).
     pub fn flush(&mut self, mut out: impl FnMut(&Arc<Member>, Partial)) {
-        self.slots.retain(|_, slot| {
-            if !slot.member.is_live() {
-                return false;
-            }
+        for serial in self.dirty.drain(..) {
+            let Some(slot) = self.slots.get_mut(&serial) else { continue };
             if let Some(partial) = slot.member.query.flush(&mut slot.state) {
-                out(&slot.member, partial);
+                if slot.member.is_live() {
+                    out(&slot.member, partial);
+                }
             }
-            true
-        });
+        }
+        self.flushes += 1;
+        if self.flushes >= PURGE_EVERY {
+            self.flushes = 0;
+            self.slots.retain(|_, slot| slot.member.is_live());
+        }
     }
 
     /// Queries with a state on this worker.
