@@ -15,9 +15,8 @@
 //! end — from a schedule of deadlines ([`QueryRun::next_deadline_ms`]), so a tick costs
 //! O(due), not O(running): 100,000 queries waiting for their needles cost nothing per tick.
 //!
-//! A query that ends leaves the joiner and the status table at once, and the registry (the
-//! workers' snapshot) on the next tick, together with every other query that ended since: one
-//! new snapshot, not one per query.
+//! A query that ends leaves the joiner, the status table and the registry (the workers'
+//! snapshot) at once; the queries a tick ends leave the registry together, in one new snapshot.
 //!
 //! On an api node ([`crate::remote::Role::Api`]) the partials arrive encoded, from worker nodes
 //! ([`JoinerMessage::Encoded`]), and are merged the same way; a query's end is announced (so the
@@ -280,11 +279,13 @@ impl Joiner {
                     self.publish_seen(&mut running, records_total);
                     last_refresh = last_tick;
                 }
-                // the queries that ended since the last tick, in one new snapshot
-                if !leaving.is_empty() {
-                    self.queries.remove_many(&leaving);
-                    leaving.clear();
-                }
+            }
+            // The queries that ended leave the workers' snapshot at once — one ended by its
+            // LIMIT must not keep the workers busy (a `SELECT *` decodes every record whole) —
+            // and the many that a tick ends, in one new snapshot.
+            if !leaving.is_empty() {
+                self.queries.remove_many(&leaving);
+                leaving.clear();
             }
         }
     }

@@ -461,6 +461,12 @@ impl Runtime {
         list
     }
 
+    /// The number of queries the workers are matching records against (the registry's
+    /// snapshot): the running queries, until each one's end has reached the workers.
+    pub fn matching_queries(&self) -> usize {
+        self.queries.len()
+    }
+
     pub fn query(&self, id: &str) -> Option<QueryStatus> {
         self.status.lock().unwrap_or_else(|e| e.into_inner()).get(id).cloned()
     }

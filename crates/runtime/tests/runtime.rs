@@ -75,6 +75,26 @@ fn a_needle_record_is_found_and_the_limit_ends_the_query() {
 }
 
 #[test]
+fn a_query_that_reaches_its_limit_leaves_the_workers_at_once_not_at_the_next_tick() {
+    let mut c = config();
+    c.runtime.tick_ms = 60_000;
+    let (runtime, addr) = start(c);
+    let q = runtime.submit("SELECT * FROM STREAM(60000, TIME) LIMIT 1", "t").unwrap();
+    assert_eq!(runtime.matching_queries(), 1);
+    // records keep coming: the workers must stop decoding them whole for the ended query
+    let lines: Vec<String> = (0..200).map(|i| format!(r#"{{"id":"x{i}"}}"#)).collect();
+    send(addr, &lines);
+    let e = next(&q.results, Duration::from_secs(10)).expect("a record arrives");
+    assert!(e.is_final, "LIMIT 1 reached ends the query");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while runtime.matching_queries() > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(runtime.matching_queries(), 0, "removed long before the 60 s tick");
+    runtime.shutdown();
+}
+
+#[test]
 fn a_group_by_over_a_window_counts_every_record_once() {
     let mut c = config();
     c.query.min_window_emit_ms = 100;
