@@ -8,7 +8,7 @@ use needle_engine::exec::{CompiledQuery, Partial, QueryRun};
 use needle_engine::matching::{MatchSet, MatchWorker, Member};
 use needle_engine::EvalContext;
 use needle_query::QueryConfig;
-use needle_record::decode_record;
+use needle_record::{decode_record, Validation};
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -158,6 +158,7 @@ fn check(
     queries: Vec<String>,
     records: Vec<String>,
     removed: Vec<usize>,
+    validation: Validation,
 ) -> Result<(), TestCaseError> {
     let ctx = EvalContext::new(0);
     let compiled: Vec<(u64, Arc<CompiledQuery>)> = queries
@@ -171,7 +172,7 @@ fn check(
     let members: Vec<Arc<Member>> =
         compiled.iter().map(|(s, q)| Member::new(*s, format!("q{s}").into(), q.clone())).collect();
     let half = members.len() / 2;
-    let set = MatchSet::new().update(members[..half].to_vec(), &[]);
+    let set = MatchSet::with_validation(validation).update(members[..half].to_vec(), &[]);
     let gone: Vec<u64> = removed.iter().map(|i| (*i % members.len().max(1)) as u64 + 1).collect();
     let (with_additions, after) = gone.split_at(gone.len() / 2);
     let set = set.update(members[half..].to_vec(), with_additions);
@@ -232,8 +233,12 @@ proptest! {
         queries in prop::collection::vec(query(), 1..40),
         records in prop::collection::vec(record(), 1..30),
         removed in prop::collection::vec(any::<usize>(), 0..8),
+        fields_only in any::<bool>(),
     ) {
-        check(queries, records, removed)?;
+        // the records are valid JSON without a top-level key twice: checking the whole line
+        // or only the fields read must match the same
+        let validation = if fields_only { Validation::Fields } else { Validation::Line };
+        check(queries, records, removed, validation)?;
     }
 }
 

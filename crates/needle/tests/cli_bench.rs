@@ -67,6 +67,21 @@ fn matching_reports_records_per_second_and_the_parse_only_ratio_per_query_count(
     let _ = std::fs::remove_dir_all(&out_dir);
     let bad = Command::new(NEEDLE).args(["bench", "matching", "--seconds", "0"]).output().unwrap();
     assert_eq!(bad.status.code(), Some(2));
+    // checking only the fields read: the same matches, said in the result
+    let out = Command::new(NEEDLE)
+        .args(["bench", "matching", "--queries", "50", "--set", "b", "--records", "200"])
+        .args(["--seconds", "0.05", "--no-memory", "--validate", "fields", "--format", "json"])
+        .arg("--out")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let row: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(row["validate"], "fields");
+    assert_eq!(row["matched_per_record"], rows[3]["matched_per_record"], "{row}");
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let bad = Command::new(NEEDLE).args(["bench", "matching", "--validate", "some"]).output();
+    assert_eq!(bad.unwrap().status.code(), Some(2));
 }
 
 /// Runs the real Bullet peer (bench/peers/bullet, built by `run.sh` with Maven if its jar is

@@ -21,6 +21,7 @@ use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, Seq
 use sonic_rs::{JsonContainerTrait, JsonValueTrait};
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
 /// The deepest nesting of arrays and objects a decoder accepts (a top-level array or object is
 /// level 1).
@@ -42,6 +43,15 @@ pub fn decode_record(bytes: &[u8]) -> Result<Record, RecordError> {
 /// Decodes any JSON value.
 pub fn decode_value(bytes: &[u8]) -> Result<Value, RecordError> {
     sonic_rs::from_slice::<Value>(bytes).map_err(|e| malformed(&e))
+}
+
+/// Decodes one JSON value found at nesting level 2 (a field of a record), under the same rules
+/// as [`decode_record`] applies to it there.
+fn decode_nested(bytes: &[u8]) -> Result<Value, RecordError> {
+    let mut de = sonic_rs::Deserializer::from_slice(bytes);
+    let value = ValueSeed { depth: 2 }.deserialize(&mut de).map_err(|e| malformed(&e))?;
+    de.end().map_err(|e| malformed(&e))?;
+    Ok(value)
 }
 
 /// Decodes only the top-level fields named in `names` of one JSON object; the other fields are
@@ -85,6 +95,10 @@ pub const FAST_SKIP_MAX_OPENINGS: usize = 256;
 /// just those keys.
 #[derive(Debug, Clone, Default)]
 pub struct FieldSet {
+    /// How much of a line is checked ([`Validation`]).
+    validation: Validation,
+    /// With [`Validation::Fields`]: the names as sonic-rs's lookup tree, in `names` order.
+    lookup: Option<Arc<sonic_rs::PointerTree>>,
     names: Vec<Box<str>>,
     /// Per name: `None` to decode the whole value; `Some(keys)` to keep only these keys of an
     /// object value (any other value is decoded whole).
@@ -94,6 +108,35 @@ pub struct FieldSet {
     /// A Bloom filter of the names' (length, first byte, last byte): most other keys of a line
     /// are passed over without a comparison or a hash.
     bloom: [u64; 4],
+}
+
+/// How much of each line [`FieldSet::decode`] checks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Validation {
+    /// The whole line must be valid JSON, whatever is read of it: a line with an error anywhere
+    /// is malformed (counted and skipped). The default.
+    #[default]
+    Line,
+    /// Only the fields read are parsed and checked in full; the rest of the line is skipped as
+    /// fast as its structure allows, and the search stops once every field read was found. An
+    /// error in a part no query reads goes unnoticed (the line is not counted as malformed), a
+    /// key that appears twice keeps one of its values (which one is the JSON reader's choice),
+    /// and the fields come in the order of the set rather than of the line. Several times
+    /// faster on wide records (see `docs/benchmarks.md`).
+    Fields,
+}
+
+impl std::str::FromStr for Validation {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "line" => Ok(Validation::Line),
+            "fields" => Ok(Validation::Fields),
+            other => Err(format!("unknown validation '{other}': line or fields")),
+        }
+    }
 }
 
 /// The largest set looked up by scanning instead of hashing.
@@ -148,7 +191,25 @@ impl FieldSet {
             bloom[slot / 64] |= 1 << (slot % 64);
         }
         let parts = parts.into_iter().map(|p| p.map(Vec::into_boxed_slice)).collect();
-        Self { names, parts, index, bloom }
+        Self { validation: Validation::Line, lookup: None, names, parts, index, bloom }
+    }
+
+    /// The same set, checking `validation` of each line.
+    pub fn with_validation(mut self, validation: Validation) -> Self {
+        self.validation = validation;
+        self.lookup = (validation == Validation::Fields).then(|| {
+            let mut tree = sonic_rs::PointerTree::new();
+            for name in &self.names {
+                tree.add_path([&**name]);
+            }
+            Arc::new(tree)
+        });
+        self
+    }
+
+    /// How much of a line this set checks.
+    pub fn validation(&self) -> Validation {
+        self.validation
     }
 
     pub fn len(&self) -> usize {
@@ -200,6 +261,18 @@ impl FieldSet {
     /// strings and maps are overwritten in place instead of allocated anew. After an error,
     /// `record` holds some fields of the line or of earlier ones.
     pub fn decode_into(&self, bytes: &[u8], record: &mut Record) -> Result<(), RecordError> {
+        match &self.lookup {
+            // sonic-rs's lookup recurses into what it skips: lines that may nest deeply take
+            // the whole-line path, which bounds its recursion
+            Some(lookup) if !too_many_openings(bytes) => {
+                self.decode_fields_only(bytes, lookup, record)
+            }
+            _ => self.decode_line(bytes, record),
+        }
+    }
+
+    /// [`Validation::Line`].
+    fn decode_line(&self, bytes: &[u8], record: &mut Record) -> Result<(), RecordError> {
         if too_many_openings(bytes) {
             let names: Vec<&str> = self.names.iter().map(|n| &**n).collect();
             *record = decode_fields(bytes, &names)?;
@@ -222,6 +295,57 @@ impl FieldSet {
             }
             Names::position(self, key).map(|i| self.parts[i].as_deref())
         })
+    }
+}
+
+impl FieldSet {
+    /// [`Validation::Fields`]: sonic-rs's lazy lookup finds the fields (skipping the rest
+    /// without building or fully checking it); each field found is decoded and checked in
+    /// full (syntax, UTF-8, the nesting limit). Lines with more than
+    /// [`FAST_SKIP_MAX_OPENINGS`] brackets are checked whole instead.
+    fn decode_fields_only(
+        &self,
+        bytes: &[u8],
+        lookup: &sonic_rs::PointerTree,
+        record: &mut Record,
+    ) -> Result<(), RecordError> {
+        let map = record.map_mut();
+        map.clear();
+        match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+            Some(b'{') => {}
+            Some(_) => {
+                // not an object: say what it is, as the whole-line decoder does
+                return match decode_value(bytes)? {
+                    Value::Map(_) => Err(RecordError::Malformed {
+                        message: "expected a JSON object".into(),
+                        offset: None,
+                    }),
+                    other => Err(RecordError::NotAnObject { found: kind_name(&other) }),
+                };
+            }
+            None => {
+                return Err(RecordError::Malformed {
+                    message: "an empty line".into(),
+                    offset: None,
+                })
+            }
+        }
+        let Ok(found) = sonic_rs::get_many(bytes, lookup) else {
+            // the lookup refuses some valid lines (`{}`): the whole-line check decides
+            let mut whole = Record::new();
+            self.decode_line(bytes, &mut whole)?;
+            *map = whole.into_map();
+            return Ok(());
+        };
+        for ((name, part), value) in self.names.iter().zip(&self.parts).zip(found) {
+            let Some(value) = value else { continue };
+            let mut value = decode_nested(value.as_raw_str().as_bytes())?;
+            if let (Some(keys), Value::Map(object)) = (part, &mut value) {
+                object.retain(|k, _| keys.iter().any(|wanted| **wanted == *k));
+            }
+            map.insert(name.to_string(), value);
+        }
+        Ok(())
     }
 }
 
@@ -857,6 +981,72 @@ mod tests {
     }
 
     /// The fast path accepts a superset of what the full decode accepts, with equal values.
+    /// [`Validation::Fields`] against the whole-line decoder: where the line decodes whole and
+    /// has no key twice, the fields read are the same (in any order); where it does not, either
+    /// an error or fields that each decode as they stand.
+    fn fields_only_agrees(bytes: &[u8]) -> Result<(), TestCaseError> {
+        let parts = [("a", Some("b")), ("cd", None), ("b", None), ("e", None)];
+        let line = FieldSet::with_parts(parts);
+        let fields = FieldSet::with_parts(parts).with_validation(Validation::Fields);
+        let sorted = |r: &Record| {
+            let mut v: Vec<(String, Value)> =
+                r.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            v.sort_by(|a, b| a.0.cmp(&b.0));
+            v
+        };
+        let duplicates = serde_json::from_slice::<serde_json::Value>(bytes)
+            .map(|v| {
+                let text = String::from_utf8_lossy(bytes);
+                v.as_object().is_some_and(|o| {
+                    o.keys().any(|k| text.matches(&format!("\"{k}\":")).count() > 1)
+                })
+            })
+            .unwrap_or(true);
+        match (line.decode(bytes), fields.decode(bytes)) {
+            (Ok(whole), Ok(read)) if !duplicates => prop_assert_eq!(sorted(&whole), sorted(&read)),
+            (Ok(whole), Err(e)) => prop_assert!(false, "line check {:?} but fields {:?}", whole, e),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn checking_only_the_fields_read_skips_the_rest_but_checks_what_it_reads() {
+        let set = FieldSet::with_parts([("a", None), ("m", Some("k"))])
+            .with_validation(Validation::Fields);
+        assert_eq!(set.validation(), Validation::Fields);
+        let json = |line: &str| set.decode(line.as_bytes()).map(|r| r.to_json());
+        // what no query reads is not checked ...
+        assert_eq!(
+            json(r#"{"a":1,"m":{"k":2,"j":3}} trailing"#).unwrap(),
+            r#"{"a":1,"m":{"k":2}}"#
+        );
+        assert_eq!(json(r#"{"a":1,"z":"\ud800","m":{"k":2}}"#).unwrap(), r#"{"a":1,"m":{"k":2}}"#);
+        // ... what it reads is, in full, nesting limit included
+        assert!(json(r#"{"a":[1,}"#).is_err());
+        let deep = format!(r#"{{"a":{}1{}}}"#, "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
+        assert!(json(&deep).is_err(), "level 33 inside a record");
+        let ok = format!(r#"{{"a":{}1{}}}"#, "[".repeat(MAX_DEPTH - 1), "]".repeat(MAX_DEPTH - 1));
+        assert!(json(&ok).is_ok());
+        let twice = json(r#"{"a":1,"a":2}"#).unwrap();
+        assert!(twice == r#"{"a":1}"# || twice == r#"{"a":2}"#, "one of a key's values: {twice}");
+        assert_eq!(json("{}").unwrap(), "{}");
+        assert!(matches!(
+            set.decode(b"[1,2]"),
+            Err(RecordError::NotAnObject { found: "an array" })
+        ));
+        for bad in ["", "   ", "nonsense", "{\"a\":tru}", "{"] {
+            assert!(set.decode(bad.as_bytes()).is_err(), "{bad:?}");
+        }
+        assert_eq!(json(r#"{"b":1}"#).unwrap(), "{}", "no field read: an empty record");
+        // an unread value nested a million levels deep: an answer, not a stack overflow
+        let depth = 1_000_000;
+        let line = format!(r#"{{"x":{}{},"a":1}}"#, "[".repeat(depth), "]".repeat(depth));
+        let _ = set.decode(line.as_bytes());
+        let line = format!(r#"{{"a":1,"x":{}"#, "[".repeat(depth));
+        let _ = set.decode(line.as_bytes());
+    }
+
     fn fast_agrees(bytes: &[u8]) -> Result<(), TestCaseError> {
         let full = decode_record(bytes);
         for names in
@@ -947,6 +1137,22 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn checking_only_the_fields_read_decodes_them_as_the_whole_line_check_does(
+            bytes in json_object(),
+            at in any::<prop::sample::Index>(),
+            byte in any::<u8>(),
+        ) {
+            fields_only_agrees(&bytes)?;
+            // and on damaged lines: an error or the same fields, never a panic
+            let mut damaged = bytes.clone();
+            if !damaged.is_empty() {
+                let i = at.index(damaged.len());
+                damaged[i] = byte;
+            }
+            fields_only_agrees(&damaged)?;
+        }
 
         #[test]
         fn field_set_accepts_what_decode_record_accepts(bytes in json_object()) {

@@ -11,7 +11,8 @@ pub mod types;
 pub mod value;
 
 pub use decode::{
-    decode_fields, decode_record, decode_value, FieldSet, FAST_SKIP_MAX_OPENINGS, MAX_DEPTH,
+    decode_fields, decode_record, decode_value, FieldSet, Validation, FAST_SKIP_MAX_OPENINGS,
+    MAX_DEPTH,
 };
 pub use error::RecordError;
 pub use types::Type;

@@ -10,6 +10,7 @@ use figment::value::{Dict, Map, Value};
 use figment::Figment;
 use figment::Profile;
 use needle_query::QueryConfig;
+use needle_record::Validation;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -74,6 +75,10 @@ pub struct RuntimeConfig {
     pub raw_records_per_sec: u64,
     /// Emissions buffered for a slow subscriber before older ones are dropped (and reported).
     pub subscriber_buffer: usize,
+    /// How much of each record is checked as JSON: `line` (the whole line; a line with an error
+    /// anywhere is malformed, counted and skipped) or `fields` (only the fields queries read;
+    /// faster on wide records, but an error elsewhere in a line goes unnoticed).
+    pub validate: Validation,
 }
 
 impl Default for RuntimeConfig {
@@ -86,6 +91,7 @@ impl Default for RuntimeConfig {
             max_queries: 100_000,
             raw_records_per_sec: 10_000,
             subscriber_buffer: 256,
+            validate: Validation::Line,
         }
     }
 }

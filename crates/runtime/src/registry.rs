@@ -10,6 +10,7 @@
 use arc_swap::ArcSwap;
 use needle_engine::exec::CompiledQuery;
 use needle_engine::matching::{MatchSet, Member};
+use needle_record::Validation;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -35,6 +36,14 @@ pub struct QuerySet {
 impl QuerySet {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty set whose workers check `validation` of each line.
+    pub fn with_validation(validation: Validation) -> Self {
+        let set = Self::default();
+        set.current
+            .store(Arc::new(Snapshot { version: 0, set: MatchSet::with_validation(validation) }));
+        set
     }
 
     /// The current snapshot (lock-free).

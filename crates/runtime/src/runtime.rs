@@ -120,7 +120,7 @@ impl Runtime {
         };
         let (batch_tx, batch_rx) = crossbeam_channel::bounded(config.runtime.queue_batches);
         let (joiner_tx, joiner_rx) = crossbeam_channel::bounded(4096);
-        let queries = Arc::new(QuerySet::new());
+        let queries = Arc::new(QuerySet::with_validation(config.runtime.validate));
         let schema = Arc::new(SchemaTracker::new());
         let status: StatusTable = Arc::default();
         let stop = StopSignal::new();

@@ -2,6 +2,7 @@
 //! source, queries submitted through `Runtime::submit`, results read from their queues.
 
 use needle_engine::exec::Emission;
+use needle_record::Validation;
 use needle_runtime::metrics::Metrics;
 use needle_runtime::source::{SourceOptions, TcpSource};
 use needle_runtime::{NeedleConfig, ResultQueue, Runtime, SubmitError};
@@ -185,6 +186,47 @@ fn malformed_records_are_counted_and_skipped_while_queries_go_on() {
     let e = next(&q.results, Duration::from_secs(5)).expect("final");
     assert_eq!(e.to_json()["records"][0]["c"], 90);
     runtime.shutdown();
+}
+
+/// `runtime.validate`: the whole line (the default) or only the fields queries read.
+#[test]
+fn checking_only_the_fields_read_accepts_lines_broken_elsewhere_and_still_refuses_garbage() {
+    for (validate, expected_matches, expected_malformed) in
+        [(Validation::Line, 1, 3), (Validation::Fields, 2, 2)]
+    {
+        let mut c = config();
+        c.runtime.validate = validate;
+        let (runtime, addr) = start(c);
+        let q = runtime
+            .submit("SELECT id FROM STREAM(60000, TIME) WHERE id = 'needle' LIMIT 10", "t")
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let lines = [
+            r#"{"id":"needle","n":1}"#,
+            // broken after the field read: malformed for a whole-line check only
+            r#"{"id":"needle","n":tru}"#,
+            r#"{"id":"nee"#,
+            "not json at all",
+            r#"{"n":1}"#,
+        ];
+        send(addr, &lines.map(str::to_owned));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while runtime.metrics().records_read.get() < 5 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(runtime.metrics().records_malformed.get(), expected_malformed, "{validate:?}");
+        assert!(runtime.kill(&q.id));
+        let mut found = 0;
+        while let Some(e) = next(&q.results, Duration::from_secs(5)) {
+            found += e.to_json()["records"].as_array().unwrap().len();
+            if e.is_final {
+                break;
+            }
+        }
+        assert_eq!(found, expected_matches, "{validate:?}");
+        runtime.shutdown();
+    }
 }
 
 #[test]

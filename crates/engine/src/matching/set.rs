@@ -21,7 +21,7 @@ use super::index::{Hit, PredicateIndex};
 use super::Member;
 use crate::eval::node::FieldRef;
 use crate::eval::EvalContext;
-use needle_record::{FieldSet, Record, RecordError, Value};
+use needle_record::{FieldSet, Record, RecordError, Validation, Value};
 use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -57,6 +57,8 @@ pub struct MatchSet {
     /// How many live members read each top-level field.
     field_uses: Arc<HashMap<String, usize, Fast>>,
     fields: Arc<FieldSet>,
+    /// How much of a line the decoder checks.
+    validation: Validation,
 }
 
 impl Default for MatchSet {
@@ -74,7 +76,17 @@ impl MatchSet {
             slots: Arc::default(),
             field_uses: Arc::default(),
             fields: Arc::new(FieldSet::default()),
+            validation: Validation::default(),
         }
+    }
+
+    /// An empty set whose decoder checks `validation` of each line ([`Validation`]: the whole
+    /// line, the default, or only the fields read).
+    pub fn with_validation(validation: Validation) -> Self {
+        let mut set = Self::new();
+        set.validation = validation;
+        set.fields = Arc::new(FieldSet::default().with_validation(validation));
+        set
     }
 
     /// The number of live members.
@@ -186,18 +198,27 @@ impl MatchSet {
                 } else {
                     let mut reads: Vec<&String> = uses.keys().collect();
                     reads.sort();
-                    Arc::new(FieldSet::with_parts(reads.into_iter().map(|read| {
+                    let set = FieldSet::with_parts(reads.into_iter().map(|read| {
                         match read.split_once(PART) {
                             Some((name, key)) => (name, Some(key)),
                             None => (read.as_str(), None),
                         }
-                    })))
+                    }));
+                    Arc::new(set.with_validation(self.validation))
                 };
                 (Arc::new(uses), fields)
             }
             None => (self.field_uses.clone(), self.fields.clone()),
         };
-        MatchSet { levels, retired, keys, slots, field_uses: fields.0, fields: fields.1 }
+        MatchSet {
+            levels,
+            retired,
+            keys,
+            slots,
+            field_uses: fields.0,
+            fields: fields.1,
+            validation: self.validation,
+        }
     }
 
     /// The fields the index looks up, and how many live members are candidates for every

@@ -52,12 +52,16 @@ pub struct Args {
     #[arg(long, default_value_t = 0)]
     pub workers: usize,
     #[command(flatten)]
+    pub validate: super::ValidateOption,
+    #[command(flatten)]
     pub output: Output,
 }
 
 #[derive(Debug, Serialize)]
 pub struct EpsResult {
     pub scenario: &'static str,
+    /// How much of each event needle checked as JSON (`line`: all of it, its default).
+    pub validate: needle_record::Validation,
     pub events: u64,
     pub event_bytes: f64,
     pub workers: usize,
@@ -112,6 +116,7 @@ fn measure(args: &Args) -> Result<EpsResult, String> {
         && (needle.result_sum - expected_sum).abs() <= 1e-9 * expected_sum.abs().max(1.0);
     Ok(EpsResult {
         scenario: "eps",
+        validate: args.validate.validation(),
         events: args.events,
         event_bytes,
         workers: live_config(args.workers).worker_threads(),
@@ -211,7 +216,9 @@ struct NeedleRun {
 }
 
 fn needle(pool: &Arc<Pool>, args: &Args) -> Result<NeedleRun, String> {
-    let server = LiveServer::tcp(live_config(args.workers))?;
+    let mut config = live_config(args.workers);
+    config.runtime.validate = args.validate.validation();
+    let server = LiveServer::tcp(config)?;
     let data = server.data.ok_or("no data address")?;
     let mut ws = WsClient::connect(server.url())?;
     let query = "SELECT COUNT(*) AS events, SUM(value) AS total FROM STREAM(600000, TIME)";
@@ -288,8 +295,16 @@ impl Outcome for EpsResult {
             format!("{:.3}", self.ratio_parse_only),
         ]);
         println!(
-            "eps: {} small events of {:.0} bytes in {:.2} s, {:.2} CPU s of needle threads",
-            self.events, self.event_bytes, self.seconds, self.needle_cpu_seconds
+            "eps: {} small events of {:.0} bytes in {:.2} s, {:.2} CPU s of needle threads \
+             (checking {})",
+            self.events,
+            self.event_bytes,
+            self.seconds,
+            self.needle_cpu_seconds,
+            match self.validate {
+                needle_record::Validation::Line => "whole lines",
+                needle_record::Validation::Fields => "the fields read",
+            }
         );
         println!("{table}");
         println!(

@@ -61,6 +61,8 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     #[command(flatten)]
+    pub validate: super::ValidateOption,
+    #[command(flatten)]
     pub output: Output,
 }
 
@@ -79,6 +81,7 @@ pub fn run(args: Args) -> std::process::ExitCode {
         seconds: args.seconds,
         seed: args.seed,
         memory: !args.no_memory,
+        validation: args.validate.validation(),
     };
     super::report("matching", &args.output, measure_plan(&plan))
 }
@@ -118,7 +121,15 @@ impl Outcome for MatchingResult {
                 format!("{:.0}", row.add_ms),
             ]);
         }
-        println!("matching: one worker thread, bullet records of {:.0} bytes", self.record_bytes);
+        let validate = self.rows.first().map_or(needle_record::Validation::Line, |r| r.validate);
+        println!(
+            "matching: one worker thread, bullet records of {:.0} bytes, checking {}",
+            self.record_bytes,
+            match validate {
+                needle_record::Validation::Line => "whole lines",
+                needle_record::Validation::Fields => "the fields read",
+            }
+        );
         println!("{table}");
         if let Some(m) = &self.memory {
             println!(
@@ -143,12 +154,16 @@ pub struct MatchingPlan {
     pub seed: u64,
     /// Measure resident memory per idle query (starts a runtime).
     pub memory: bool,
+    /// How much of each line needle checks.
+    pub validation: needle_record::Validation,
 }
 
 /// One line of the result.
 #[derive(Debug, Clone, Serialize)]
 pub struct MatchingRow {
     pub scenario: &'static str,
+    /// How much of each line needle checked (`line`: all of it; `fields`: the fields read).
+    pub validate: needle_record::Validation,
     pub set: String,
     pub queries: usize,
     pub records_per_sec: f64,
@@ -205,7 +220,7 @@ pub fn measure_plan(plan: &MatchingPlan) -> Result<MatchingResult, String> {
         for &count in &plan.queries {
             progress.set_message(format!("set {set}, {count} queries"));
             let texts = query_texts(set, count, plan.seed);
-            rows.push(measure(set, &texts, &lines, bytes, plan.seconds)?);
+            rows.push(measure(set, &texts, &lines, bytes, plan.seconds, plan.validation)?);
             progress.inc(1);
         }
     }
@@ -319,9 +334,10 @@ fn measure(
     lines: &[Vec<u8>],
     bytes: usize,
     seconds: f64,
+    validation: needle_record::Validation,
 ) -> Result<MatchingRow, String> {
     let started = Instant::now();
-    let mut matches = MatchSet::new();
+    let mut matches = MatchSet::with_validation(validation);
     for (serial, text) in texts.iter().enumerate() {
         let member = Member::new(serial as u64 + 1, format!("q{serial}").into(), compile(text)?);
         matches = matches.update(vec![member], &[]);
@@ -357,6 +373,7 @@ fn measure(
     let (indexed_fields, unindexed_queries) = matches.shape();
     Ok(MatchingRow {
         scenario: "matching",
+        validate: validation,
         set: set.to_string(),
         queries: texts.len(),
         records_per_sec,

@@ -31,6 +31,21 @@ pub struct Output {
     pub out: PathBuf,
 }
 
+/// How much of each record needle checks as JSON while measuring (`runtime.validate`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct ValidateOption {
+    /// How much of each record needle checks as JSON: line (the whole line, needle's default)
+    /// or fields (only the fields the queries read).
+    #[arg(long, default_value = "line", value_parser = ["line", "fields"])]
+    pub validate: String,
+}
+
+impl ValidateOption {
+    pub fn validation(&self) -> needle_record::Validation {
+        self.validate.parse().unwrap_or_default()
+    }
+}
+
 /// A scenario's result: serialized whole into `--out DIR/SCENARIO.json`, printed as JSON lines
 /// or as a table.
 pub trait Outcome: Serialize {

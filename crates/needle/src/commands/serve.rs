@@ -45,6 +45,10 @@ pub struct Args {
     /// Worker threads (default: one per core).
     #[arg(long)]
     pub workers: Option<usize>,
+    /// How much of each record is checked as JSON: line (the whole line, the default) or fields
+    /// (only the fields queries read: faster, but errors elsewhere in a line go unnoticed).
+    #[arg(long, value_parser = ["line", "fields"])]
+    pub validate: Option<String>,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -71,6 +75,9 @@ fn serve(args: Args) -> Result<(), String> {
     config.source.follow |= args.follow;
     if let Some(listen) = args.listen {
         config.server.listen = listen;
+    }
+    if let Some(validate) = &args.validate {
+        config.runtime.validate = validate.parse()?;
     }
     if let Some(workers) = args.workers {
         config.runtime.workers = workers;

@@ -91,6 +91,8 @@ pub struct Args {
     #[arg(long, hide = true)]
     pub check_peer_queries: Option<PathBuf>,
     #[command(flatten)]
+    pub validate: super::ValidateOption,
+    #[command(flatten)]
     pub output: Output,
 }
 
@@ -154,6 +156,8 @@ pub struct Check {
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
     pub scenario: &'static str,
+    /// How much of each record needle checked as JSON (`line`: all of it, its default).
+    pub needle_validate: needle_record::Validation,
     pub set: String,
     pub queries: usize,
     pub records: usize,
@@ -229,8 +233,12 @@ impl Outcome for VsBulletResult {
                 format!("{:.2}", row.load_average[0]),
             ]);
         }
+        let checked = match self.rows.first().map(|r| r.needle_validate) {
+            Some(needle_record::Validation::Fields) => "needle checks the fields read",
+            _ => "needle checks whole lines",
+        };
         println!(
-            "vs-bullet: {} bullet records of {:.0} bytes (seed {}), query set {}; {}",
+            "vs-bullet: {} bullet records of {:.0} bytes (seed {}), query set {}; {}; {checked}",
             self.records,
             self.record_bytes,
             self.seed,
@@ -311,12 +319,16 @@ fn measure_with(args: &Args, progress: &indicatif::ProgressBar) -> Result<VsBull
         decode: args.bullet_decode.clone(),
     };
     let bullet = peer.run(&check_file, &check_queries, &options)?;
-    let needle: Vec<Vec<serde_json::Value>> = needle_side::results(&texts, check_lines)?
-        .iter()
-        .map(|records| {
-            records.iter().map(|r| serde_json::to_value(r).expect("a record serializes")).collect()
-        })
-        .collect();
+    let needle: Vec<Vec<serde_json::Value>> =
+        needle_side::results(&texts, args.validate.validation(), check_lines)?
+            .iter()
+            .map(|records| {
+                records
+                    .iter()
+                    .map(|r| serde_json::to_value(r).expect("a record serializes"))
+                    .collect()
+            })
+            .collect();
     let agreement = compare::compare(&texts, &needle, &bullet.results).map_err(|e| {
         format!(
             "the same-results check failed ({} records, files in {}): {e}",
@@ -340,10 +352,15 @@ fn measure_with(args: &Args, progress: &indicatif::ProgressBar) -> Result<VsBull
         check_bullet_run(&bullet, count, lines.len())?;
         progress.inc(1);
         progress.set_message(format!("{count} queries: needle"));
-        let needle =
-            needle_side::measure(&texts[..count], &lines, args.seconds, pinning.needle_cpu)?;
+        let needle = needle_side::measure(
+            &texts[..count],
+            args.validate.validation(),
+            &lines,
+            args.seconds,
+            pinning.needle_cpu,
+        )?;
         progress.inc(1);
-        rows.push(row(&args.set, count, lines.len(), &needle, &bullet));
+        rows.push(row(&args.set, args.validate.validation(), count, lines.len(), &needle, &bullet));
     }
     let bytes: usize = lines.iter().map(|l| l.len() + 1).sum();
     Ok(VsBulletResult {
@@ -384,6 +401,7 @@ fn check_bullet_run(report: &PeerReport, queries: usize, records: usize) -> Resu
 
 fn row(
     set: &str,
+    validate: needle_record::Validation,
     queries: usize,
     records: usize,
     needle: &needle_side::Measured,
@@ -396,6 +414,7 @@ fn row(
         both(bullet.decode_records_per_cpu_sec, bullet.records_per_cpu_sec);
     Row {
         scenario: "vs-bullet",
+        needle_validate: validate,
         set: set.to_owned(),
         queries,
         records,
@@ -543,7 +562,7 @@ mod tests {
         for set in ["a", "mix"] {
             let texts = query_texts(set, 40, 3, &ids[..10], &all);
             assert_eq!(query_texts(set, 7, 3, &ids[..10], &all), texts[..7]);
-            needle_side::Queries::compile(&texts).unwrap();
+            needle_side::Queries::compile(&texts, needle_record::Validation::Line).unwrap();
         }
         let a = query_texts("a", 8, 3, &ids[..10], &all);
         let present = a.iter().filter(|t| ids[..10].iter().any(|id| t.contains(id.as_str())));
@@ -563,7 +582,8 @@ mod tests {
             "SELECT id FROM STREAM(30000, TIME) LIMIT 4".to_owned(),
             "SELECT COUNT(*) AS n FROM STREAM(30000, TIME)".to_owned(),
         ];
-        let results = needle_side::results(&texts, &lines).unwrap();
+        let results =
+            needle_side::results(&texts, needle_record::Validation::Line, &lines).unwrap();
         assert_eq!(results[0].len(), 1);
         assert_eq!(results[0][0].get("id").and_then(|v| v.as_str()), Some(ids[7].as_str()));
         assert_eq!(results[0][0].len(), 92, "SELECT * gives the whole record");

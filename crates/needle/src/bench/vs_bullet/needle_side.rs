@@ -19,7 +19,7 @@ use needle_engine::exec::{CompiledQuery, Partial, QueryRun};
 use needle_engine::matching::{MatchSet, MatchWorker, Member};
 use needle_engine::EvalContext;
 use needle_query::QueryConfig;
-use needle_record::Record;
+use needle_record::{Record, Validation};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,11 +31,12 @@ const NOW_MS: i64 = 0;
 /// The queries, compiled once.
 pub struct Queries {
     compiled: Vec<Arc<CompiledQuery>>,
+    validation: Validation,
 }
 
 impl Queries {
     /// Compiles every BQL text with needle's default limits; an error names the query.
-    pub fn compile(texts: &[String]) -> Result<Self, String> {
+    pub fn compile(texts: &[String], validation: Validation) -> Result<Self, String> {
         let mut compiled = Vec::with_capacity(texts.len());
         for (i, text) in texts.iter().enumerate() {
             let plan = needle_query::compile(text, &QueryConfig::default())
@@ -45,7 +46,7 @@ impl Queries {
                 .map_err(|e| format!("query {} cannot run: {text}: {e}", i + 1))?;
             compiled.push(query);
         }
-        Ok(Self { compiled })
+        Ok(Self { compiled, validation })
     }
 
     /// A new match set of the queries: a pass removes the queries that end from its set, and
@@ -56,7 +57,7 @@ impl Queries {
             .iter()
             .enumerate()
             .map(|(i, query)| Member::new(i as u64 + 1, format!("q{i}").into(), query.clone()));
-        MatchSet::new().update(members.collect(), &[])
+        MatchSet::with_validation(self.validation).update(members.collect(), &[])
     }
 
     pub fn len(&self) -> usize {
@@ -167,6 +168,7 @@ pub struct Measured {
 /// of its own pinned to `cpu` when given.
 pub fn measure(
     texts: &[String],
+    validation: Validation,
     lines: &[Vec<u8>],
     seconds: f64,
     cpu: Option<usize>,
@@ -177,7 +179,7 @@ pub fn measure(
                 if let Some(cpu) = cpu {
                     pin_current_thread(cpu)?;
                 }
-                let queries = Queries::compile(texts)?;
+                let queries = Queries::compile(texts, validation)?;
                 pass(&queries, lines)?;
                 let (mut wall, mut cpu_time, mut passes) = (Duration::ZERO, Duration::ZERO, 0);
                 while passes == 0 || wall.as_secs_f64() < seconds {
@@ -199,8 +201,12 @@ pub fn measure(
 }
 
 /// The results of one pass over `lines`, for the same-results check.
-pub fn results(texts: &[String], lines: &[Vec<u8>]) -> Result<Vec<Vec<Record>>, String> {
-    Ok(pass(&Queries::compile(texts)?, lines)?.results)
+pub fn results(
+    texts: &[String],
+    validation: Validation,
+    lines: &[Vec<u8>],
+) -> Result<Vec<Vec<Record>>, String> {
+    Ok(pass(&Queries::compile(texts, validation)?, lines)?.results)
 }
 
 /// Pins the calling thread to one CPU.
