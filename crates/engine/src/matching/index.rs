@@ -275,45 +275,58 @@ impl RangeIndex {
 /// The seed of the tuple hash: fixed, so keys built from constants and from records agree.
 const TUPLE_HASH: Fast = Fast::with_seed(0x6e65_6564_6c65);
 
-/// Feeds one value of a tuple to `hasher` the way [`hash_key`] feeds its key; false for values
-/// no equality key matches (NULL, NaN, lists, maps).
-fn hash_value(hasher: &mut impl Hasher, value: &Value) -> bool {
-    match value {
-        Value::String(s) => {
+/// One element of a tuple as the tuple hash sees it: what a record's value and a constant's key
+/// have in common, so both are hashed by one function ([`hash_part`]).
+enum Part<'a> {
+    Str(&'a str),
+    /// `f64` bits, as [`number_bits`] gives them.
+    Num(u64),
+    Bool(bool),
+}
+
+fn hash_part(hasher: &mut impl Hasher, part: Part<'_>) {
+    match part {
+        Part::Str(s) => {
             hasher.write_u8(1);
             hasher.write(s.as_bytes());
             hasher.write_u8(0xff);
         }
-        Value::Bool(b) => {
-            hasher.write_u8(3);
-            hasher.write_u8(u8::from(*b));
-        }
-        v if v.is_numeric() => {
-            let Some(bits) = v.as_f64().and_then(number_bits) else { return false };
+        Part::Num(bits) => {
             hasher.write_u8(2);
             hasher.write_u64(bits);
         }
-        _ => return false,
+        Part::Bool(b) => {
+            hasher.write_u8(3);
+            hasher.write_u8(u8::from(b));
+        }
     }
+}
+
+/// Feeds one value of a tuple to `hasher` as [`hash_key`] feeds the key it equals; false for
+/// values no equality key matches (NULL, NaN, lists, maps).
+fn hash_value(hasher: &mut impl Hasher, value: &Value) -> bool {
+    let part = match value {
+        Value::String(s) => Part::Str(s),
+        Value::Bool(b) => Part::Bool(*b),
+        v if v.is_numeric() => match v.as_f64().and_then(number_bits) {
+            Some(bits) => Part::Num(bits),
+            None => return false,
+        },
+        _ => return false,
+    };
+    hash_part(hasher, part);
     true
 }
 
 fn hash_key(hasher: &mut impl Hasher, key: &EqKey) {
-    match key {
-        EqKey::Str(s) => {
-            hasher.write_u8(1);
-            hasher.write(s.as_bytes());
-            hasher.write_u8(0xff);
-        }
-        EqKey::Bool(b) => {
-            hasher.write_u8(3);
-            hasher.write_u8(u8::from(*b));
-        }
-        EqKey::Num(bits) => {
-            hasher.write_u8(2);
-            hasher.write_u64(*bits);
-        }
-    }
+    hash_part(
+        hasher,
+        match key {
+            EqKey::Str(s) => Part::Str(s),
+            EqKey::Num(bits) => Part::Num(*bits),
+            EqKey::Bool(b) => Part::Bool(*b),
+        },
+    );
 }
 
 #[derive(Default)]
