@@ -230,14 +230,9 @@ impl MatchSet {
         (keys, self.levels.iter().map(|l| l.unindexed()).sum())
     }
 
-    /// Decodes the fields the members read from one line (the whole record is decoded later,
-    /// only for a member that wants it and matched).
-    pub fn decode(&self, line: &[u8]) -> Result<Record, RecordError> {
-        self.fields.decode(line)
-    }
-
-    /// [`MatchSet::decode`] into a record kept from the previous line
-    /// ([`FieldSet::decode_into`]).
+    /// Decodes the fields the members read from one line into the record kept from the
+    /// previous line ([`FieldSet::decode_into`]); the whole record is decoded later, only for a
+    /// member that wants it and matched.
     pub fn decode_into(&self, line: &[u8], record: &mut Record) -> Result<(), RecordError> {
         self.fields.decode_into(line, record)
     }
@@ -265,14 +260,6 @@ impl MatchSet {
         if self.retired.iter().any(|&n| n > 0) {
             out.retain(|h| h.member.is_live());
         }
-    }
-
-    /// The number of members a record may match, each once (for tests and the bench).
-    pub fn candidate_count(&self, record: &Record, ctx: &EvalContext) -> usize {
-        let mut hits = Vec::new();
-        self.candidates(record, ctx, &mut hits);
-        hits.dedup_by_key(|h| h.member.serial);
-        hits.len()
     }
 }
 
