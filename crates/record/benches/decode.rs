@@ -14,7 +14,11 @@ use std::hint::black_box;
 const RECORDS: usize = 1000;
 
 fn bullet_lines() -> Vec<Vec<u8>> {
-    let spec = WorkloadSpec::new(WorkloadKind::Bullet).with_seed(1);
+    lines(WorkloadKind::Bullet)
+}
+
+fn lines(kind: WorkloadKind) -> Vec<Vec<u8>> {
+    let spec = WorkloadSpec::new(kind).with_seed(1);
     let mut generator = Generator::new(&spec).unwrap();
     (0..RECORDS)
         .map(|_| {
@@ -105,5 +109,53 @@ fn decode(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, decode);
+/// The `small` workload (~100-byte events, `needle bench eps`): one field read, as by
+/// `SUM(value)`, with the record reused as the workers do, against the validate-only reads.
+fn decode_small(c: &mut Criterion) {
+    let lines = lines(WorkloadKind::Small);
+    let bytes: usize = lines.iter().map(Vec::len).sum();
+    let mut group = c.benchmark_group("decode_small_1000");
+    group.throughput(Throughput::Bytes(bytes as u64));
+    let value = FieldSet::new(["value"]);
+    group.bench_function("field_set_value_into", |b| {
+        let mut record = needle_record::Record::new();
+        b.iter(|| {
+            for line in &lines {
+                value.decode_into(line, &mut record).unwrap();
+                black_box(&record);
+            }
+        })
+    });
+    group.bench_function("decode_fields_value", |b| {
+        b.iter(|| {
+            for line in &lines {
+                black_box(decode_fields(line, &["value"]).unwrap());
+            }
+        })
+    });
+    group.bench_function("sonic_rs_ignored_any", |b| {
+        b.iter(|| {
+            for line in &lines {
+                black_box(sonic_rs::from_slice::<serde::de::IgnoredAny>(line).unwrap());
+            }
+        })
+    });
+    group.bench_function("serde_json_ignored_any", |b| {
+        b.iter(|| {
+            for line in &lines {
+                black_box(serde_json::from_slice::<serde::de::IgnoredAny>(line).unwrap());
+            }
+        })
+    });
+    group.bench_function("sonic_rs_value", |b| {
+        b.iter(|| {
+            for line in &lines {
+                black_box(sonic_rs::from_slice::<sonic_rs::Value>(line).unwrap());
+            }
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, decode, decode_small);
 criterion_main!(benches);

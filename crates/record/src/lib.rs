@@ -12,7 +12,7 @@ pub mod value;
 
 pub use decode::{
     decode_fields, decode_record, decode_value, FieldSet, Validation, FAST_SKIP_MAX_OPENINGS,
-    MAX_DEPTH,
+    MAX_DEPTH, STREAM_MAX_BYTES,
 };
 pub use error::RecordError;
 pub use types::Type;
