@@ -38,6 +38,16 @@ pub struct MatchWorker {
     flushes: u32,
     /// The record lines are decoded into, kept from line to line.
     scratch: Record,
+    /// The hits buffer, kept from line to line so a record's candidates cost no allocation
+    /// (empty between lines: its hits borrow the set of one call).
+    spare_hits: Vec<Hit<'static>>,
+}
+
+/// `hits` emptied, as a buffer for hits of another lifetime: the same allocation, since an
+/// in-place `collect` of a type into one of the same size and alignment reuses it.
+fn recycle<'a, 'b>(mut hits: Vec<Hit<'a>>) -> Vec<Hit<'b>> {
+    hits.clear();
+    hits.into_iter().map(|_| unreachable!("emptied above")).collect()
 }
 
 /// Every this many flushes, the states of queries that left their set are dropped.
@@ -78,7 +88,7 @@ impl MatchWorker {
         ctx: &EvalContext,
         mut raw_out: impl FnMut(&Arc<Member>, Partial),
     ) -> LineOutcome {
-        let mut hits: Vec<Hit<'_>> = Vec::new();
+        let mut hits = recycle(std::mem::take(&mut self.spare_hits));
         set.candidates(record, ctx, &mut hits);
         let mut outcome = LineOutcome::default();
         let mut whole: Option<Result<Record, RecordError>> = None;
@@ -132,6 +142,7 @@ impl MatchWorker {
                 self.dirty.push(member.serial);
             }
         }
+        self.spare_hits = recycle(hits);
         outcome
     }
 
@@ -170,4 +181,17 @@ fn holds(member: &Member, hit: &Hit<'_>, record: &Record, ctx: &EvalContext) -> 
         .clauses
         .iter()
         .all(|clause| clause.test.as_ref().is_none_or(|t| t.eval_bool(record, ctx) == Some(true)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_recycled_hits_buffer_keeps_its_allocation() {
+        let hits: Vec<Hit<'_>> = Vec::with_capacity(16);
+        let at = hits.as_ptr() as usize;
+        let again: Vec<Hit<'static>> = recycle(hits);
+        assert_eq!((again.as_ptr() as usize, again.capacity()), (at, 16));
+    }
 }
