@@ -144,7 +144,9 @@ pub enum Validation {
     /// error in a part no query reads goes unnoticed (the line is not counted as malformed), a
     /// key that appears twice keeps one of its values (which one is the JSON reader's choice),
     /// and the fields come in the order of the set rather than of the line. Several times
-    /// faster on wide records (see `docs/benchmarks.md`).
+    /// faster on wide records (see `docs/benchmarks.md`). Lines of at most
+    /// [`STREAM_MAX_BYTES`] are checked whole, as with `Line`: at that size reading the whole
+    /// line is the faster way.
     Fields,
 }
 
@@ -289,7 +291,8 @@ impl FieldSet {
         match &self.lookup {
             // sonic-rs's lookup recurses into what it skips: lines that may nest deeply take
             // the whole-line path, which bounds its recursion
-            Some(lookup) if !too_many_openings(bytes) => {
+            // short lines are read whole either way: a stream is faster there than a lookup
+            Some(lookup) if bytes.len() > STREAM_MAX_BYTES && !too_many_openings(bytes) => {
                 self.decode_fields_only(bytes, lookup, record)
             }
             _ => self.decode_line(bytes, record),
@@ -1137,10 +1140,22 @@ mod tests {
                 })
             })
             .unwrap_or(true);
-        match (line.decode(bytes), fields.decode(bytes)) {
-            (Ok(whole), Ok(read)) if !duplicates => prop_assert_eq!(sorted(&whole), sorted(&read)),
-            (Ok(whole), Err(e)) => prop_assert!(false, "line check {:?} but fields {:?}", whole, e),
-            _ => {}
+        // short lines are read whole; the lookup itself, whatever the length
+        let lookup = fields.lookup.as_deref().expect("a lookup with Validation::Fields");
+        let mut looked_up = Record::new();
+        let looked_up = (!too_many_openings(bytes))
+            .then(|| fields.decode_fields_only(bytes, lookup, &mut looked_up).map(|()| looked_up))
+            .into_iter();
+        for read in std::iter::once(fields.decode(bytes)).chain(looked_up) {
+            match (line.decode(bytes), read) {
+                (Ok(whole), Ok(read)) if !duplicates => {
+                    prop_assert_eq!(sorted(&whole), sorted(&read))
+                }
+                (Ok(whole), Err(e)) => {
+                    prop_assert!(false, "line check {:?} but fields {:?}", whole, e)
+                }
+                _ => {}
+            }
         }
         Ok(())
     }
@@ -1151,12 +1166,19 @@ mod tests {
             .with_validation(Validation::Fields);
         assert_eq!(set.validation(), Validation::Fields);
         let json = |line: &str| set.decode(line.as_bytes()).map(|r| r.to_json());
-        // what no query reads is not checked ...
+        // in a long line, what no query reads is not checked ...
+        let pad = format!(r#""pad":"{}""#, "x".repeat(STREAM_MAX_BYTES));
         assert_eq!(
-            json(r#"{"a":1,"m":{"k":2,"j":3}} trailing"#).unwrap(),
+            json(&format!(r#"{{"a":1,"m":{{"k":2,"j":3}},{pad}}} trailing"#)).unwrap(),
             r#"{"a":1,"m":{"k":2}}"#
         );
-        assert_eq!(json(r#"{"a":1,"z":"\ud800","m":{"k":2}}"#).unwrap(), r#"{"a":1,"m":{"k":2}}"#);
+        assert_eq!(
+            json(&format!(r#"{{"a":1,"z":"\ud800",{pad},"m":{{"k":2}}}}"#)).unwrap(),
+            r#"{"a":1,"m":{"k":2}}"#
+        );
+        // ... a short line is read whole, as with Validation::Line
+        assert!(json(r#"{"a":1,"m":{"k":2,"j":3}} trailing"#).is_err());
+        assert_eq!(json(r#"{"m":{"k":2,"j":3},"a":1}"#).unwrap(), r#"{"m":{"k":2},"a":1}"#);
         // ... what it reads is, in full, nesting limit included
         assert!(json(r#"{"a":[1,}"#).is_err());
         let deep = format!(r#"{{"a":{}1{}}}"#, "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));

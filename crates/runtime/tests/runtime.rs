@@ -192,7 +192,7 @@ fn malformed_records_are_counted_and_skipped_while_queries_go_on() {
 #[test]
 fn checking_only_the_fields_read_accepts_lines_broken_elsewhere_and_still_refuses_garbage() {
     for (validate, expected_matches, expected_malformed) in
-        [(Validation::Line, 1, 3), (Validation::Fields, 2, 2)]
+        [(Validation::Line, 1, 4), (Validation::Fields, 2, 3)]
     {
         let mut c = config();
         c.runtime.validate = validate;
@@ -201,17 +201,20 @@ fn checking_only_the_fields_read_accepts_lines_broken_elsewhere_and_still_refuse
             .submit("SELECT id FROM STREAM(60000, TIME) WHERE id = 'needle' LIMIT 10", "t")
             .unwrap();
         std::thread::sleep(Duration::from_millis(100));
+        let pad = "x".repeat(needle_record::STREAM_MAX_BYTES);
         let lines = [
-            r#"{"id":"needle","n":1}"#,
-            // broken after the field read: malformed for a whole-line check only
-            r#"{"id":"needle","n":tru}"#,
-            r#"{"id":"nee"#,
-            "not json at all",
-            r#"{"n":1}"#,
+            r#"{"id":"needle","n":1}"#.to_owned(),
+            // a long line broken after the field read: malformed for a whole-line check only
+            format!(r#"{{"id":"needle","pad":"{pad}","n":tru}}"#),
+            // a short line is read whole either way
+            r#"{"id":"needle","n":tru}"#.to_owned(),
+            r#"{"id":"nee"#.to_owned(),
+            "not json at all".to_owned(),
+            r#"{"n":1}"#.to_owned(),
         ];
-        send(addr, &lines.map(str::to_owned));
+        send(addr, &lines);
         let deadline = Instant::now() + Duration::from_secs(5);
-        while runtime.metrics().records_read.get() < 5 && Instant::now() < deadline {
+        while runtime.metrics().records_read.get() < 6 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
         }
         std::thread::sleep(Duration::from_millis(100));
