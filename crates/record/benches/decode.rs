@@ -1,12 +1,16 @@
-//! Criterion bench: decoding bullet records (from the workload crate, seed 1) three ways on the
-//! same bytes — the full decode into a `Record`, `decode_fields` of two fields, and serde_json
-//! validation only (`IgnoredAny`) as the reference; `FieldSet::decode` (the workers' fast path)
-//! of one and two fields beside sonic-rs's own validate-only read (`IgnoredAny`) — with throughput in bytes. For context, the
-//! trees of serde_json (`serde_json::Value`, with `preserve_order`) and sonic-rs
-//! (`sonic_rs::Value`, arena-allocated) on the same bytes, and sonic-rs's lazy `get_many` of the
-//! same two fields, which stops early and validates nothing after them.
+//! Criterion bench: decoding the same bytes several ways, with throughput in bytes.
+//! - 1,000 bullet records (1.8 KiB, from the workload crate, seed 1): the full decode into a
+//!   `Record`, `decode_fields` of two fields, `FieldSet::decode` (the workers' path: the tree,
+//!   at this length) of one and two fields, and sonic-rs's lazy `get_many` of two fields, which
+//!   stops early and validates nothing after them;
+//! - 1,000 `small` events (~100 bytes): `FieldSet::decode_into` of one field into the kept
+//!   record (the stream, at this length) and `decode_fields`;
+//! - for both, the baselines: sonic-rs's and serde_json's validate-only reads (`IgnoredAny`) and
+//!   trees (`sonic_rs::Value`, arena-allocated; `serde_json::Value`, with `preserve_order`, for
+//!   bullet records only).
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
 use needle_record::{decode_fields, decode_record, FieldSet};
 use needle_workload::{Generator, WorkloadKind, WorkloadSpec};
 use std::hint::black_box;
@@ -29,82 +33,66 @@ fn lines(kind: WorkloadKind) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// Times `read` over every line, as one iteration.
+fn per_line(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    lines: &[Vec<u8>],
+    read: impl Fn(&[u8]),
+) {
+    group.bench_function(name, |b| {
+        b.iter(|| {
+            for line in lines {
+                read(line);
+            }
+        })
+    });
+}
+
+/// The validate-only reads and the trees of both JSON crates on `lines`: the baselines.
+fn json_baselines(group: &mut BenchmarkGroup<'_, WallTime>, lines: &[Vec<u8>]) {
+    // the fastest way sonic-rs reads and validates the same bytes: a parse-only baseline
+    per_line(group, "sonic_rs_ignored_any", lines, |line| {
+        black_box(sonic_rs::from_slice::<serde::de::IgnoredAny>(line).unwrap());
+    });
+    per_line(group, "serde_json_ignored_any", lines, |line| {
+        black_box(serde_json::from_slice::<serde::de::IgnoredAny>(line).unwrap());
+    });
+    per_line(group, "sonic_rs_value", lines, |line| {
+        black_box(sonic_rs::from_slice::<sonic_rs::Value>(line).unwrap());
+    });
+}
+
 fn decode(c: &mut Criterion) {
     let lines = bullet_lines();
     let bytes: usize = lines.iter().map(Vec::len).sum();
     let mut group = c.benchmark_group("decode_bullet_1000");
     group.throughput(Throughput::Bytes(bytes as u64));
-    group.bench_function("decode_record", |b| {
-        b.iter(|| {
-            for line in &lines {
-                black_box(decode_record(line).unwrap());
-            }
-        })
+    per_line(&mut group, "decode_record", &lines, |line| {
+        black_box(decode_record(line).unwrap());
     });
-    group.bench_function("decode_fields_2", |b| {
-        b.iter(|| {
-            for line in &lines {
-                black_box(decode_fields(line, &["device", "demographics"]).unwrap());
-            }
-        })
+    per_line(&mut group, "decode_fields_2", &lines, |line| {
+        black_box(decode_fields(line, &["device", "demographics"]).unwrap());
     });
     let id = FieldSet::new(["id"]);
-    group.bench_function("field_set_id", |b| {
-        b.iter(|| {
-            for line in &lines {
-                black_box(id.decode(line).unwrap());
-            }
-        })
+    per_line(&mut group, "field_set_id", &lines, |line| {
+        black_box(id.decode(line).unwrap());
     });
     let two = FieldSet::new(["device", "demographics"]);
-    group.bench_function("field_set_2", |b| {
-        b.iter(|| {
-            for line in &lines {
-                black_box(two.decode(line).unwrap());
-            }
-        })
+    per_line(&mut group, "field_set_2", &lines, |line| {
+        black_box(two.decode(line).unwrap());
     });
-    // The fastest way sonic-rs reads and validates the same bytes: the parse-only baseline of
-    // `needle bench matching`.
-    group.bench_function("sonic_rs_ignored_any", |b| {
-        b.iter(|| {
-            for line in &lines {
-                black_box(sonic_rs::from_slice::<serde::de::IgnoredAny>(line).unwrap());
-            }
-        })
-    });
-    group.bench_function("serde_json_ignored_any", |b| {
-        b.iter(|| {
-            for line in &lines {
-                black_box(serde_json::from_slice::<serde::de::IgnoredAny>(line).unwrap());
-            }
-        })
-    });
+    json_baselines(&mut group, &lines);
     // What skipping validation buys: sonic-rs's lazy lookup stops once both fields are found
     // and does not check the rest of the line.
     let mut tree = sonic_rs::PointerTree::new();
     tree.add_path(["device"]);
     tree.add_path(["demographics"]);
-    group.bench_function("sonic_rs_get_many_2_unvalidated", |b| {
-        b.iter(|| {
-            for line in &lines {
-                black_box(sonic_rs::get_many(line.as_slice(), &tree).unwrap());
-            }
-        })
+    per_line(&mut group, "sonic_rs_get_many_2_unvalidated", &lines, |line| {
+        black_box(sonic_rs::get_many(line, &tree).unwrap());
     });
-    group.bench_function("serde_json_value", |b| {
-        b.iter(|| {
-            for line in &lines {
-                black_box(serde_json::from_slice::<serde_json::Value>(line).unwrap());
-            }
-        })
-    });
-    group.bench_function("sonic_rs_value", |b| {
-        b.iter(|| {
-            for line in &lines {
-                black_box(sonic_rs::from_slice::<sonic_rs::Value>(line).unwrap());
-            }
-        })
+    per_line(&mut group, "serde_json_value", &lines, |line| {
+        black_box(serde_json::from_slice::<serde_json::Value>(line).unwrap());
     });
     group.finish();
 }
@@ -126,34 +114,10 @@ fn decode_small(c: &mut Criterion) {
             }
         })
     });
-    group.bench_function("decode_fields_value", |b| {
-        b.iter(|| {
-            for line in &lines {
-                black_box(decode_fields(line, &["value"]).unwrap());
-            }
-        })
+    per_line(&mut group, "decode_fields_value", &lines, |line| {
+        black_box(decode_fields(line, &["value"]).unwrap());
     });
-    group.bench_function("sonic_rs_ignored_any", |b| {
-        b.iter(|| {
-            for line in &lines {
-                black_box(sonic_rs::from_slice::<serde::de::IgnoredAny>(line).unwrap());
-            }
-        })
-    });
-    group.bench_function("serde_json_ignored_any", |b| {
-        b.iter(|| {
-            for line in &lines {
-                black_box(serde_json::from_slice::<serde::de::IgnoredAny>(line).unwrap());
-            }
-        })
-    });
-    group.bench_function("sonic_rs_value", |b| {
-        b.iter(|| {
-            for line in &lines {
-                black_box(sonic_rs::from_slice::<sonic_rs::Value>(line).unwrap());
-            }
-        })
-    });
+    json_baselines(&mut group, &lines);
     group.finish();
 }
 
