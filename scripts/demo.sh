@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # `make demo`: needle serving a generated Bullet-shaped stream (2,000 records/s, with 10 needle
 # records with id c39ba8cfe8 injected 15 seconds in), three example queries, one of them run,
-# then serving until Ctrl-C.
+# then serving until Ctrl-C. DEMO_LISTEN=HOST:PORT chooses the address (default 127.0.0.1:9900,
+# a free port when that one is taken); not a NEEDLE_* name, which needle would read as config.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 needle=target/release/needle
-listen=${NEEDLE_DEMO_LISTEN:-127.0.0.1:9900}
+listen=${DEMO_LISTEN:-127.0.0.1:9900}
 source_spec='gen:bullet?rate=2000&seed=7&needle=id=c39ba8cfe8&needle_count=10&needle_at=30000'
 out=$(mktemp -t needle-demo-XXXXXX)
 server=
