@@ -4,99 +4,14 @@
 //! broker is `scripts/kafka/broker.sh`'s (Kafka's own jars); one is shared by the tests of this
 //! file, the broker-restart test has its own.
 
+mod common;
+
+use common::{Serve, NEEDLE};
 use needle_kafka::testing::{Broker, Partitions};
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::io::Write;
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-const NEEDLE: &str = env!("CARGO_BIN_EXE_needle");
-
-/// A `needle serve` process, killed when dropped; its stderr goes to a file shown on failures.
-struct Serve {
-    child: Child,
-    url: String,
-    source: String,
-    stderr: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Serve {
-    fn start(args: &[&str]) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let stderr = dir.path().join("stderr");
-        let mut child = Command::new(NEEDLE)
-            .arg("serve")
-            .args(["--listen", "127.0.0.1:0"])
-            .args(args)
-            .env_remove("NEEDLE_SERVER")
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&stderr).unwrap())
-            .spawn()
-            .expect("needle serve starts");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let first = lines.next().and_then(Result::ok).unwrap_or_else(|| {
-            panic!(
-                "needle serve {args:?} did not start: {}",
-                std::fs::read_to_string(&stderr).unwrap()
-            )
-        });
-        let url = first.strip_prefix("needle listening on ").expect(&first).to_owned();
-        let source = lines.next().expect("a source line").unwrap();
-        Self { child, url, source, stderr, _dir: dir }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-
-    fn get(&self, path: &str) -> reqwest::blocking::Response {
-        reqwest::blocking::get(format!("{}{path}", self.url)).unwrap()
-    }
-
-    /// A metric's value (0 when absent).
-    fn metric(&self, name: &str) -> f64 {
-        let text = self.get("/metrics").text().unwrap();
-        text.lines()
-            .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(' ')))
-            .map_or(0.0, |v| v.trim().parse().unwrap())
-    }
-
-    fn partitions(&self) -> f64 {
-        self.metric("needle_source_partitions")
-    }
-
-    /// The running query's status on this node.
-    fn status(&self, id: &str) -> Option<Value> {
-        let r = self.get(&format!("/api/v1/queries/{id}"));
-        (r.status() == 200).then(|| r.json().unwrap())
-    }
-
-    fn terminate(&mut self) -> std::process::ExitStatus {
-        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "needle serve did not stop: {}", self.log());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-        if std::thread::panicking() {
-            eprintln!("--- stderr of needle serve at {} ---\n{}", self.url, self.log());
-        }
-    }
-}
 
 fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
@@ -340,8 +255,8 @@ fn a_broker_restarted_mid_query_is_ridden_out() {
     // be read again when the group forms anew (at-least-once).
     assert!(found.get("needlea").is_some_and(|&n| n >= 5), "{result}");
     assert!(found.get("needleb").is_some_and(|&n| n >= 5), "{result}");
-    assert!(worker.terminate().success(), "{}", worker.log());
-    assert!(api.terminate().success(), "{}", api.log());
+    assert!(worker.terminate(Duration::from_secs(30)).success(), "{}", worker.log());
+    assert!(api.terminate(Duration::from_secs(30)).success(), "{}", api.log());
 }
 
 #[test]

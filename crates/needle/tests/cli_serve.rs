@@ -1,56 +1,17 @@
 //! `needle serve` as a user runs it: the real binary on free loopback ports, talked to over real
 //! HTTP and with the `needle queries` / `needle kill` / `needle config` commands.
 
-use std::io::{BufRead, BufReader, Write};
+mod common;
+
+use common::{Serve, NEEDLE};
+use std::io::Write;
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const NEEDLE: &str = env!("CARGO_BIN_EXE_needle");
-
-/// A running `needle serve`, stopped (SIGTERM, then kill) when dropped.
-struct Serve {
-    child: Child,
-    url: String,
-    source: String,
-}
-
-impl Serve {
-    fn start(source: &str) -> Self {
-        let mut child = Command::new(NEEDLE)
-            .args(["serve", "--listen", "127.0.0.1:0", "--workers", "2", "--source", source])
-            .env_remove("NEEDLE_SERVER")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("needle serve starts");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let first = lines.next().expect("a first line").unwrap();
-        let url = first.strip_prefix("needle listening on ").expect(&first).to_owned();
-        let source = lines.next().expect("a source line").unwrap();
-        Self { child, url, source }
-    }
-
-    fn terminate(&mut self) -> std::process::ExitStatus {
-        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "needle serve did not stop on SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
+/// `needle serve` with two workers reading `source`.
+fn serve(source: &str) -> Serve {
+    Serve::start(&["--workers", "2", "--source", source])
 }
 
 fn post(url: &str, body: &str) -> (u16, serde_json::Value) {
@@ -65,9 +26,8 @@ fn needle(args: &[&str]) -> std::process::Output {
 #[test]
 fn needle_records_from_the_generator_are_found_over_http() {
     // 2,000 records/s; the needles are records 4,000..4,004, two seconds in.
-    let server = Serve::start(
-        "gen:bullet?rate=2000&seed=3&needle=id=c39ba8cfe8&needle_count=5&needle_at=4000",
-    );
+    let server =
+        serve("gen:bullet?rate=2000&seed=3&needle=id=c39ba8cfe8&needle_count=5&needle_at=4000");
     assert!(server.source.contains("generated bullet workload"), "{}", server.source);
     let started = Instant::now();
     let (status, body) = post(
@@ -83,7 +43,7 @@ fn needle_records_from_the_generator_are_found_over_http() {
 
 #[test]
 fn queries_can_be_listed_and_killed_from_the_command_line() {
-    let mut server = Serve::start("gen:small?rate=1000");
+    let mut server = serve("gen:small?rate=1000");
     let (status, started) = post(
         &format!("{}/api/v1/queries", server.url),
         "SELECT COUNT(*) AS n FROM STREAM(60000, TIME)",
@@ -109,12 +69,12 @@ fn queries_can_be_listed_and_killed_from_the_command_line() {
     let unreachable = needle(&["queries", "--server", "http://127.0.0.1:9"]);
     assert_eq!(unreachable.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&unreachable.stderr).contains("cannot reach"));
-    assert!(server.terminate().success());
+    assert!(server.terminate(Duration::from_secs(15)).success());
 }
 
 #[test]
 fn malformed_records_are_counted_while_queries_go_on_and_shutdown_ends_them() {
-    let mut server = Serve::start("tcp:127.0.0.1:0");
+    let mut server = serve("tcp:127.0.0.1:0");
     let data = server.source.rsplit(' ').next().unwrap().to_owned();
     let url = server.url.clone();
     let waiting = std::thread::spawn(move || {
@@ -142,7 +102,7 @@ fn malformed_records_are_counted_while_queries_go_on_and_shutdown_ends_them() {
     assert!(metrics.contains("needle_records_malformed_total 10"), "{metrics}");
     std::thread::sleep(Duration::from_millis(200));
 
-    assert!(server.terminate().success(), "a clean exit on SIGTERM");
+    assert!(server.terminate(Duration::from_secs(15)).success(), "a clean exit on SIGTERM");
     let (status, body) = waiting.join().unwrap();
     assert_eq!(status, 200);
     assert_eq!(body["records"][0]["n"], 40, "{body}");
@@ -178,7 +138,7 @@ fn bad_sources_and_configs_are_refused_at_start() {
 
 #[test]
 fn the_query_command_runs_on_a_server_and_ctrl_c_kills_it_there() {
-    let server = Serve::start("gen:small?rate=2000");
+    let server = serve("gen:small?rate=2000");
     let out = needle(&[
         "query",
         "--server",
@@ -248,9 +208,8 @@ fn wait_for_queries(url: &str, count: usize) {
 
 #[test]
 fn a_websocket_client_runs_queries_and_a_client_that_leaves_ends_its_queries() {
-    let server = Serve::start(
-        "gen:bullet?rate=1000&seed=5&needle=id=c39ba8cfe8&needle_count=3&needle_at=1500",
-    );
+    let server =
+        serve("gen:bullet?rate=1000&seed=5&needle=id=c39ba8cfe8&needle_count=3&needle_at=1500");
     let ws_url = format!("{}/api/v1/ws", server.url.replace("http://", "ws://"));
     let (mut ws, _) = tungstenite::connect(ws_url.as_str()).unwrap();
     let start = |q: &str| {
