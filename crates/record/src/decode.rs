@@ -67,6 +67,19 @@ pub fn decode_fields(bytes: &[u8], names: &[&str]) -> Result<Record, RecordError
     Ok(record)
 }
 
+/// `Ok` when the first byte past leading whitespace opens an object; otherwise the error the
+/// full decoder gives the line (malformed, or which kind of value it is).
+fn starts_an_object(bytes: &[u8]) -> Result<(), RecordError> {
+    match bytes.iter().find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r')) {
+        Some(b'{') => Ok(()),
+        Some(_) => decode_record(bytes).map(drop),
+        None => Err(RecordError::Malformed {
+            message: "EOF while parsing a value".to_owned(),
+            offset: Some(bytes.len()),
+        }),
+    }
+}
+
 /// Sets `map` to the fields of the JSON object in `bytes` that `names` wants, reading the line
 /// as a stream (sonic-rs's serde deserializer: no tree, skipped values checked but not built,
 /// nesting counted level by level) and reusing `map`'s keys, strings and positions where the
@@ -76,16 +89,7 @@ fn fill_streamed<N: Names + ?Sized>(
     names: &N,
     map: &mut Map,
 ) -> Result<(), RecordError> {
-    let Some(start) = bytes.iter().position(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r')) else {
-        return Err(RecordError::Malformed {
-            message: "EOF while parsing a value".to_owned(),
-            offset: Some(bytes.len()),
-        });
-    };
-    if bytes[start] != b'{' {
-        // Not an object: the full decoder says exactly why (malformed, or which kind it is).
-        return decode_record(bytes).map(drop);
-    }
+    starts_an_object(bytes)?;
     // sonic-rs checks UTF-8 up front only for `&str` input; check it here (std's check is fast
     // on ASCII), so skipped strings are held to the same rule as in the full decode.
     let text = std::str::from_utf8(bytes).map_err(|e| RecordError::Malformed {
@@ -333,25 +337,7 @@ impl FieldSet {
     ) -> Result<(), RecordError> {
         let map = record.map_mut();
         map.clear();
-        match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
-            Some(b'{') => {}
-            Some(_) => {
-                // not an object: say what it is, as the whole-line decoder does
-                return match decode_value(bytes)? {
-                    Value::Map(_) => Err(RecordError::Malformed {
-                        message: "expected a JSON object".into(),
-                        offset: None,
-                    }),
-                    other => Err(RecordError::NotAnObject { found: kind_name(&other) }),
-                };
-            }
-            None => {
-                return Err(RecordError::Malformed {
-                    message: "an empty line".into(),
-                    offset: None,
-                })
-            }
-        }
+        starts_an_object(bytes)?;
         let Ok(found) = sonic_rs::get_many(bytes, lookup) else {
             // the lookup refuses some valid lines (`{}`): the whole-line check decides
             let mut whole = Record::new();
