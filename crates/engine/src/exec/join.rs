@@ -39,6 +39,10 @@ use needle_record::Record;
 use serde_json::{json, Map, Value as Json};
 use std::sync::Arc;
 
+/// The most windows a run on record time emits for one step of its clock (a gap in the data
+/// of more buckets than this is folded into one late emission).
+pub const MAX_EMPTY_BUCKETS: usize = 100_000;
+
 /// One running query on the join side. Single-threaded: the joiner owns it.
 #[derive(Debug)]
 pub struct QueryRun {
@@ -57,6 +61,9 @@ pub struct QueryRun {
     matched: u64,
     dropped: u64,
     done: bool,
+    /// Driven by the records' own times (stored records read back): time windows are buckets
+    /// of record time, and their metadata names each bucket's start and end.
+    record_time: bool,
 }
 
 impl QueryRun {
@@ -76,7 +83,43 @@ impl QueryRun {
             matched: 0,
             dropped: 0,
             done: false,
+            record_time: false,
         }
+    }
+
+    /// A run driven by the records' own times rather than the clock of their arrival: stored
+    /// records read back in time order. `now_ms` passed to `merge`, `tick` and `finish` is record
+    /// time; time windows start at `window_start_ms` (callers align it to the window size, so
+    /// buckets are `floor(time / size)`, epoch-aligned) and each emission's window metadata
+    /// carries its bucket's `Start` and `End`. The query ends at `end_ms` by record time
+    /// (`i64::MAX`: only when [`QueryRun::finish`]ed); `receive_ms` is when it was received,
+    /// for the metadata.
+    pub fn on_record_time(
+        query: Arc<CompiledQuery>,
+        id: impl Into<Arc<str>>,
+        receive_ms: i64,
+        window_start_ms: i64,
+        end_ms: i64,
+    ) -> Self {
+        let mut run = Self::new(query, id, receive_ms);
+        run.clock = WindowClock::new(run.query.window, window_start_ms);
+        run.end_ms = end_ms;
+        run.record_time = true;
+        run
+    }
+
+    /// True for a run made by [`QueryRun::on_record_time`].
+    pub fn is_on_record_time(&self) -> bool {
+        self.record_time
+    }
+
+    /// Continues a record-time run on the clock of arrival from `now_ms` on (`SINCE`: the
+    /// stored past has been read, live records follow): the current window keeps its schedule,
+    /// and the query ends `duration` after `receive_ms`, as a live query does.
+    pub fn continue_live(&mut self) {
+        let duration = i64::try_from(self.query.duration_ms()).unwrap_or(i64::MAX);
+        self.end_ms = self.receive_ms.saturating_add(duration);
+        self.record_time = false;
     }
 
     pub fn query(&self) -> &Arc<CompiledQuery> {
@@ -188,6 +231,9 @@ impl QueryRun {
         if self.done {
             return Vec::new();
         }
+        if self.record_time {
+            return self.tick_record_time(now_ms);
+        }
         if now_ms >= self.end_ms {
             return vec![self.emit(now_ms, true)];
         }
@@ -195,6 +241,26 @@ impl QueryRun {
             return vec![self.emit(now_ms, false)];
         }
         Vec::new()
+    }
+
+    /// [`QueryRun::tick`] on record time: every bucket the clock passed is emitted, in order,
+    /// each at its own end (a bucket with no records gives an empty result, as a live query's
+    /// quiet window does), rather than late ones being folded into one. Past
+    /// [`MAX_EMPTY_BUCKETS`] in one step the rest are skipped as a late live tick would.
+    fn tick_record_time(&mut self, now_ms: i64) -> Vec<Emission> {
+        let mut out = Vec::new();
+        while let Some(due) = self.clock.expected_emit_ms().filter(|&due| due <= now_ms) {
+            if due >= self.end_ms || out.len() >= MAX_EMPTY_BUCKETS {
+                break;
+            }
+            out.push(self.emit(due, false));
+        }
+        if now_ms >= self.end_ms {
+            out.push(self.emit(now_ms, true));
+        } else if self.clock.due(now_ms) {
+            out.push(self.emit(now_ms, false));
+        }
+        out
     }
 
     /// Ends the query now (input exhausted, cancelled, shutting down): the final emission, with
@@ -270,6 +336,11 @@ impl QueryRun {
         window.insert(keys::NUMBER.into(), json!(self.clock.number()));
         window.insert(keys::SIZE.into(), json!(self.window_matched));
         window.insert(keys::EMIT_TIME.into(), json!(now_ms));
+        if let (true, WindowPlan::Time { every_ms, .. }) = (self.record_time, self.clock.plan()) {
+            let start = self.clock.window_start_ms();
+            window.insert(keys::START.into(), json!(start));
+            window.insert(keys::END.into(), json!(start.saturating_add(every_ms as i64)));
+        }
         if let Some(expected) = self.clock.expected_emit_ms() {
             window.insert(keys::EXPECTED_EMIT_TIME.into(), json!(expected.min(self.end_ms)));
         }
@@ -433,6 +504,51 @@ mod tests {
         );
         assert_eq!(out.iter().map(|e| e.is_final).collect::<Vec<_>>(), [false, false, true]);
         assert!(q.is_done());
+    }
+
+    #[test]
+    fn a_run_on_record_time_buckets_by_record_time_and_names_each_bucket() {
+        let w = WindowKind::Tumbling { every: 1000, unit: WindowUnit::Time };
+        let query = Arc::new(CompiledQuery::compile(&plan(count(), Some(w), 0)).unwrap());
+        let mut run = QueryRun::on_record_time(query.clone(), "q", 99, 1000, i64::MAX);
+        let mut out = Vec::new();
+        for (id, time) in [(1, 1500), (2, 1700), (3, 2300), (4, 4100)] {
+            let mut worker = query.new_worker();
+            assert!(query.process(&mut worker, &rec(id), &EvalContext::new(0)));
+            out.extend(run.merge(query.flush(&mut worker).unwrap(), time).unwrap());
+        }
+        // a duration of 0 does not end a run on record time: only finish does
+        assert!(!run.is_done());
+        out.extend(run.finish(5000));
+        assert_eq!(out.iter().map(count_of).collect::<Vec<_>>(), [2, 1, 0, 1]);
+        let bucket = |e: &Emission| (window(e, keys::START), window(e, keys::END));
+        assert_eq!(
+            out.iter().map(bucket).collect::<Vec<_>>(),
+            [
+                (1000.into(), 2000.into()),
+                (2000.into(), 3000.into()),
+                (3000.into(), 4000.into()),
+                (4000.into(), 5000.into())
+            ]
+        );
+        assert_eq!(out[3].meta[keys::QUERY][keys::RECEIVE_TIME], 99);
+        assert!(out[3].is_final);
+    }
+
+    #[test]
+    fn a_run_on_record_time_continues_live_until_its_duration() {
+        let w = WindowKind::Tumbling { every: 1000, unit: WindowUnit::Time };
+        let query = Arc::new(CompiledQuery::compile(&plan(count(), Some(w), 10_000)).unwrap());
+        let mut run = QueryRun::on_record_time(query.clone(), "q", 50_000, 1000, i64::MAX);
+        let mut worker = query.new_worker();
+        query.process(&mut worker, &rec(1), &EvalContext::new(0));
+        assert!(run.merge(query.flush(&mut worker).unwrap(), 1500).unwrap().is_empty());
+        run.continue_live();
+        assert_eq!(run.end_ms(), 60_000);
+        assert!(!run.is_on_record_time());
+        let out = run.tick(60_000);
+        assert!(out.last().unwrap().is_final);
+        assert_eq!(out.iter().map(count_of).sum::<i64>(), 1);
     }
 
     #[test]

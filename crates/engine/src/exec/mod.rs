@@ -138,6 +138,23 @@ impl CompiledQuery {
     pub fn window(&self) -> WindowPlan {
         self.window
     }
+
+    /// The top-level fields the query reads of a record, in order of first use; `None` when it
+    /// wants whole records (RAW with `*`). A store that keeps records column by column reads only
+    /// these.
+    pub fn fields_read(&self) -> Option<Vec<String>> {
+        if self.reads.whole_record {
+            return None;
+        }
+        let mut names: Vec<String> = Vec::new();
+        for read in self.reads.fields.iter() {
+            let name = read.split(crate::matching::access::PART).next().unwrap_or(read);
+            if !names.iter().any(|n| n == name) {
+                names.push(name.to_owned());
+            }
+        }
+        Some(names)
+    }
 }
 
 #[cfg(test)]

@@ -36,6 +36,9 @@ pub mod keys {
     pub const EMIT_TIME: &str = "Emit Time";
     pub const EXPECTED_EMIT_TIME: &str = "Expected Emit Time";
     pub const FINAL: &str = "Final";
+    /// A window over stored records: its bucket of record time, `[Start, End)`.
+    pub const START: &str = "Start";
+    pub const END: &str = "End";
     pub const SKETCH: &str = "Sketch";
     pub const STATS: &str = "Stats";
     pub const RECORDS_SEEN: &str = "Records Seen";

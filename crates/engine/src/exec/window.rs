@@ -122,6 +122,11 @@ impl WindowClock {
         self.start_ms
     }
 
+    /// When the current window started.
+    pub fn window_start_ms(&self) -> i64 {
+        self.window_start_ms
+    }
+
     /// When the current time window is due; `None` for other windows.
     pub fn expected_emit_ms(&self) -> Option<i64> {
         self.next_close_ms
