@@ -26,6 +26,11 @@ enum Command {
     Gen(commands::gen::Args),
     /// Read a live stream and answer queries over HTTP.
     Serve(commands::serve::Args),
+    /// Load a finite source (an NDJSON file, or stdin) into a history store, and exit once it
+    /// is durable.
+    Ingest(commands::ingest::Args),
+    /// What a history store holds: partitions, parts, records, bytes, time range, columns.
+    History(commands::history::Args),
     /// Print the configuration in force (defaults, needle.toml, NEEDLE_* variables) as TOML.
     Config(commands::config::Args),
     /// List the queries running on a server.
@@ -44,6 +49,8 @@ fn main() -> ExitCode {
         Command::Query(args) => commands::query::run(args),
         Command::Gen(args) => commands::gen::run(args),
         Command::Serve(args) => commands::serve::run(args),
+        Command::Ingest(args) => commands::ingest::run(args),
+        Command::History(args) => commands::history::run(args),
         Command::Config(args) => commands::config::run(args),
         Command::Queries(args) => commands::queries::run(args),
         Command::Kill(args) => commands::kill::run(args),

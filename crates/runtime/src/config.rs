@@ -26,6 +26,83 @@ pub struct NeedleConfig {
     pub query: QueryConfig,
     /// Kafka: the `kafka://` source's defaults and the distributed mode's topics.
     pub kafka: KafkaConfig,
+    /// History: what needle keeps of the stream, for queries that look back.
+    pub history: HistoryConfig,
+}
+
+/// History: the records needle keeps, compressed (Parquet files, partitioned by time), so
+/// queries can read the past (`FROM HISTORY(...)`, `... SINCE ...`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HistoryConfig {
+    /// Where the store lives; empty: history is off.
+    pub dir: String,
+    /// The field holding a record's time (ms since the epoch, or an RFC 3339 string); empty, or
+    /// missing in a record: the time needle read it (counted in `needle_history_missing_time`).
+    pub time_field: String,
+    /// Fields a partition is sorted by before time (e.g. `["sensor"]`): a series' values sit
+    /// together, compress to little, and a block's min/max describe one series.
+    #[serde(deserialize_with = "list_or_commas")]
+    pub sort_by: Vec<String>,
+    /// The time span of one partition (one directory), in ms.
+    pub partition_ms: u64,
+    /// How often the write buffer is made durable (a new part), in ms.
+    pub flush_ms: u64,
+    /// Partitions older than this are dropped, in ms; 0: kept forever.
+    pub retention_ms: u64,
+    /// Oldest partitions are dropped past this many bytes on disk; 0: no bound.
+    pub max_bytes: u64,
+    /// Fields given a bloom filter (ids that `=` and `IN` look up).
+    #[serde(deserialize_with = "list_or_commas")]
+    pub bloom_fields: Vec<String>,
+    /// A BQL condition: only records it holds TRUE for are kept; empty: all.
+    pub filter: String,
+    /// Keep only these top-level fields (and the time); empty: whole records, losslessly.
+    #[serde(deserialize_with = "list_or_commas")]
+    pub fields: Vec<String>,
+    /// Rows in a block (a Parquet row group): what one min/max describes.
+    pub block_rows: usize,
+}
+
+impl Default for HistoryConfig {
+    fn default() -> Self {
+        let store = needle_history::StoreConfig::new("");
+        Self {
+            dir: String::new(),
+            time_field: String::new(),
+            sort_by: Vec::new(),
+            partition_ms: store.partition_ms,
+            flush_ms: store.flush_ms,
+            retention_ms: 0,
+            max_bytes: 0,
+            bloom_fields: Vec::new(),
+            filter: String::new(),
+            fields: Vec::new(),
+            block_rows: store.block_rows,
+        }
+    }
+}
+
+impl HistoryConfig {
+    /// True when a store directory is set.
+    pub fn is_on(&self) -> bool {
+        !self.dir.is_empty()
+    }
+
+    /// The store's settings.
+    pub fn store_config(&self) -> needle_history::StoreConfig {
+        let mut c = needle_history::StoreConfig::new(&self.dir);
+        c.time_field = (!self.time_field.is_empty()).then(|| self.time_field.clone());
+        c.sort_by = self.sort_by.clone();
+        c.partition_ms = self.partition_ms.max(1);
+        c.flush_ms = self.flush_ms.max(1);
+        c.retention_ms = (self.retention_ms > 0).then_some(self.retention_ms);
+        c.max_bytes = (self.max_bytes > 0).then_some(self.max_bytes);
+        c.bloom_fields = self.bloom_fields.clone();
+        c.fields = (!self.fields.is_empty()).then(|| self.fields.clone());
+        c.block_rows = self.block_rows.max(1);
+        c
+    }
 }
 
 /// The HTTP API.
@@ -187,6 +264,25 @@ impl std::str::FromStr for StartFrom {
             other => Err(format!("start must be latest or earliest, not '{other}'")),
         }
     }
+}
+
+/// Reads a list of names as a TOML array, or as one string of names separated by commas (as
+/// an environment variable or a flag gives it: `NEEDLE_HISTORY__SORT_BY=sensor,region`).
+fn list_or_commas<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Names {
+        List(Vec<String>),
+        Text(String),
+    }
+    Ok(match Names::deserialize(deserializer)? {
+        Names::List(names) => names,
+        Names::Text(text) => {
+            text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect()
+        }
+    })
 }
 
 /// Reads a table of strings, numbers or booleans as strings (librdkafka takes every property as
@@ -369,6 +465,32 @@ mod tests {
         assert!(e.contains("runtime.workers") && e.contains("environment"), "{e}");
         let e = NeedleConfig::load(Some(Path::new("/no/needle.toml")), env(&[])).unwrap_err();
         assert!(e.to_string().contains("no such file"));
+    }
+
+    #[test]
+    fn the_history_section_reads_from_the_file_and_the_environment() {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        writeln!(
+            file,
+            "[history]\ndir = \"/data/needle\"\nsort_by = [\"sensor\"]\ntime_field = \"ts\""
+        )
+        .unwrap();
+        let env = [
+            ("NEEDLE_HISTORY__FLUSH_MS".to_string(), "500".to_string()),
+            ("NEEDLE_HISTORY__BLOOM_FIELDS".to_string(), "id, device".to_string()),
+        ];
+        let c = NeedleConfig::load(Some(file.path()), env).unwrap();
+        assert!(c.history.is_on());
+        assert_eq!(c.history.flush_ms, 500);
+        assert_eq!(c.history.sort_by, ["sensor"]);
+        assert_eq!(c.history.bloom_fields, ["id", "device"]);
+        let store = c.history.store_config();
+        assert_eq!(store.time_field.as_deref(), Some("ts"));
+        assert_eq!(store.retention_ms, None);
+        assert!(!NeedleConfig::default().history.is_on());
+        let bad = [("NEEDLE_HISTORY__FLUSHMS".to_string(), "5".to_string())];
+        let error = NeedleConfig::load(None, bad).unwrap_err().to_string();
+        assert!(error.contains("flushms"), "{error}");
     }
 
     #[test]

@@ -14,6 +14,9 @@ pub enum RuntimeError {
         #[source]
         source: io::Error,
     },
+    /// History could not be opened or configured (`history.*`).
+    #[error("history: {0}")]
+    History(String),
 }
 
 impl RuntimeError {

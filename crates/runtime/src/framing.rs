@@ -35,21 +35,33 @@ pub struct Batch {
     /// When the bytes were read: the start of the read→matched latency.
     pub read_at: Instant,
     receipt: Option<Receipt>,
+    /// With history on: counts the batch as held by the workers until it drops.
+    held: Option<crate::history::InWorkers>,
 }
 
 impl Batch {
     pub fn new(data: Vec<u8>) -> Self {
-        Self { data, read_at: Instant::now(), receipt: None }
+        Self { data, read_at: Instant::now(), receipt: None, held: None }
     }
 
     /// A batch whose receipt the worker drops once it has handed on what it made of it.
     pub fn with_receipt(data: Vec<u8>, receipt: Receipt) -> Self {
-        Self { data, read_at: Instant::now(), receipt: Some(receipt) }
+        Self { data, read_at: Instant::now(), receipt: Some(receipt), held: None }
     }
 
     /// Takes the batch's receipt (the worker holds it until its next flush).
     pub fn take_receipt(&mut self) -> Option<Receipt> {
         self.receipt.take()
+    }
+
+    /// Gives the batch a receipt (replacing any).
+    pub fn set_receipt(&mut self, receipt: Receipt) {
+        self.receipt = Some(receipt);
+    }
+
+    /// Counts the batch as held by the workers while it lives.
+    pub(crate) fn hold(&mut self, held: crate::history::InWorkers) {
+        self.held = Some(held);
     }
 
     /// The raw bytes: zero or more lines, each ending in `\n` (except possibly the last line of a

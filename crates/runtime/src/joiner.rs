@@ -48,6 +48,8 @@ pub(crate) enum JoinerMessage {
     Start {
         run: Box<QueryRun>,
         results: Arc<ResultQueue>,
+        /// It reads live records (every query but `FROM HISTORY(...)`).
+        live: bool,
     },
     /// Boxed: partial states are large, the channel's slots should not be.
     Partial {
@@ -69,6 +71,18 @@ pub(crate) enum JoinerMessage {
     Progress {
         records: u64,
         receipts: Vec<Receipt>,
+    },
+    /// A piece of a query's stored past, at the record time it belongs at (in time order).
+    History {
+        id: Arc<str>,
+        piece: Box<crate::history::Piece>,
+    },
+    /// A query's stored past has been read: a `HISTORY` query ends (its last bucket at
+    /// `end_ms`, record time); a `SINCE` query goes on live.
+    HistoryDone {
+        id: Arc<str>,
+        end_ms: i64,
+        report: Box<crate::history::ReplayReport>,
     },
     /// Finish every query and exit.
     Shutdown,
@@ -126,6 +140,12 @@ struct Running {
     seen_unpublished: u64,
     /// The deadline this query has in the joiner's schedule.
     scheduled: Option<i64>,
+    /// While its stored past is read: the live partials that arrived meanwhile, merged after
+    /// the past (`SINCE`). `None` once the query runs live (or never read the past).
+    held: Option<Vec<Partial>>,
+    /// The query reads live records (false for `HISTORY`: the records the workers read are
+    /// not its to count).
+    live: bool,
 }
 
 /// When queries next need a tick (a time window to emit, or their end): (ms, id), earliest
@@ -135,6 +155,10 @@ type Deadlines = BinaryHeap<Reverse<(i64, Arc<str>)>>;
 impl Running {
     /// Credits the query with the records read since its last credit.
     fn credit(&mut self, records_total: u64) {
+        if !self.live {
+            self.credited_at = records_total;
+            return;
+        }
         let seen = records_total - self.credited_at;
         if seen > 0 {
             self.run.add_seen(seen);
@@ -196,8 +220,9 @@ impl Joiner {
             let mut touched: Option<Arc<str>> = None;
             let wait = self.tick.saturating_sub(last_tick.elapsed());
             match self.messages.recv_timeout(wait) {
-                Ok(JoinerMessage::Start { run, results }) => {
+                Ok(JoinerMessage::Start { run, results, live }) => {
                     let id: Arc<str> = run.id().into();
+                    let held = run.is_on_record_time().then(Vec::new);
                     let now = Instant::now();
                     let rate = RateWindow { started: now, emitted: 0 };
                     let q = Running {
@@ -209,6 +234,8 @@ impl Joiner {
                         credited_at: records_total,
                         seen_unpublished: 0,
                         scheduled: None,
+                        held,
+                        live,
                     };
                     running.insert(id.clone(), q);
                     touched = Some(id);
@@ -217,7 +244,51 @@ impl Joiner {
                     if let Some(q) = running.get_mut(&member.id) {
                         touched = Some(member.id.clone());
                         q.credit(records_total);
-                        self.merge(&member.id, q, *partial);
+                        match &mut q.held {
+                            Some(held) => held.push(*partial),
+                            None => self.merge(&member.id, q, *partial),
+                        }
+                    }
+                }
+                Ok(JoinerMessage::History { id, piece }) => {
+                    if let Some(q) = running.get_mut(&id) {
+                        touched = Some(id.clone());
+                        let piece = *piece;
+                        self.progress(&id, 0, piece.partial.matched);
+                        match q.run.merge(piece.partial, piece.at_ms) {
+                            Ok(emissions) => self.deliver(&id, q, emissions),
+                            Err(error) => log_unmerged(&id, &error),
+                        }
+                    }
+                }
+                Ok(JoinerMessage::HistoryDone { id, end_ms, report }) => {
+                    if let Some(q) = running.get_mut(&id) {
+                        touched = Some(id.clone());
+                        q.credit(records_total);
+                        q.run.add_seen(report.records_read);
+                        self.progress(&id, report.records_read, 0);
+                        let mut emissions = Vec::new();
+                        if q.live {
+                            // the past is read: on with the live part, the partials that
+                            // arrived meanwhile first
+                            q.run.continue_live();
+                            let now = now_ms();
+                            for partial in q.held.take().unwrap_or_default() {
+                                match q.run.merge(partial, now) {
+                                    Ok(out) => emissions.extend(out),
+                                    Err(error) => log_unmerged(&id, &error),
+                                }
+                            }
+                            emissions.extend(q.run.tick(now));
+                        } else {
+                            q.held = None;
+                            emissions.extend(q.run.tick(end_ms));
+                            emissions.extend(q.run.finish(end_ms));
+                        }
+                        if let Some(last) = emissions.last_mut() {
+                            crate::history::replay::annotate(last, &report);
+                        }
+                        self.deliver(&id, q, emissions);
                     }
                 }
                 Ok(JoinerMessage::Encoded { id, bytes }) => {
@@ -302,6 +373,10 @@ impl Joiner {
         let Some(q) = running.get_mut(id) else { return };
         if q.run.is_done() {
             self.retire(running, id, leaving);
+            return;
+        }
+        if q.held.is_some() || q.run.is_on_record_time() {
+            // its clock is the stored records' time until the past is read
             return;
         }
         let next = q.run.next_deadline_ms();

@@ -10,6 +10,7 @@
 pub mod config;
 pub mod error;
 pub mod framing;
+pub mod history;
 pub mod joiner;
 pub mod metrics;
 pub mod registry;

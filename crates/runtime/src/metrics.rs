@@ -43,6 +43,30 @@ pub struct Metrics {
     pub partials_remote: Counter,
     /// Partitions of a partitioned source (Kafka) assigned to this process now.
     pub source_partitions: Gauge,
+    /// Records the history tap appended to the store's write buffer.
+    pub history_records_appended: Counter,
+    /// Records `history.filter` kept out of history.
+    pub history_records_filtered: Counter,
+    /// Records that could not be appended to history (the store refused them).
+    pub history_records_lost: Counter,
+    /// The store's own counters, read when the metrics are rendered ([`Metrics::watch_history`]).
+    pub history: HistoryGauges,
+    history_store: std::sync::OnceLock<needle_history::Store>,
+}
+
+/// The history store's state as gauges, brought up to date at each rendering.
+#[derive(Debug, Clone, Default)]
+pub struct HistoryGauges {
+    pub records_written: Gauge,
+    pub bytes_written: Gauge,
+    pub parts_flushed: Gauge,
+    pub merges: Gauge,
+    pub corrupt_files: Gauge,
+    pub missing_time: Gauge,
+    pub dropped_records: Gauge,
+    pub flush_errors: Gauge,
+    /// 1 while writes are stopped (a full disk, an I/O error).
+    pub writes_stopped: Gauge,
 }
 
 impl Default for Metrics {
@@ -70,6 +94,11 @@ impl Metrics {
             raw_records_rate_limited: Counter::default(),
             partials_remote: Counter::default(),
             source_partitions: Gauge::default(),
+            history_records_appended: Counter::default(),
+            history_records_filtered: Counter::default(),
+            history_records_lost: Counter::default(),
+            history: HistoryGauges::default(),
+            history_store: std::sync::OnceLock::new(),
             registry: Registry::default(),
         };
         let m = &metrics;
@@ -127,7 +156,33 @@ impl Metrics {
             "Partitions of a partitioned source (Kafka) assigned to this process",
             m.source_partitions.clone(),
         );
+        let h = &m.history;
+        for (name, help, metric) in [
+            ("history_records_appended", "Records appended to history", &m.history_records_appended),
+            ("history_records_filtered", "Records history.filter kept out of history", &m.history_records_filtered),
+            ("history_records_lost", "Records the history store refused", &m.history_records_lost),
+        ] {
+            registry.register(name, help, metric.clone());
+        }
+        for (name, help, gauge) in [
+            ("history_records_written", "Records written to history parts (flushes and merges)", &h.records_written),
+            ("history_bytes_written", "Bytes written to history parts", &h.bytes_written),
+            ("history_parts_flushed", "History parts flushed", &h.parts_flushed),
+            ("history_merges", "History merges done", &h.merges),
+            ("history_corrupt_files", "History files skipped as unreadable", &h.corrupt_files),
+            ("history_missing_time", "Records kept with their arrival time: no usable time field", &h.missing_time),
+            ("history_dropped_records", "Records history dropped: its write buffer was full while writes were stopped", &h.dropped_records),
+            ("history_flush_errors", "History flushes that failed", &h.flush_errors),
+            ("history_writes_stopped", "1 while history writes are stopped (a full disk, an I/O error)", &h.writes_stopped),
+        ] {
+            registry.register(name, help, gauge.clone());
+        }
         Self { registry, ..metrics }
+    }
+
+    /// Reports `store`'s counters and health with every rendering.
+    pub fn watch_history(&self, store: needle_history::Store) {
+        let _ = self.history_store.set(store);
     }
 
     /// Records one latency observation.
@@ -137,6 +192,22 @@ impl Metrics {
 
     /// The Prometheus text exposition (`/metrics`).
     pub fn render(&self) -> String {
+        if let Some(store) = self.history_store.get() {
+            let c = store.counters();
+            let h = &self.history;
+            let get = |a: &std::sync::atomic::AtomicU64| {
+                i64::try_from(a.load(std::sync::atomic::Ordering::Relaxed)).unwrap_or(i64::MAX)
+            };
+            h.records_written.set(get(&c.records_written));
+            h.bytes_written.set(get(&c.bytes_written));
+            h.parts_flushed.set(get(&c.parts_flushed));
+            h.merges.set(get(&c.merges));
+            h.corrupt_files.set(get(&c.corrupt_files));
+            h.missing_time.set(get(&c.missing_time));
+            h.dropped_records.set(get(&c.dropped_records));
+            h.flush_errors.set(get(&c.flush_errors));
+            h.writes_stopped.set(i64::from(!store.health().is_ok()));
+        }
         let mut out = String::new();
         encode(&mut out, &self.registry).expect("writing to a String cannot fail");
         out

@@ -111,7 +111,9 @@ impl Shipper {
                 // A worker node admits no queries and has no joiner: these are never sent to it.
                 JoinerMessage::Start { .. }
                 | JoinerMessage::End { .. }
-                | JoinerMessage::Encoded { .. } => {}
+                | JoinerMessage::Encoded { .. }
+                | JoinerMessage::History { .. }
+                | JoinerMessage::HistoryDone { .. } => {}
             }
         }
     }

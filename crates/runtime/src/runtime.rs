@@ -24,11 +24,15 @@ use crate::remote::{Announcement, Role, Shipper};
 use crate::results::ResultQueue;
 use crate::schema::{SchemaReport, SchemaTracker};
 use crate::source::{BatchSink, Source, SourceCounters, StopSignal};
+use crate::history::{HistoryStore, HistoryTap, Replay};
 use crate::worker::{now_ms, Worker};
 use crate::RuntimeError;
 use crossbeam_channel::Sender;
 use needle_engine::exec::{CompiledQuery, QueryRun};
+use needle_engine::CompiledExpr;
 use needle_query::{Plan, QueryError};
+use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
@@ -91,6 +95,16 @@ pub struct Runtime {
     /// its name (written with `admission` held).
     last_owner: Mutex<Option<Arc<str>>>,
     schema: Arc<SchemaTracker>,
+    /// History, when on: the store, the tap feeding it, and the store's background thread.
+    history: Option<History>,
+    /// Replays of the stored past under way, by query id: raised to stop one (a kill).
+    replays: Arc<Mutex<HashMap<Arc<str>, Arc<AtomicBool>>>>,
+}
+
+/// History in a running runtime.
+struct History {
+    tap: Arc<HistoryTap>,
+    background: Mutex<Option<needle_history::Background>>,
 }
 
 impl Runtime {
@@ -170,6 +184,10 @@ impl Runtime {
                 spawn("needle-joiner".into(), move || joiner.run())?
             }
         };
+        let history = match (&role, config.history.is_on()) {
+            (Role::All | Role::Worker(_), true) => Some(open_history(&config, &metrics)?),
+            _ => None,
+        };
         let started = format!("{:x}", now_ms() & 0xffff_ffff);
         let id_prefix = match &role {
             Role::Api { node, .. } => format!("{node}-{started}"),
@@ -193,6 +211,8 @@ impl Runtime {
             admission: Mutex::new(()),
             last_owner: Mutex::new(None),
             schema,
+            history,
+            replays: Arc::default(),
         }))
     }
 
@@ -207,7 +227,10 @@ impl Runtime {
             ));
         };
         let _ = self.source_description.set(description.clone());
-        let sink = BatchSink::new(batch_tx, self.stop.clone(), self.source_counters.clone());
+        let mut sink = BatchSink::new(batch_tx, self.stop.clone(), self.source_counters.clone());
+        if let Some(history) = &self.history {
+            sink = sink.with_history(history.tap.clone());
+        }
         let thread = spawn("needle-source".into(), move || {
             if let Err(error) = source.run(sink) {
                 eprintln!("needle: source {description} stopped: {error}");
@@ -273,7 +296,10 @@ impl Runtime {
             .into_iter()
             .map(|compiled| {
                 let (plan, compiled) = compiled?;
-                let (handle, id, query) = self.admit(&plan, compiled, owner)?;
+                if plan.history.is_some() {
+                    return self.start_history(&plan, compiled, owner);
+                }
+                let (handle, id, query) = self.admit(&plan, compiled, owner, None)?;
                 added.push((id, query));
                 Ok(handle)
             })
@@ -304,6 +330,22 @@ impl Runtime {
             self.metrics.queries_rejected.inc();
             SubmitError::Invalid { error, text: text.to_owned() }
         })?;
+        if let (Some(past), None) = (&plan.history, &self.history) {
+            self.metrics.queries_rejected.inc();
+            let error = QueryError::semantic(
+                "this query reads history, and this server keeps none",
+                Some(past.span),
+            )
+            .with_hint(match self.role {
+                Role::Api { .. } => {
+                    "history is kept by the nodes that read the stream; in the distributed mode \
+                     history queries are not supported yet: run them on a needle serve --role all"
+                }
+                _ => "start needle serve with --history DIR (or set history.dir), or read only \
+                      live records: FROM STREAM(...) without SINCE",
+            });
+            return Err(SubmitError::Invalid { error, text: text.to_owned() });
+        }
         let compiled = CompiledQuery::compile(&plan).map_err(|e| {
             self.metrics.queries_rejected.inc();
             SubmitError::Engine(e.to_string())
@@ -319,6 +361,7 @@ impl Runtime {
         plan: &Plan,
         compiled: CompiledQuery,
         owner: &str,
+        past: Option<&PastRead>,
     ) -> Result<(QueryHandle, Arc<str>, Arc<CompiledQuery>), SubmitError> {
         {
             let status = self.status.lock().unwrap_or_else(|e| e.into_inner());
@@ -347,8 +390,27 @@ impl Runtime {
         let received_ms = now_ms();
         let windowed = compiled.is_windowed();
         let compiled = Arc::new(compiled);
-        let run = QueryRun::new(compiled.clone(), id.clone(), received_ms);
-        let ends_ms = run.end_ms();
+        let (run, ends_ms) = match past {
+            Some(past) => {
+                let run = QueryRun::on_record_time(
+                    compiled.clone(),
+                    id.clone(),
+                    received_ms,
+                    past.window_start_ms,
+                    past.end_ms,
+                );
+                let duration = i64::try_from(compiled.duration_ms()).unwrap_or(i64::MAX);
+                // a HISTORY query ends when read; a SINCE query's live part by its duration
+                let ends = if past.live { received_ms.saturating_add(duration) } else { received_ms };
+                (run, ends)
+            }
+            None => {
+                let run = QueryRun::new(compiled.clone(), id.clone(), received_ms);
+                let ends = run.end_ms();
+                (run, ends)
+            }
+        };
+        let live = past.is_none_or(|p| p.live);
         let results = ResultQueue::new(self.config.runtime.subscriber_buffer);
         let owner = {
             let mut last = self.last_owner.lock().unwrap_or_else(|e| e.into_inner());
@@ -363,7 +425,7 @@ impl Runtime {
         // The joiner learns of the query before any worker can produce a partial for it.
         if self
             .joiner_tx
-            .send(JoinerMessage::Start { run: Box::new(run), results: results.clone() })
+            .send(JoinerMessage::Start { run: Box::new(run), results: results.clone(), live })
             .is_err()
         {
             self.status.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
@@ -382,11 +444,77 @@ impl Runtime {
         Ok((handle, id, compiled))
     }
 
+    /// Starts a query that reads the stored past (`FROM HISTORY(...)`, or `SINCE` then live):
+    /// plans the read (the store's pruning), admits the query with a run on record time, makes
+    /// the seam with the live records for `SINCE`, and reads the past on a thread of its own,
+    /// handing the joiner its pieces in time order.
+    fn start_history(
+        &self,
+        plan: &Plan,
+        compiled: CompiledQuery,
+        owner: &str,
+    ) -> Result<QueryHandle, SubmitError> {
+        let (Some(history), Some(past)) = (&self.history, &plan.history) else {
+            return Err(SubmitError::Engine("history is off".into()));
+        };
+        let replay = Replay::plan(
+            history.tap.store(),
+            &compiled,
+            plan.stage.filter.as_ref(),
+            !plan.stage.explode.is_empty(),
+            past.from_ms,
+            past.to_ms,
+        )
+        .map_err(|e| SubmitError::Unavailable(format!("history could not be read: {e}")))?;
+        let read = PastRead {
+            window_start_ms: replay.window_start_ms,
+            end_ms: replay.end_ms,
+            live: past.live,
+        };
+        let (handle, id, query) = self.admit(plan, compiled, owner, Some(&read))?;
+        if past.live {
+            let queries = self.queries.clone();
+            let (id, query) = (id.clone(), query.clone());
+            history.tap.seam(move || queries.add_many(vec![(id, query)]));
+        }
+        self.metrics.queries_started.inc();
+        self.metrics.queries_active.inc();
+        let cancel = Arc::new(AtomicBool::new(false));
+        self.replays.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone(), cancel.clone());
+        let joiner = self.joiner_tx.clone();
+        let replays = self.replays.clone();
+        let threads = self.config.worker_threads();
+        let received_ms = now_ms();
+        let end_ms = replay.end_ms;
+        let spawned = spawn(format!("needle-replay-{id}"), move || {
+            let report = replay.run(&query, threads, received_ms, &cancel, |piece| {
+                let piece = Box::new(piece);
+                let _ = joiner.send(JoinerMessage::History { id: id.clone(), piece });
+            });
+            let report = Box::new(report);
+            let _ = joiner.send(JoinerMessage::HistoryDone { id: id.clone(), end_ms, report });
+            replays.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+        });
+        if let Err(error) = spawned {
+            self.kill(&handle.id);
+            return Err(SubmitError::Unavailable(error.to_string()));
+        }
+        Ok(handle)
+    }
+
+    /// The history store, when history is on.
+    pub fn history_store(&self) -> Option<&HistoryStore> {
+        self.history.as_ref().map(|h| h.tap.store())
+    }
+
     /// Ends a running query now; its subscriber gets a final emission saying it was killed.
     /// False when no such query is running.
     pub fn kill(&self, id: &str) -> bool {
         if let Role::Worker(_) = self.role {
             return false;
+        }
+        if let Some(cancel) = self.replays.lock().unwrap_or_else(|e| e.into_inner()).get(id) {
+            cancel.store(true, Ordering::Relaxed);
         }
         let known = self.status.lock().unwrap_or_else(|e| e.into_inner()).contains_key(id);
         known
@@ -475,6 +603,9 @@ impl Runtime {
     /// with a final emission, and waits for all threads. Idempotent.
     pub fn shutdown(&self) {
         self.stop.stop();
+        for cancel in self.replays.lock().unwrap_or_else(|e| e.into_inner()).values() {
+            cancel.store(true, Ordering::Relaxed);
+        }
         // Workers waiting for a source that never came end too.
         self.batches.lock().unwrap_or_else(|e| e.into_inner()).take();
         let threads: Vec<JoinHandle<()>> =
@@ -486,7 +617,51 @@ impl Runtime {
         if let Some(joiner) = self.joiner.lock().unwrap_or_else(|e| e.into_inner()).take() {
             let _ = joiner.join();
         }
+        // what the source read is appended, then made durable
+        if let Some(history) = &self.history {
+            history.tap.stop();
+            if let Some(background) =
+                history.background.lock().unwrap_or_else(|e| e.into_inner()).take()
+            {
+                background.stop();
+            }
+        }
     }
+}
+
+/// Where a query's read of the past puts its run's clock.
+struct PastRead {
+    window_start_ms: i64,
+    end_ms: i64,
+    live: bool,
+}
+
+/// Opens the store, starts its background work (flushes, merges, retention) and the tap.
+fn open_history(config: &NeedleConfig, metrics: &Arc<Metrics>) -> Result<History, RuntimeError> {
+    let store = HistoryStore::open(config.history.store_config()).map_err(|e| {
+        RuntimeError::History(format!("history.dir {}: {e}", config.history.dir))
+    })?;
+    let filter = history_filter(&config.history.filter)?;
+    metrics.watch_history(store.clone());
+    let background = store.spawn_background();
+    let tap = HistoryTap::start(store, filter, metrics.clone())
+        .map_err(|e| RuntimeError::io("starting the history thread".into(), e))?;
+    Ok(History { tap, background: Mutex::new(Some(background)) })
+}
+
+/// `history.filter` compiled: a BQL condition, checked as the WHERE of a query.
+pub fn history_filter(text: &str) -> Result<Option<CompiledExpr>, RuntimeError> {
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    let query = format!("SELECT * FROM STREAM() WHERE {text}");
+    let plan = needle_query::compile(&query, &needle_query::QueryConfig::default()).map_err(|e| {
+        RuntimeError::History(format!("history.filter {text:?}: {}", e.render(&query).trim_end()))
+    })?;
+    let Some(filter) = plan.stage.filter else { return Ok(None) };
+    CompiledExpr::compile(&filter)
+        .map(Some)
+        .map_err(|e| RuntimeError::History(format!("history.filter {text:?}: {e}")))
 }
 
 fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, RuntimeError> {

@@ -139,6 +139,11 @@ impl CompiledQuery {
         self.window
     }
 
+    /// A RAW inner query's LIMIT: the most records it returns (per window, with a window).
+    pub fn raw_limit(&self) -> Option<u64> {
+        self.inner.raw_size
+    }
+
     /// The top-level fields the query reads of a record, in order of first use; `None` when it
     /// wants whole records (RAW with `*`). A store that keeps records column by column reads only
     /// these.

@@ -5,6 +5,8 @@ pub mod client;
 pub mod config;
 pub mod explain;
 pub mod gen;
+pub mod history;
+pub mod ingest;
 pub mod kill;
 pub mod queries;
 pub mod query;

@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! needle query --source file:events.ndjson "SELECT COUNT(*) FROM STREAM(10000, TIME)"
+//! needle query --history /data/needle "SELECT MAX(temp0) FROM HISTORY('-1d') GROUP BY sensor"
 //! cat events.ndjson | needle query --source stdin --format json "SELECT * FROM STREAM() LIMIT 5"
 //! echo "SELECT * FROM STREAM()" | needle query --source file:events.ndjson -
 //! ```
@@ -32,8 +33,12 @@ const IDLE_TICK: Duration = Duration::from_millis(100);
 #[derive(clap::Args)]
 pub struct Args {
     /// Run locally over these records: `file:PATH` (NDJSON) or `stdin`.
-    #[arg(long, conflicts_with = "server", required_unless_present = "server")]
+    #[arg(long, conflicts_with_all = ["server", "history"], required_unless_present_any = ["server", "history"])]
     source: Option<String>,
+    /// Run locally over the history kept in this directory (`needle ingest`, `needle serve
+    /// --history`): the query reads it with FROM HISTORY(from[, to]).
+    #[arg(long, value_name = "DIR", conflicts_with = "server")]
+    history: Option<std::path::PathBuf>,
     /// Run on a needle server instead (`needle serve`), e.g. http://127.0.0.1:9900; shows
     /// progress while it runs, and Ctrl-C kills the query there.
     #[arg(long)]
@@ -116,6 +121,9 @@ impl Malformed {
 pub fn run(args: Args) -> ExitCode {
     if let Some(server) = args.server {
         return super::query_remote::run(&server, &args.query, args.format);
+    }
+    if let Some(dir) = &args.history {
+        return run_history(dir, &args.query, args.format);
     }
     let spec = args.source.unwrap_or_default();
     let Some(source) = parse_source(&spec) else {
@@ -205,6 +213,85 @@ pub fn run(args: Args) -> ExitCode {
     if let Some(e) = read_error {
         eprintln!("error: reading the input failed: {e}");
         return ExitCode::from(1);
+    }
+    ExitCode::SUCCESS
+}
+
+/// `needle query --history DIR`: the query over the stored records, read on every core,
+/// printed as `--source` prints a live run's emissions.
+fn run_history(dir: &std::path::Path, query: &str, format: Format) -> ExitCode {
+    let text = match read_query(query) {
+        Ok(text) => text,
+        Err(code) => return code,
+    };
+    let plan = match needle_query::compile(&text, &QueryConfig::default()) {
+        Ok(plan) => plan,
+        Err(e) => {
+            eprint!("{}", e.render(&text));
+            return ExitCode::from(2);
+        }
+    };
+    let Some(past) = plan.history else {
+        eprintln!(
+            "error: with --history the query reads the store: write FROM HISTORY(from[, to]), \
+             e.g. SELECT COUNT(*) FROM HISTORY('-1h')"
+        );
+        return ExitCode::from(2);
+    };
+    if past.live {
+        eprintln!(
+            "error: SINCE reads the past and then live records; here there is no live stream: \
+             use FROM HISTORY(from[, to]), or run the query on needle serve --history DIR"
+        );
+        return ExitCode::from(2);
+    }
+    if !dir.is_dir() {
+        eprintln!("error: {}: no such directory", dir.display());
+        return ExitCode::from(1);
+    }
+    let store = match needle_history::Store::open_read_only(needle_history::StoreConfig::new(dir)) {
+        Ok(store) => store,
+        Err(e) => {
+            eprintln!("error: {}: {e}", dir.display());
+            return ExitCode::from(1);
+        }
+    };
+    let compiled = match needle_engine::CompiledQuery::compile(&plan) {
+        Ok(q) => std::sync::Arc::new(q),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let replay = match needle_runtime::history::Replay::plan(
+        &store,
+        &compiled,
+        plan.stage.filter.as_ref(),
+        !plan.stage.explode.is_empty(),
+        past.from_ms,
+        past.to_ms,
+    ) {
+        Ok(replay) => replay,
+        Err(e) => {
+            eprintln!("error: {}: {e}", dir.display());
+            return ExitCode::from(1);
+        }
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let now = Clock::new().now_ms();
+    let emissions =
+        match needle_runtime::history::replay::run_local(replay, compiled, "cli-1", now, threads) {
+            Ok((emissions, _)) => emissions,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(1);
+            }
+        };
+    let mut out = Printer { format, stdout: std::io::stdout().lock() };
+    for e in &emissions {
+        if out.print(e).is_err() {
+            break;
+        }
     }
     ExitCode::SUCCESS
 }

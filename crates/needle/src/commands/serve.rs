@@ -49,6 +49,8 @@ pub struct Args {
     /// (only the fields queries read: faster, but errors elsewhere in a line go unnoticed).
     #[arg(long, value_parser = ["line", "fields"])]
     pub validate: Option<String>,
+    #[command(flatten)]
+    pub history: super::history::HistoryFlags,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -82,6 +84,7 @@ fn serve(args: Args) -> Result<(), String> {
     if let Some(workers) = args.workers {
         config.runtime.workers = workers;
     }
+    args.history.apply(&mut config.history);
     let options = SourceOptions {
         max_line_bytes: config.runtime.max_line_bytes,
         follow: config.source.follow,

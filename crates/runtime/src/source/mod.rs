@@ -27,6 +27,7 @@ pub use stdin::StdinSource;
 pub use tcp::TcpSource;
 
 use crate::framing::{Batch, LineFramer};
+use crate::history::HistoryTap;
 use crate::RuntimeError;
 use crossbeam_channel::{SendTimeoutError, Sender};
 use std::collections::BTreeMap;
@@ -78,32 +79,53 @@ pub struct SourceCounters {
 
 /// Where a source puts its batches: a bounded queue to the workers, plus the stop signal and the
 /// counters. Cheap to clone (one per TCP client, say).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct BatchSink {
     tx: Sender<Batch>,
     stop: StopSignal,
     counters: Arc<SourceCounters>,
+    /// With history on, every batch the workers take is kept in the store too.
+    tap: Option<Arc<HistoryTap>>,
+}
+
+impl std::fmt::Debug for BatchSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchSink").field("history", &self.tap.is_some()).finish_non_exhaustive()
+    }
 }
 
 impl BatchSink {
     pub fn new(tx: Sender<Batch>, stop: StopSignal, counters: Arc<SourceCounters>) -> Self {
-        Self { tx, stop, counters }
+        Self { tx, stop, counters, tap: None }
+    }
+
+    /// Keeps every batch the workers take in history, through `tap`.
+    pub fn with_history(mut self, tap: Arc<HistoryTap>) -> Self {
+        self.tap = Some(tap);
+        self
     }
 
     /// Hands a batch on, waiting while the queue is full. `false` when the runtime is stopping
     /// (or nobody is reading any more): the source should end.
     pub fn send(&self, batch: Batch) -> bool {
+        match &self.tap {
+            Some(tap) => tap.dispatch(batch, |b| self.send_to_workers(b).map_err(|b| (b, ()))).is_ok(),
+            None => self.send_to_workers(batch).is_ok(),
+        }
+    }
+
+    fn send_to_workers(&self, batch: Batch) -> Result<(), Batch> {
         self.counters.bytes.fetch_add(batch.bytes().len() as u64, Ordering::Relaxed);
         self.counters.batches.fetch_add(1, Ordering::Relaxed);
         let mut batch = batch;
         loop {
             if self.stop.is_stopped() {
-                return false;
+                return Err(batch);
             }
             match self.tx.send_timeout(batch, Duration::from_millis(100)) {
-                Ok(()) => return true,
+                Ok(()) => return Ok(()),
                 Err(SendTimeoutError::Timeout(b)) => batch = b,
-                Err(SendTimeoutError::Disconnected(_)) => return false,
+                Err(SendTimeoutError::Disconnected(b)) => return Err(b),
             }
         }
     }
@@ -112,6 +134,19 @@ impl BatchSink {
     /// so a source that must keep serving something else (Kafka's consumer) can wait its own way,
     /// and knows what it did not hand on.
     pub fn offer(&self, batch: Batch, patience: Duration) -> Result<(), Refused> {
+        match &self.tap {
+            Some(tap) => tap
+                .dispatch(batch, |b| match self.offer_to_workers(b, patience) {
+                    Ok(()) => Ok(()),
+                    Err(Refused::Full(b)) => Err((b, true)),
+                    Err(Refused::Stopping(b)) => Err((b, false)),
+                })
+                .map_err(|(b, full)| if full { Refused::Full(b) } else { Refused::Stopping(b) }),
+            None => self.offer_to_workers(batch, patience),
+        }
+    }
+
+    fn offer_to_workers(&self, batch: Batch, patience: Duration) -> Result<(), Refused> {
         if self.stop.is_stopped() {
             return Err(Refused::Stopping(batch));
         }

@@ -1,0 +1,314 @@
+//! `needle ingest`: load a finite source (an NDJSON file, or stdin) into a history store and
+//! exit once all of it is durable.
+//!
+//! ```text
+//! needle ingest --source file:iot.ndjson --history /data/needle --time-field ts --sort-by sensor
+//! needle gen iot --sensors 300 --minutes 1440 | needle ingest --source stdin --history /data/needle --format json
+//! ```
+//! Lines are read on one thread and decoded and appended on the others (one per core, each
+//! appending batches of records to the store's write buffer); the store is flushed at the end,
+//! so when the command exits 0 every record is in a renamed, fsynced part. A progress bar shows
+//! on a terminal. The summary: records, points (numeric top-level values other than the time
+//! field: the readings of a time series), bytes on disk, bytes per point, seconds; with `--format
+//! json` one JSON object on one line. Lines that are not JSON objects are counted, skipped, and
+//! the first few reported on stderr. Exit codes: 0 durable, 1 the input or the store failed,
+//! 2 bad arguments.
+
+use super::history::HistoryFlags;
+use super::query::Format;
+use crossbeam_channel::{bounded, Receiver};
+use needle_record::{Record, Value};
+use needle_runtime::config::HistoryConfig;
+use std::io::{BufRead, BufReader, IsTerminal, Read};
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// Bytes of whole lines handed to a decoding thread at a time.
+const CHUNK_BYTES: usize = 1 << 20;
+/// How many malformed lines are quoted.
+const MALFORMED_SAMPLES: usize = 5;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// What to load: file:PATH (NDJSON) or stdin.
+    #[arg(long)]
+    source: String,
+    #[command(flatten)]
+    history: HistoryFlags,
+    /// A needle.toml whose [history] section applies (flags override it).
+    #[arg(long)]
+    config: Option<std::path::PathBuf>,
+    /// Decoding threads (default: one per core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// How the summary prints.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+}
+
+/// What an ingest did.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct Summary {
+    pub records: u64,
+    pub points: u64,
+    pub malformed: u64,
+    /// Bytes of the store's files on disk afterwards.
+    pub bytes: u64,
+    pub bytes_per_point: f64,
+    pub input_bytes: u64,
+    pub seconds: f64,
+    pub records_per_second: f64,
+    pub points_per_second: f64,
+}
+
+pub fn run(args: Args) -> ExitCode {
+    let mut config = match super::config::load(args.config.clone()) {
+        Ok(config) => config.history,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    args.history.apply(&mut config);
+    if !config.is_on() {
+        eprintln!("error: where should the history go? give --history DIR");
+        return ExitCode::from(2);
+    }
+    let (reader, size): (Box<dyn Read + Send>, Option<u64>) = match args.source.as_str() {
+        "stdin" | "-" => (Box::new(std::io::stdin()), None),
+        spec => match spec.strip_prefix("file:").filter(|p| !p.is_empty()) {
+            Some(path) => match std::fs::File::open(path) {
+                Ok(f) => {
+                    let size = f.metadata().ok().map(|m| m.len());
+                    (Box::new(f), size)
+                }
+                Err(e) => {
+                    eprintln!("error: cannot open {path}: {e}");
+                    return ExitCode::from(1);
+                }
+            },
+            None => {
+                eprintln!("error: --source must be file:PATH or stdin, not {spec:?}");
+                return ExitCode::from(2);
+            }
+        },
+    };
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1);
+    match ingest(&config, reader, size, threads) {
+        Ok(summary) => {
+            match args.format {
+                Format::Json => match serde_json::to_string(&summary) {
+                    Ok(line) => println!("{line}"),
+                    Err(e) => eprintln!("error: {e}"),
+                },
+                Format::Table => println!(
+                    "{} records ({} points) in {:.2} s: {:.0} records/s, {:.0} points/s; \
+                     {} bytes on disk, {:.3} bytes per point{}",
+                    summary.records,
+                    summary.points,
+                    summary.seconds,
+                    summary.records_per_second,
+                    summary.points_per_second,
+                    summary.bytes,
+                    summary.bytes_per_point,
+                    if summary.malformed > 0 {
+                        format!("; {} malformed lines skipped", summary.malformed)
+                    } else {
+                        String::new()
+                    }
+                ),
+            }
+            ExitCode::SUCCESS
+        }
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Loads every line of `reader` into the store `config` names and flushes it.
+pub fn ingest(
+    config: &HistoryConfig,
+    reader: Box<dyn Read + Send>,
+    size: Option<u64>,
+    threads: usize,
+) -> Result<Summary, String> {
+    let store = needle_history::Store::open(config.store_config())
+        .map_err(|e| format!("history {}: {e}", config.dir))?;
+    let filter = needle_runtime::runtime::history_filter(&config.filter).map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    let bar = progress_bar(size);
+    let (tx, rx) = bounded::<(u64, Vec<u8>)>(threads * 2);
+    let read_error: Mutex<Option<String>> = Mutex::new(None);
+    let records = AtomicU64::new(0);
+    let points = AtomicU64::new(0);
+    let malformed = Mutex::new((0u64, Vec::new()));
+    let failure: Mutex<Option<String>> = Mutex::new(None);
+    let input_bytes = AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            if let Err(e) = read_chunks(reader, &tx, &input_bytes, bar.as_ref()) {
+                *read_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+            }
+            drop(tx);
+        });
+        for _ in 0..threads {
+            let rx: Receiver<(u64, Vec<u8>)> = rx.clone();
+            let (store, filter) = (&store, &filter);
+            let (records, points, malformed, failure) = (&records, &points, &malformed, &failure);
+            let time_field = config.time_field.as_str();
+            scope.spawn(move || {
+                let mut batch: Vec<(Record, i64)> = Vec::new();
+                for (first_line, chunk) in rx {
+                    let now = now_ms();
+                    let ctx = needle_engine::EvalContext::new(now);
+                    batch.clear();
+                    let mut line_number = first_line;
+                    for line in chunk.split(|b| *b == b'\n') {
+                        line_number += 1;
+                        if line.iter().all(u8::is_ascii_whitespace) {
+                            continue;
+                        }
+                        match needle_record::decode_record(line) {
+                            Ok(record) => {
+                                if filter.as_ref().is_some_and(|f| {
+                                    f.eval(&record, &ctx) != Value::Bool(true)
+                                }) {
+                                    continue;
+                                }
+                                points.fetch_add(count_points(&record, time_field), Ordering::Relaxed);
+                                batch.push((record, now));
+                            }
+                            Err(e) => {
+                                let mut m = malformed.lock().unwrap_or_else(|e| e.into_inner());
+                                m.0 += 1;
+                                if m.1.len() < MALFORMED_SAMPLES {
+                                    m.1.push((line_number, e.to_string()));
+                                }
+                            }
+                        }
+                    }
+                    records.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                    if let Err(e) = store.append(batch.drain(..), None) {
+                        failure.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(e.to_string());
+                    }
+                }
+            });
+        }
+    });
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    if let Some(e) = failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(format!("the store refused records: {e}"));
+    }
+    store.flush().map_err(|e| format!("history could not be made durable: {e}"))?;
+    // one round of merges, so what was loaded in many small parts reads as few
+    store.maintain().map_err(|e| format!("history could not be merged: {e}"))?;
+    let (malformed_count, samples) = malformed.into_inner().unwrap_or_else(|e| e.into_inner());
+    if malformed_count > 0 {
+        eprintln!("warning: skipped {malformed_count} malformed input line(s):");
+        for (line, why) in &samples {
+            eprintln!("  line {line}: {why}");
+        }
+    }
+    if let Some(e) = read_error.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(format!("reading the input failed (what was read before is kept): {e}"));
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let records = records.into_inner();
+    let points = points.into_inner();
+    let bytes = dir_bytes(Path::new(&config.dir));
+    Ok(Summary {
+        records,
+        points,
+        malformed: malformed_count,
+        bytes,
+        bytes_per_point: if points > 0 { bytes as f64 / points as f64 } else { 0.0 },
+        input_bytes: input_bytes.into_inner(),
+        seconds,
+        records_per_second: records as f64 / seconds.max(1e-9),
+        points_per_second: points as f64 / seconds.max(1e-9),
+    })
+}
+
+/// Numeric top-level values other than the time field: a record's readings.
+fn count_points(record: &Record, time_field: &str) -> u64 {
+    record.iter().filter(|(k, v)| v.is_numeric() && k.as_str() != time_field).count() as u64
+}
+
+/// Reads whole lines in chunks of about [`CHUNK_BYTES`], with the number of lines before each.
+fn read_chunks(
+    reader: Box<dyn Read + Send>,
+    tx: &crossbeam_channel::Sender<(u64, Vec<u8>)>,
+    input_bytes: &AtomicU64,
+    bar: Option<&indicatif::ProgressBar>,
+) -> Result<(), String> {
+    let mut reader = BufReader::with_capacity(CHUNK_BYTES, reader);
+    let mut lines = 0u64;
+    loop {
+        let mut chunk = Vec::with_capacity(CHUNK_BYTES + 4096);
+        let mut in_chunk = 0u64;
+        while chunk.len() < CHUNK_BYTES {
+            let n = reader.read_until(b'\n', &mut chunk).map_err(|e| e.to_string())?;
+            if n == 0 {
+                break;
+            }
+            in_chunk += 1;
+        }
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        input_bytes.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+        if let Some(bar) = bar {
+            bar.inc(chunk.len() as u64);
+        }
+        let first = lines;
+        lines += in_chunk;
+        if tx.send((first, chunk)).is_err() {
+            return Ok(());
+        }
+    }
+}
+
+fn progress_bar(size: Option<u64>) -> Option<indicatif::ProgressBar> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = match size {
+        Some(len) => indicatif::ProgressBar::new(len),
+        None => indicatif::ProgressBar::new_spinner(),
+    };
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{spinner} ingesting {bytes}/{total_bytes} ({bytes_per_sec}, {eta} left) {wide_bar}",
+    ) {
+        bar.set_style(style);
+    }
+    Some(bar)
+}
+
+/// Bytes of every file under `dir`.
+pub fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_bytes(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}

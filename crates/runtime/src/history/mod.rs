@@ -1,0 +1,266 @@
+//! History in the runtime: what the source reads is kept in the store ([`HistoryTap`]), and
+//! queries that look back read it through the engine ([`replay`]).
+//!
+//! # Feeding the store
+//! Every batch a source hands to the workers passes the tap first ([`crate::source::BatchSink`]):
+//! a copy of its bytes goes, in order, to the tap's thread, which decodes each line whole, keeps
+//! the records `history.filter` holds TRUE for, and appends them (with the time they were read)
+//! to the store's write buffer; the store's background thread makes them durable every
+//! `history.flush_ms`. The hand-off is bounded: a store that falls behind slows the source, as
+//! slow workers do. A batch's [`crate::framing::Receipt`] (Kafka's offsets) is shared by the
+//! workers and the tap, and dropped — so the offsets committed — only once both are done with it:
+//! the results went out *and* the records are durable in history.
+//!
+//! # The seam between past and live (`SINCE`)
+//! A query that reads the past and then goes on live must count each record once. Each batch
+//! is dispatched (to the tap and to the workers) under a shared gate; [`HistoryTap::seam`] takes
+//! the gate exclusively, waits until the workers hold no batch dispatched before it, adds the
+//! query to the workers' snapshot, and lets dispatch go on. Every batch before the seam was read
+//! by workers that did not know the query (so it comes from history: the seam then waits until
+//! the tap has appended all of those); every batch after it reaches the query live.
+
+pub mod replay;
+
+pub use needle_history::{Store as HistoryStore, StoreConfig};
+pub use replay::{Piece, Replay, ReplayReport};
+
+use crate::framing::{Batch, Receipt};
+use crate::metrics::Metrics;
+use crate::worker::now_ms;
+use crossbeam_channel::{Receiver, Sender};
+use needle_engine::{CompiledExpr, EvalContext};
+use needle_record::{Record, Value};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Batches waiting between the source and the tap's thread.
+const TAP_QUEUE_BATCHES: usize = 64;
+
+/// The source's side of history: see the module doc.
+pub struct HistoryTap {
+    store: HistoryStore,
+    tx: Mutex<Option<Sender<TapBatch>>>,
+    /// Dispatch holds it shared; a seam holds it alone.
+    gate: RwLock<()>,
+    /// Batches handed to the tap.
+    dispatched: AtomicU64,
+    /// Batches the tap has appended to the store, with a condition to wait on.
+    appended: Arc<(Mutex<u64>, Condvar)>,
+    /// Batches the workers hold (queued or being read).
+    in_workers: Arc<AtomicI64>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+struct TapBatch {
+    bytes: Vec<u8>,
+    arrival_ms: i64,
+    receipt: Option<Arc<Receipt>>,
+}
+
+/// A batch's place among those the workers hold: dropped with the batch, when the worker is
+/// done with it.
+#[derive(Debug)]
+pub(crate) struct InWorkers(Arc<AtomicI64>);
+
+impl Drop for InWorkers {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl HistoryTap {
+    /// Starts the tap's thread, appending to `store` the records `filter` keeps (all without
+    /// one).
+    pub fn start(
+        store: HistoryStore,
+        filter: Option<CompiledExpr>,
+        metrics: Arc<Metrics>,
+    ) -> std::io::Result<Arc<Self>> {
+        let (tx, rx) = crossbeam_channel::bounded(TAP_QUEUE_BATCHES);
+        let appended = Arc::new((Mutex::new(0u64), Condvar::new()));
+        let thread = {
+            let store = store.clone();
+            let appended = appended.clone();
+            std::thread::Builder::new()
+                .name("needle-history".into())
+                .spawn(move || run_tap(rx, store, filter, metrics, appended))?
+        };
+        Ok(Arc::new(Self {
+            store,
+            tx: Mutex::new(Some(tx)),
+            gate: RwLock::new(()),
+            dispatched: AtomicU64::new(0),
+            appended,
+            in_workers: Arc::new(AtomicI64::new(0)),
+            thread: Mutex::new(Some(thread)),
+        }))
+    }
+
+    pub fn store(&self) -> &HistoryStore {
+        &self.store
+    }
+
+    /// Hands `batch` on under the gate: `send` gives it to the workers (and says whether they
+    /// took it); when they did, a copy of it goes to the tap. Returns what `send` returned.
+    pub(crate) fn dispatch<T>(
+        &self,
+        mut batch: Batch,
+        send: impl FnOnce(Batch) -> Result<(), (Batch, T)>,
+    ) -> Result<(), (Batch, T)> {
+        let _shared = self.gate.read().unwrap_or_else(|e| e.into_inner());
+        let bytes = batch.bytes().to_vec();
+        let receipt = batch.take_receipt().map(Arc::new);
+        if let Some(shared) = &receipt {
+            batch.set_receipt(Receipt::new(shared.clone()));
+        }
+        self.in_workers.fetch_add(1, Ordering::SeqCst);
+        batch.hold(InWorkers(self.in_workers.clone()));
+        match send(batch) {
+            Ok(()) => {
+                self.dispatched.fetch_add(1, Ordering::SeqCst);
+                let tap = TapBatch { bytes, arrival_ms: now_ms(), receipt };
+                if let Some(tx) = &*self.tx.lock().unwrap_or_else(|e| e.into_inner()) {
+                    // blocks while the store is behind: backpressure up to the source
+                    let _ = tx.send(tap);
+                }
+                Ok(())
+            }
+            Err((mut batch, why)) => {
+                // it comes back to the source, whose receipt it is again
+                if let Some(shared) = receipt {
+                    batch.take_receipt();
+                    if let Ok(receipt) = Arc::try_unwrap(shared) {
+                        batch.set_receipt(receipt);
+                    }
+                }
+                Err((batch, why))
+            }
+        }
+    }
+
+    /// Makes the seam for a query that reads the past then goes on live: runs `go_live` (which
+    /// adds the query to the workers' snapshot) at a moment when no batch is held by the
+    /// workers, then waits until the tap has appended every batch dispatched before it. After
+    /// this returns, the store (parts and write buffer) holds exactly the records the query
+    /// will not see live.
+    pub fn seam(&self, go_live: impl FnOnce()) {
+        let before = {
+            let _alone = self.gate.write().unwrap_or_else(|e| e.into_inner());
+            while self.in_workers.load(Ordering::SeqCst) > 0 {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            go_live();
+            self.dispatched.load(Ordering::SeqCst)
+        };
+        self.wait_appended(before);
+    }
+
+    /// Waits until the tap has appended the first `count` batches (or has stopped).
+    fn wait_appended(&self, count: u64) {
+        let (lock, ready) = &*self.appended;
+        let mut done = lock.lock().unwrap_or_else(|e| e.into_inner());
+        while *done < count {
+            let (next, timeout) = ready
+                .wait_timeout(done, Duration::from_millis(100))
+                .unwrap_or_else(|e| e.into_inner());
+            done = next;
+            if timeout.timed_out() && self.thread_finished() {
+                return;
+            }
+        }
+    }
+
+    fn thread_finished(&self) -> bool {
+        self.thread.lock().unwrap_or_else(|e| e.into_inner()).as_ref().is_none_or(|t| t.is_finished())
+    }
+
+    /// Ends the tap: what was handed to it is appended, then the thread ends. The store's
+    /// background work is stopped by whoever owns it.
+    pub fn stop(&self) {
+        self.tx.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(thread) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for HistoryTap {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The tap's thread: decode, filter, append; drop receipts once their records are durable.
+fn run_tap(
+    rx: Receiver<TapBatch>,
+    store: HistoryStore,
+    filter: Option<CompiledExpr>,
+    metrics: Arc<Metrics>,
+    appended: Arc<(Mutex<u64>, Condvar)>,
+) {
+    let mut waiting: VecDeque<(u64, Arc<Receipt>)> = VecDeque::new();
+    let mut records: Vec<(Record, i64)> = Vec::new();
+    // batches appended: each one's position in the store is this count after it (batches from
+    // several TCP clients reach the tap in the order they were handed on, not numbered before)
+    let mut count = 0u64;
+    loop {
+        let batch = match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(batch) => Some(batch),
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => None,
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+        };
+        if let Some(batch) = batch {
+            let ctx = EvalContext::new(batch.arrival_ms);
+            records.clear();
+            for line in Batch::new(batch.bytes).lines() {
+                // malformed lines are the workers' to count and log
+                let Ok(record) = needle_record::decode_record(line) else { continue };
+                if let Some(filter) = &filter {
+                    if filter.eval(&record, &ctx) != Value::Bool(true) {
+                        metrics.history_records_filtered.inc();
+                        continue;
+                    }
+                }
+                records.push((record, batch.arrival_ms));
+            }
+            count += 1;
+            let kept = records.len() as u64;
+            match store.append(records.drain(..), Some(count.to_string())) {
+                Ok(()) => metrics.history_records_appended.inc_by(kept),
+                Err(error) => {
+                    metrics.history_records_lost.inc_by(kept);
+                    log_append_error(&error);
+                }
+            }
+            if let Some(receipt) = batch.receipt {
+                waiting.push_back((count, receipt));
+            }
+            let (lock, ready) = &*appended;
+            *lock.lock().unwrap_or_else(|e| e.into_inner()) = count;
+            ready.notify_all();
+        }
+        // receipts go (and Kafka commits) once their records are durable
+        if !waiting.is_empty() {
+            let durable = store.durable_position().and_then(|p| p.parse::<u64>().ok()).unwrap_or(0);
+            while waiting.front().is_some_and(|(seq, _)| *seq <= durable) {
+                waiting.pop_front();
+            }
+        }
+    }
+    // what is not durable keeps its receipt forever: its offsets are never committed, and a
+    // restarted consumer reads it again
+    if !waiting.is_empty() && store.flush().is_err() {
+        waiting.drain(..).for_each(std::mem::forget);
+    }
+}
+
+fn log_append_error(error: &needle_history::HistoryError) {
+    static SEEN: AtomicU64 = AtomicU64::new(0);
+    let n = SEEN.fetch_add(1, Ordering::Relaxed) + 1;
+    if n.is_power_of_two() {
+        eprintln!("needle: history: records could not be kept (#{n}): {error}");
+    }
+}

@@ -1,0 +1,364 @@
+//! Reading the stored past through the engine: [`Replay`] turns one query and a time range into
+//! the [`Piece`]s (partials, each with the record time it belongs at) that a [`QueryRun`] on
+//! record time merges into exactly the results the query would have given live over the same
+//! records.
+//!
+//! ```text
+//! store.scan(range, WHERE for pruning, fields the query reads)
+//!   └─ blocks (+ the write buffer) ──▶ threads (one per core) pull blocks, decode only the
+//!        fields read, run the query's worker side: one WorkerState per bucket of record time
+//!        (time windows), or per record hit (RAW, to be put in time order)
+//!   └─ pieces in time order: per bucket, its partials; RAW hits sorted by time ──▶ QueryRun
+//! ```
+//!
+//! - **Windows by record time.** A time window buckets records by `floor(time / size)`
+//!   (epoch-aligned). The run's windows start at the bucket of the first stored record in the
+//!   range and the query ends with the bucket of the last one (or at `to`), so a sparse range
+//!   does not emit every empty bucket back to 1970; empty buckets between records are emitted
+//!   empty, as a quiet live window is.
+//! - **RAW in time order.** Matches are handed on in record time order (ties by block and row),
+//!   so `LIMIT n` gives the first n records by time, as a live query started at `from` would
+//!   have; without a window each thread keeps only its n earliest.
+//! - **Records seen** is the number of stored records the query read: blocks its zone maps
+//!   ruled out are not read, and not counted (the `History` metadata says how many were
+//!   skipped).
+
+use crate::history::HistoryStore;
+use needle_engine::exec::{CompiledQuery, Partial, QueryRun, WindowPlan, WorkerState};
+use needle_engine::EvalContext;
+use needle_history::{Block, ScanRequest, ScanStats, StoredRecord};
+use needle_query::ast::Expr;
+use std::cmp::Ordering as CmpOrdering;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// A partial for the join side and the record time it belongs at.
+#[derive(Debug)]
+pub struct Piece {
+    pub at_ms: i64,
+    pub partial: Partial,
+}
+
+/// What reading the past cost, for `explain`, the final emission's metadata and the CLI.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ReplayReport {
+    /// The store's pruning: partitions, parts and blocks in range, skipped, read.
+    pub scan: ScanStats,
+    /// Stored records in range the query read (after pruning).
+    pub records_read: u64,
+    /// Blocks that could not be read (a corrupt part): skipped, logged once each.
+    pub blocks_failed: u64,
+    pub seconds: f64,
+}
+
+/// One query's read of a time range of the store, planned ([`Replay::plan`]) then run.
+pub struct Replay {
+    blocks: Vec<Block>,
+    buffered: Vec<StoredRecord>,
+    scan: ScanStats,
+    /// Where the run's first time window starts (bucket-aligned), in record time.
+    pub window_start_ms: i64,
+    /// Where the query ends in record time: the end of the bucket of the last record in range
+    /// (or `to`, whichever is first); `i64::MAX` when the query goes on live (`SINCE`).
+    pub end_ms: i64,
+}
+
+impl Replay {
+    /// Plans the read of `[from_ms, to_ms)` (`to_ms` = `None`: everything stored from
+    /// `from_ms` on, then live). Pruning uses the query's WHERE only when nothing is exploded
+    /// before it (an exploded alias is not a stored column).
+    pub fn plan(
+        store: &HistoryStore,
+        query: &CompiledQuery,
+        filter: Option<&Expr>,
+        explodes: bool,
+        from_ms: i64,
+        to_ms: Option<i64>,
+    ) -> Result<Self, needle_history::HistoryError> {
+        let request = ScanRequest {
+            from_ms,
+            to_ms: to_ms.unwrap_or(i64::MAX),
+            filter: if explodes { None } else { filter.cloned() },
+            fields: query.fields_read(),
+        };
+        let scan = store.scan(&request)?;
+        let mut first = i64::MAX;
+        let mut last = i64::MIN;
+        for block in &scan.blocks {
+            let (lo, hi) = block.time_range();
+            first = first.min(lo.max(from_ms));
+            last = last.max(hi.min(request.to_ms.saturating_sub(1)));
+        }
+        for r in &scan.buffered {
+            first = first.min(r.time_ms);
+            last = last.max(r.time_ms);
+        }
+        let bucket = match query.window() {
+            WindowPlan::Time { every_ms, .. } => every_ms as i64,
+            _ => 1,
+        };
+        let (window_start_ms, end_ms) = if first > last {
+            // nothing stored in range: the query ends at once, with an empty result
+            let start = align(from_ms, bucket);
+            (start, if to_ms.is_some() { start.saturating_add(bucket) } else { i64::MAX })
+        } else {
+            let end = align(last, bucket).saturating_add(bucket);
+            let end = match to_ms {
+                Some(to) => end.min(to.max(align(first, bucket) + 1)),
+                None => i64::MAX,
+            };
+            (align(first, bucket), end)
+        };
+        Ok(Self {
+            blocks: scan.blocks,
+            buffered: scan.buffered,
+            scan: scan.stats,
+            window_start_ms,
+            end_ms,
+        })
+    }
+
+    /// The store's pruning figures for this read, before it runs (for `explain`).
+    pub fn scan_stats(&self) -> &ScanStats {
+        &self.scan
+    }
+
+    /// A run on record time for this read: windows from [`Replay::window_start_ms`], the end
+    /// at [`Replay::end_ms`].
+    pub fn new_run(&self, query: Arc<CompiledQuery>, id: &str, receive_ms: i64) -> QueryRun {
+        QueryRun::on_record_time(
+            query,
+            id.to_owned(),
+            receive_ms,
+            self.window_start_ms,
+            self.end_ms,
+        )
+    }
+
+    /// Reads every block on `threads` threads and hands the pieces to `out` in time order.
+    /// `now_ms` is the query's `NOW`. Stops early when `cancel` is raised (a killed query).
+    pub fn run(
+        self,
+        query: &CompiledQuery,
+        threads: usize,
+        now_ms: i64,
+        cancel: &AtomicBool,
+        mut out: impl FnMut(Piece),
+    ) -> ReplayReport {
+        let started = Instant::now();
+        let ctx = EvalContext::new(now_ms);
+        let raw = query.is_raw();
+        let keep_raw = match (raw, query.window()) {
+            (true, WindowPlan::None) => query.raw_limit().map(|n| n as usize),
+            _ => None,
+        };
+        let bucket_ms = match query.window() {
+            WindowPlan::Time { every_ms, .. } => Some(every_ms as i64),
+            _ => None,
+        };
+        // the write buffer's records are one more unit of work, after the blocks
+        let units = self.blocks.len() + usize::from(!self.buffered.is_empty());
+        let next = AtomicUsize::new(0);
+        let results: Mutex<Vec<ThreadResult>> = Mutex::new(Vec::new());
+        let threads = threads.clamp(1, units.max(1));
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| {
+                    let mut mine = ThreadResult::default();
+                    let mut raw_worker = query.new_worker();
+                    loop {
+                        if cancel.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        let unit = next.fetch_add(1, Ordering::Relaxed);
+                        if unit >= units {
+                            break;
+                        }
+                        let read;
+                        let records: &[StoredRecord] = if unit < self.blocks.len() {
+                            match self.blocks[unit].read() {
+                                Ok(r) => {
+                                    read = r;
+                                    &read
+                                }
+                                Err(error) => {
+                                    eprintln!("needle: history: a block could not be read: {error}");
+                                    mine.failed += 1;
+                                    continue;
+                                }
+                            }
+                        } else {
+                            &self.buffered
+                        };
+                        for (row, stored) in records.iter().enumerate() {
+                            mine.read += 1;
+                            if raw {
+                                if query.process(&mut raw_worker, &stored.record, &ctx) {
+                                    if let Some(mut partial) = query.flush(&mut raw_worker) {
+                                        partial.seen = 0;
+                                        let hit = Hit { at_ms: stored.time_ms, unit, row, partial };
+                                        mine.push_hit(hit, keep_raw);
+                                    }
+                                }
+                            } else {
+                                let bucket = bucket_ms.map_or(0, |b| align(stored.time_ms, b));
+                                let state = mine.buckets.entry(bucket).or_insert_with(|| {
+                                    Bucket { worker: query.new_worker(), last_ms: i64::MIN }
+                                });
+                                state.last_ms = state.last_ms.max(stored.time_ms);
+                                query.process(&mut state.worker, &stored.record, &ctx);
+                            }
+                        }
+                    }
+                    results.lock().unwrap_or_else(|e| e.into_inner()).push(mine);
+                });
+            }
+        });
+        let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+        let mut report = ReplayReport {
+            scan: self.scan.clone(),
+            ..ReplayReport::default()
+        };
+        let mut hits = Vec::new();
+        let mut buckets: BTreeMap<i64, (i64, Vec<Partial>)> = BTreeMap::new();
+        for mut r in results {
+            report.records_read += r.read;
+            report.blocks_failed += r.failed;
+            hits.extend(r.hits.drain().map(|h| h.0));
+            for (bucket, mut state) in r.buckets {
+                let slot = buckets.entry(bucket).or_insert((i64::MIN, Vec::new()));
+                slot.0 = slot.0.max(state.last_ms);
+                if let Some(mut partial) = query.flush(&mut state.worker) {
+                    partial.seen = 0;
+                    slot.1.push(partial);
+                }
+            }
+        }
+        if raw {
+            hits.sort_by(Hit::order);
+            if let Some(n) = keep_raw {
+                hits.truncate(n);
+            }
+            for hit in hits {
+                out(Piece { at_ms: hit.at_ms, partial: hit.partial });
+            }
+        } else {
+            for (bucket, (last_ms, partials)) in buckets {
+                // a time bucket's partials belong at its start; without time windows, at the
+                // last record's time
+                let at_ms = if bucket_ms.is_some() { bucket } else { last_ms };
+                for partial in partials {
+                    out(Piece { at_ms, partial });
+                }
+            }
+        }
+        report.seconds = started.elapsed().as_secs_f64();
+        report
+    }
+}
+
+/// `t` rounded down to a multiple of `size` (epoch-aligned buckets; negative times too).
+pub fn align(t: i64, size: i64) -> i64 {
+    t.div_euclid(size.max(1)).saturating_mul(size.max(1))
+}
+
+#[derive(Default)]
+struct ThreadResult {
+    read: u64,
+    failed: u64,
+    /// RAW matches; a max-heap by time when only the earliest `n` are kept.
+    hits: BinaryHeap<HeapHit>,
+    buckets: BTreeMap<i64, Bucket>,
+}
+
+impl ThreadResult {
+    fn push_hit(&mut self, hit: Hit, keep: Option<usize>) {
+        self.hits.push(HeapHit(hit));
+        if keep.is_some_and(|n| self.hits.len() > n) {
+            self.hits.pop();
+        }
+    }
+}
+
+struct Bucket {
+    worker: WorkerState,
+    last_ms: i64,
+}
+
+/// One RAW match: where it is in time (then in the store, for a stable order).
+struct Hit {
+    at_ms: i64,
+    unit: usize,
+    row: usize,
+    partial: Partial,
+}
+
+impl Hit {
+    fn order(a: &Hit, b: &Hit) -> CmpOrdering {
+        (a.at_ms, a.unit, a.row).cmp(&(b.at_ms, b.unit, b.row))
+    }
+}
+
+struct HeapHit(Hit);
+
+impl PartialEq for HeapHit {
+    fn eq(&self, other: &Self) -> bool {
+        Hit::order(&self.0, &other.0) == CmpOrdering::Equal
+    }
+}
+impl Eq for HeapHit {}
+impl PartialOrd for HeapHit {
+    fn partial_cmp(&self, other: &Self) -> Option<CmpOrdering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for HeapHit {
+    fn cmp(&self, other: &Self) -> CmpOrdering {
+        Hit::order(&self.0, &other.0)
+    }
+}
+
+/// Runs a replay to the end on this thread and returns every emission: the local form
+/// (`needle query --history`, tests). `receive_ms` is when the query was received (and its
+/// `NOW`).
+pub fn run_local(
+    replay: Replay,
+    query: Arc<CompiledQuery>,
+    id: &str,
+    receive_ms: i64,
+    threads: usize,
+) -> Result<(Vec<needle_engine::Emission>, ReplayReport), needle_engine::EngineError> {
+    let mut run = replay.new_run(query.clone(), id, receive_ms);
+    let end_ms = replay.end_ms;
+    let cancel = AtomicBool::new(false);
+    let mut emissions = Vec::new();
+    let mut failure = None;
+    let report = replay.run(&query, threads, receive_ms, &cancel, |piece| {
+        if failure.is_some() {
+            return;
+        }
+        match run.merge(piece.partial, piece.at_ms) {
+            Ok(out) => emissions.extend(out),
+            Err(e) => failure = Some(e),
+        }
+    });
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    run.add_seen(report.records_read);
+    emissions.extend(run.tick(end_ms));
+    emissions.extend(run.finish(end_ms));
+    if let Some(last) = emissions.last_mut() {
+        annotate(last, &report);
+    }
+    Ok((emissions, report))
+}
+
+/// Adds what the read cost to an emission's metadata (`History`).
+pub fn annotate(emission: &mut needle_engine::Emission, report: &ReplayReport) {
+    if let Ok(value) = serde_json::to_value(report) {
+        emission.meta.insert("History".into(), value);
+    }
+}
