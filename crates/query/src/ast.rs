@@ -93,11 +93,41 @@ pub enum From {
     Subquery(Box<Query>),
 }
 
-/// `STREAM()`, `STREAM(n, TIME)` or `STREAM(MAX, TIME)`.
+/// `STREAM()`, `STREAM(n, TIME)` or `STREAM(MAX, TIME)`, maybe followed by `SINCE from`; or
+/// `HISTORY(from[, to])`, the stored past alone (`history` set, `live` false).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stream {
     pub duration: StreamDuration,
     pub span: Span,
+    /// The stored past the query reads first (`SINCE`) or only (`HISTORY`).
+    pub history: Option<HistoryClause>,
+}
+
+/// `HISTORY(from[, to])`, or `SINCE from` after `STREAM(...)`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistoryClause {
+    pub from: TimeBound,
+    /// `HISTORY(from, to)`; `None`: up to now (`HISTORY(from)`), or on into the live stream
+    /// (`SINCE`).
+    pub to: Option<TimeBound>,
+    /// `SINCE`: live records follow the stored past.
+    pub live: bool,
+    /// The whole clause.
+    pub span: Span,
+}
+
+/// A time as written: ms since the epoch, or a string (ISO-8601, or relative such as `'-15m'`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimeBound {
+    pub value: TimeLiteral,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum TimeLiteral {
+    Millis(i64),
+    Text(String),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -29,6 +29,11 @@ pub struct QueryConfig {
     pub top_k_max_map_size: u32,
     /// Largest k a TOP K may ask for.
     pub max_top_k: u64,
+    /// "Now" for the relative times of history queries (`'-15m'`) and the default end of
+    /// `HISTORY(from)`, ms since the epoch; `None`: the wall clock when the query is compiled.
+    /// Not a setting: tests fix it so results do not depend on the day they run.
+    #[serde(skip)]
+    pub now_ms: Option<i64>,
 }
 
 impl Default for QueryConfig {
@@ -45,6 +50,7 @@ impl Default for QueryConfig {
             max_distribution_points: 100,
             top_k_max_map_size: 1_024,
             max_top_k: 500,
+            now_ms: None,
         }
     }
 }

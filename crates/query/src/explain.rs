@@ -12,8 +12,10 @@
 //!   records counted) away from its true value (M = 1024 → 0.34%).
 
 use crate::ast::{DistributionKind, Include, Points, StreamDuration, WindowKind, WindowUnit};
+use crate::history::iso;
 use crate::plan::{
-    AggregateFunction, Aggregation, NamedAggregate, NamedExpr, Plan, Projection, Stage,
+    AggregateFunction, Aggregation, HistoryPlan, NamedAggregate, NamedExpr, Plan, Projection,
+    Stage,
 };
 use std::fmt::Write;
 
@@ -53,8 +55,36 @@ pub fn explain(plan: &Plan) -> String {
         StreamDuration::Max => " (the maximum duration)",
         StreamDuration::Millis(_) => "",
     };
-    let _ = writeln!(out, "Runs for {} ms{how} over the records that arrive.", plan.duration_ms);
+    match plan.history {
+        Some(HistoryPlan { from_ms, to_ms: Some(to_ms), live: false, .. }) => {
+            let _ = writeln!(
+                out,
+                "Reads the stored records from {} to {} (record time), and ends when they are read.",
+                iso(from_ms),
+                iso(to_ms)
+            );
+        }
+        Some(HistoryPlan { from_ms, .. }) => {
+            let _ = writeln!(
+                out,
+                "Reads the stored records from {} on, then runs for {} ms{how} over the records \
+                 that arrive (each record counted once).",
+                iso(from_ms),
+                plan.duration_ms
+            );
+        }
+        None => {
+            let _ =
+                writeln!(out, "Runs for {} ms{how} over the records that arrive.", plan.duration_ms);
+        }
+    }
     let _ = writeln!(out, "{}", window(plan));
+    if plan.history.is_some() && matches!(plan.window, Some(w) if is_time_window(w)) {
+        let _ = writeln!(
+            out,
+            "Over stored records, time windows are buckets of record time, aligned to the epoch."
+        );
+    }
     let _ = writeln!(out);
     if plan.outer.is_some() {
         let _ = writeln!(out, "Inner query:");
@@ -67,6 +97,14 @@ pub fn explain(plan: &Plan) -> String {
         stage(&mut out, outer, false);
     }
     out
+}
+
+fn is_time_window(w: WindowKind) -> bool {
+    matches!(
+        w,
+        WindowKind::Tumbling { unit: WindowUnit::Time, .. }
+            | WindowKind::Every { unit: WindowUnit::Time, .. }
+    )
 }
 
 fn window(plan: &Plan) -> String {

@@ -20,7 +20,8 @@ use serde::{Serialize, Serializer};
 pub struct Plan {
     /// The query text as received (BQL, or the JSON query's text).
     pub text: String,
-    /// How long the query runs, in ms, after defaults and `MAX` are resolved.
+    /// How long the query runs, in ms, after defaults and `MAX` are resolved; 0 for `FROM
+    /// HISTORY(...)`, which ends when the stored range has been read.
     pub duration_ms: u64,
     /// What the query asked for, before resolution.
     pub requested_duration: StreamDuration,
@@ -30,6 +31,28 @@ pub struct Plan {
     pub stage: Stage,
     /// The outer query of `SELECT ... FROM (inner)`, run over each emission of `stage`.
     pub outer: Option<Stage>,
+    /// The stored past this query reads (`FROM HISTORY(...)` or `... SINCE ...`); `None`: live
+    /// records only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub history: Option<HistoryPlan>,
+}
+
+/// The stored past a query reads, with its times resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct HistoryPlan {
+    /// Start of the range, ms since the epoch, inclusive (relative times resolved when the query
+    /// was compiled).
+    pub from_ms: i64,
+    /// End of the range, exclusive: `HISTORY(from, to)`, or the time of compiling for
+    /// `HISTORY(from)`; `None` for `SINCE` (the past runs up to the live part, then the query
+    /// goes on live for its duration).
+    pub to_ms: Option<i64>,
+    /// `SINCE`: live records follow the stored past.
+    pub live: bool,
+    /// Where the clause is in the text, for errors raised when the query is run (a server that
+    /// keeps no history).
+    #[serde(skip)]
+    pub span: crate::ast::Span,
 }
 
 /// One SELECT: explode, filter, aggregate, post-aggregate.

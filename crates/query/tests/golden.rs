@@ -5,10 +5,20 @@
 //! rendered error). `tests/golden/pairs/<name>.bql` and `<name>.json` are a BQL query and the
 //! Bullet JSON query that means the same: their plans must be equal (all but the query text).
 //!
+//! History queries are planned with "now" fixed at [`NOW_MS`].
+//!
 //! Regenerate the expected files with `UPDATE_GOLDEN=1 cargo test -p needle-query --test golden`
 //! and review every changed file before committing.
 
 use needle_query::{compile, QueryConfig};
+
+/// "Now" for every case, so the relative times of history queries plan the same on any day:
+/// 2026-11-24T10:00:00Z.
+const NOW_MS: i64 = 1_795_514_400_000;
+
+fn config() -> QueryConfig {
+    QueryConfig { now_ms: Some(NOW_MS), ..QueryConfig::default() }
+}
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -37,7 +47,7 @@ fn stem(path: &Path) -> String {
 #[test]
 fn golden_cases() {
     let update = std::env::var_os("UPDATE_GOLDEN").is_some();
-    let config = QueryConfig::default();
+    let config = config();
     let dir = dir();
     let cases = queries(&dir);
     let mut failures = Vec::new();
@@ -90,7 +100,7 @@ fn golden_cases() {
 
 #[test]
 fn bql_and_json_pairs_plan_the_same() {
-    let config = QueryConfig::default();
+    let config = config();
     let dir = dir().join("pairs");
     let mut pairs = 0;
     for path in queries(&dir).into_iter().filter(|p| p.extension().is_some_and(|e| e == "bql")) {
@@ -114,7 +124,7 @@ fn bql_and_json_pairs_plan_the_same() {
 /// lies inside the text: the validator and the JSON translation never panic on partial input.
 #[test]
 fn every_prefix_of_every_golden_query_is_handled() {
-    let config = QueryConfig::default();
+    let config = config();
     let mut checked = 0;
     for path in queries(&dir()).into_iter().chain(queries(&dir().join("pairs"))) {
         let text = fs::read_to_string(&path).expect("query file");

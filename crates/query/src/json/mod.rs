@@ -20,7 +20,8 @@
 
 use crate::ast::{
     Accessor, Aggregate, CompareOp, DistributionKind, Expr, ExprKind, Field, From, Function, Ident,
-    Include, Limit, OrderItem, Points, Query, Select, SelectItem, Span, Stream, StreamDuration,
+    HistoryClause, Include, Limit, OrderItem, Points, Query, Select, SelectItem, Span, Stream,
+    StreamDuration, TimeBound, TimeLiteral,
     UnaryOp, Window, WindowKind, WindowUnit,
 };
 use crate::error::QueryError;
@@ -62,7 +63,8 @@ struct Translator<'a> {
     cur: Cell<Span>,
 }
 
-const TOP_KEYS: &[&str] = &["filters", "projection", "aggregation", "window", "duration"];
+const TOP_KEYS: &[&str] =
+    &["filters", "projection", "aggregation", "window", "duration", "history"];
 
 impl Translator<'_> {
     /// The span of the value at `path`, or of the nearest enclosing value that exists.
@@ -123,6 +125,42 @@ impl Translator<'_> {
             }
         }
         Ok(obj)
+    }
+
+    /// `"history": {"from": ..., "to": ...}`: with `to`, the range `[from, to)` alone
+    /// (`HISTORY(from, to)`); without it, the stored past from `from` then live records for
+    /// `duration` when the query has one (`SINCE from`), else the past up to now
+    /// (`HISTORY(from)`). Times are numbers (ms) or strings, as in BQL.
+    fn history(&self, v: &Json, has_duration: bool) -> Result<HistoryClause, QueryError> {
+        let obj = self.object("history", v, &["from", "to"])?;
+        let bound = |key: &str| -> Result<Option<TimeBound>, QueryError> {
+            let path = format!("history.{key}");
+            let span = self.at(&path);
+            match obj.get(key) {
+                None | Some(Json::Null) => Ok(None),
+                Some(Json::String(text)) => {
+                    Ok(Some(TimeBound { value: TimeLiteral::Text(text.clone()), span }))
+                }
+                Some(n @ Json::Number(_)) => {
+                    let ms = self.uint(&path, n)?;
+                    let ms = i64::try_from(ms).map_err(|_| self.err(&path, "is too large"))?;
+                    Ok(Some(TimeBound { value: TimeLiteral::Millis(ms), span }))
+                }
+                Some(other) => Err(self.err(
+                    &path,
+                    format!("must be ms since the epoch or a time string, got {other}"),
+                )),
+            }
+        };
+        let from = bound("from")?.ok_or_else(|| {
+            self.err("history", "needs a \"from\"").with_hint(
+                "{\"history\": {\"from\": \"-1h\"}} reads the last hour; add \"to\" to end \
+                 the range earlier",
+            )
+        })?;
+        let to = bound("to")?;
+        let live = to.is_none() && has_duration;
+        Ok(HistoryClause { from, to, live, span: self.at("history") })
     }
 
     fn uint(&self, path: &str, v: &Json) -> Result<u64, QueryError> {
@@ -186,13 +224,18 @@ impl Translator<'_> {
             None | Some(Json::Null) => None,
             Some(w) => Some(self.window(w)?),
         };
+        let has_duration = !matches!(obj.get("duration"), None | Some(Json::Null));
+        let history = match obj.get("history") {
+            None | Some(Json::Null) => None,
+            Some(h) => Some(self.history(h, has_duration)?),
+        };
         let projection = match obj.get("projection") {
             None | Some(Json::Null) => None,
             Some(p) => Some(self.projection(p)?),
         };
         let mut q = Query {
             select: Select { distinct: false, items: vec![], span: self.span },
-            from: From::Stream(Stream { duration, span: self.at("duration") }),
+            from: From::Stream(Stream { duration, span: self.at("duration"), history }),
             lateral_views: vec![],
             where_clause,
             group_by: vec![],

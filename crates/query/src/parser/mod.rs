@@ -570,7 +570,17 @@ impl<'s> Parser<'s> {
         let tok = self.peek().clone();
         if self.is_kw(&tok, "STREAM") {
             self.bump();
-            return Ok(From::Stream(self.stream(tok.span)?));
+            let mut stream = self.stream(tok.span)?;
+            if let Some(since) = self.eat_kw("SINCE") {
+                let from = self.time_bound("a time after SINCE")?;
+                let span = since.to(from.span);
+                stream.history = Some(HistoryClause { from, to: None, live: true, span });
+            }
+            return Ok(From::Stream(stream));
+        }
+        if self.is_kw(&tok, "HISTORY") && self.peek_at(1).kind == TokenKind::LParen {
+            self.bump();
+            return Ok(From::Stream(self.history(tok.span)?));
         }
         if tok.kind == TokenKind::LParen {
             if nested {
@@ -591,15 +601,58 @@ impl<'s> Parser<'s> {
             self.bump();
             return Ok(From::Subquery(Box::new(inner)));
         }
-        let mut error =
-            self.expected("STREAM(...) or a query in parentheses after FROM", &["STREAM"]);
+        let mut error = self.expected(
+            "STREAM(...), HISTORY(...) or a query in parentheses after FROM",
+            &["STREAM", "HISTORY"],
+        );
         if error.hint.is_none() && matches!(tok.kind, TokenKind::Word | TokenKind::QuotedIdent(_)) {
             error = error.with_hint(
                 "BQL reads the live stream, not a table: write FROM STREAM() for the default \
-                 duration or FROM STREAM(30000, TIME) for 30 seconds",
+                 duration or FROM STREAM(30000, TIME) for 30 seconds (FROM HISTORY('-1h') reads \
+                 the stored past)",
             );
         }
         Err(error)
+    }
+
+    /// After `HISTORY`: `(from)` or `(from, to)`.
+    fn history(&mut self, start: Span) -> Result<Stream> {
+        let open = self.expect(&TokenKind::LParen, "'(' after HISTORY")?;
+        let from = self.time_bound("the start of the range in HISTORY(from, to)")?;
+        let to = match self.eat(&TokenKind::Comma) {
+            Some(_) => Some(self.time_bound("the end of the range in HISTORY(from, to)")?),
+            None => None,
+        };
+        let close = self.close_paren(open, "HISTORY(")?;
+        let span = start.to(close);
+        Ok(Stream {
+            duration: StreamDuration::Default,
+            span,
+            history: Some(HistoryClause { from, to, live: false, span }),
+        })
+    }
+
+    /// A time in HISTORY(...) or after SINCE: ms since the epoch, or a string.
+    fn time_bound(&mut self, what: &str) -> Result<TimeBound> {
+        let tok = self.peek().clone();
+        if let TokenKind::Str(text) = &tok.kind {
+            self.bump();
+            return Ok(TimeBound { value: TimeLiteral::Text(text.clone()), span: tok.span });
+        }
+        if matches!(tok.kind, TokenKind::Number(_) | TokenKind::Minus) {
+            let (ms, span) = self.uint(what).map_err(|e| {
+                e.with_hint_if_none(
+                    "write a time as ms since the epoch (1600000000000), an ISO-8601 string \
+                     ('2026-11-24T10:00:00Z') or a time relative to now ('-15m')",
+                )
+            })?;
+            let ms = i64::try_from(ms).unwrap_or(i64::MAX);
+            return Ok(TimeBound { value: TimeLiteral::Millis(ms), span });
+        }
+        Err(self.expected(what, &[]).with_hint_if_none(
+            "write a time as ms since the epoch (1600000000000), an ISO-8601 string \
+             ('2026-11-24T10:00:00Z') or a time relative to now ('-15m')",
+        ))
     }
 
     /// After `STREAM`: `()`, `(n, TIME)` or `(MAX, TIME)`.
@@ -636,7 +689,7 @@ impl<'s> Parser<'s> {
             duration
         };
         let close = self.close_paren(open, "STREAM(")?;
-        Ok(Stream { duration, span: start.to(close) })
+        Ok(Stream { duration, span: start.to(close), history: None })
     }
 
     /// After `WINDOWING`: `TUMBLING(n, unit)`, `EVERY(n, unit, ALL | FIRST, m, unit)`, or the

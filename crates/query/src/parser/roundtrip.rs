@@ -303,6 +303,9 @@ pub(crate) const CORPUS: &[&str] = &[
      WHERE n > 10",
     "SELECT * FROM STREAM() WINDOWING EVERY(1, RECORD, FIRST, 1, RECORD);",
     "select count, timestamp, type, key, value, time, record from stream() where count > 0",
+    "SELECT history, since FROM STREAM() SINCE '-1h' WHERE since > 0 AND history IS NULL",
+    "SELECT sensor, MAX(temp0) FROM HISTORY(1577836800000, '2020-01-02') WHERE temp0 > 95 \
+     GROUP BY sensor WINDOWING TUMBLING(3600000, TIME)",
 ];
 
 #[test]

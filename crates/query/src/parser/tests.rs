@@ -544,7 +544,7 @@ fn misspelled_keywords_get_did_you_mean() {
         ("SELECT * FROM STREAM() WINDOWING TUMBILNG(1, TIME)", "TUMBILNG", "expected TUMBLING(...) or EVERY(...) after WINDOWING, found 'TUMBILNG'", "did you mean TUMBLING?"),
         ("SELECT * FROM STREAM() WINDOWING EVERY(1, TIME, AL)", "AL", "expected ALL or FIRST, found 'AL'", "did you mean ALL?"),
         ("SELECT * FROM STREAM() WINDOWING TUMBLING(1, TIEM)", "TIEM", "expected TIME or RECORD, found 'TIEM'", "did you mean TIME?"),
-        ("SELECT * FROM STREEM()", "STREEM", "expected STREAM(...) or a query in parentheses after FROM, found 'STREEM'", "did you mean STREAM?"),
+        ("SELECT * FROM STREEM()", "STREEM", "expected STREAM(...), HISTORY(...) or a query in parentheses after FROM, found 'STREEM'", "did you mean STREAM?"),
         ("SELECT * FROM STREAM() LATERAL VEIW EXPLODE(a) AS b", "VEIW", "expected VIEW after LATERAL, found 'VEIW'", "did you mean VIEW?"),
         ("SELECT * FROM STREAM() LMIT 5", "LMIT", "expected LATERAL VIEW, WHERE, GROUP BY, HAVING, ORDER BY, WINDOWING, LIMIT or the end of the query, found 'LMIT'", "did you mean LIMIT?"),
     ];
@@ -705,7 +705,7 @@ fn from_and_clause_errors() {
     let error = err(text);
     assert_eq!(
         error.message,
-        "expected STREAM(...) or a query in parentheses after FROM, found 'events'"
+        "expected STREAM(...), HISTORY(...) or a query in parentheses after FROM, found 'events'"
     );
     assert_eq!(under(text, &error), "events");
     assert!(error.hint.unwrap().contains("FROM STREAM(30000, TIME)"));

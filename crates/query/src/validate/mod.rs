@@ -47,7 +47,16 @@ pub fn validate(query: &Query, text: &str, config: &QueryConfig) -> Result<Plan,
     let From::Stream(stream) = &inner_q.from else {
         unreachable!("the inner query reads a stream: checked above")
     };
+    let history = match &stream.history {
+        Some(clause) => Some(crate::history::resolve(
+            clause,
+            config.now_ms.unwrap_or_else(crate::history::wall_clock_ms),
+        )?),
+        None => None,
+    };
     let duration_ms = match stream.duration {
+        // HISTORY(...) ends when the stored range has been read
+        _ if history.is_some_and(|h| !h.live) => 0,
         StreamDuration::Default => config.default_duration_ms,
         StreamDuration::Max => config.max_duration_ms,
         StreamDuration::Millis(0) => {
@@ -100,6 +109,7 @@ pub fn validate(query: &Query, text: &str, config: &QueryConfig) -> Result<Plan,
         window,
         stage: inner.stage,
         outer,
+        history,
     })
 }
 

@@ -47,7 +47,11 @@ fn aliased(x: Expr, a: &str) -> SelectItem {
 fn query(items: Vec<SelectItem>) -> Query {
     Query {
         select: Select { distinct: false, items, span: Span::new(0, 6) },
-        from: From::Stream(Stream { duration: StreamDuration::Default, span: Span::new(7, 15) }),
+        from: From::Stream(Stream {
+            duration: StreamDuration::Default,
+            span: Span::new(7, 15),
+            history: None,
+        }),
         lateral_views: vec![],
         where_clause: None,
         group_by: vec![],
@@ -238,10 +242,18 @@ fn windows_follow_bullets_rules() {
 #[test]
 fn durations_resolve_and_are_capped() {
     let mut q = query(vec![item(count())]);
-    q.from = From::Stream(Stream { duration: StreamDuration::Max, span: Span::new(7, 15) });
+    q.from = From::Stream(Stream {
+        duration: StreamDuration::Max,
+        span: Span::new(7, 15),
+        history: None,
+    });
     assert_eq!(ok(&q).duration_ms, 600_000);
     q.from =
-        From::Stream(Stream { duration: StreamDuration::Millis(600_001), span: Span::new(7, 15) });
+        From::Stream(Stream {
+            duration: StreamDuration::Millis(600_001),
+            span: Span::new(7, 15),
+            history: None,
+        });
     assert_eq!(err(&q).kind, QueryErrorKind::Limit);
 }
 
