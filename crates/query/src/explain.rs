@@ -14,8 +14,7 @@
 use crate::ast::{DistributionKind, Include, Points, StreamDuration, WindowKind, WindowUnit};
 use crate::history::iso;
 use crate::plan::{
-    AggregateFunction, Aggregation, HistoryPlan, NamedAggregate, NamedExpr, Plan, Projection,
-    Stage,
+    AggregateFunction, Aggregation, HistoryPlan, NamedAggregate, NamedExpr, Plan, Projection, Stage,
 };
 use std::fmt::Write;
 
@@ -74,8 +73,11 @@ pub fn explain(plan: &Plan) -> String {
             );
         }
         None => {
-            let _ =
-                writeln!(out, "Runs for {} ms{how} over the records that arrive.", plan.duration_ms);
+            let _ = writeln!(
+                out,
+                "Runs for {} ms{how} over the records that arrive.",
+                plan.duration_ms
+            );
         }
     }
     let _ = writeln!(out, "{}", window(plan));

@@ -134,7 +134,10 @@ mod tests {
 
     #[test]
     fn reads_every_form() {
-        assert_eq!(time(&bound(TimeLiteral::Millis(1_600_000_000_000)), NOW).unwrap(), 1_600_000_000_000);
+        assert_eq!(
+            time(&bound(TimeLiteral::Millis(1_600_000_000_000)), NOW).unwrap(),
+            1_600_000_000_000
+        );
         assert_eq!(time(&text("2026-11-24T10:00:00Z"), NOW).unwrap(), 1_795_514_400_000);
         assert_eq!(time(&text("2026-11-24T12:00:00+02:00"), NOW).unwrap(), 1_795_514_400_000);
         assert_eq!(time(&text("2026-11-24T10:00:00.250Z"), NOW).unwrap(), 1_795_514_400_250);

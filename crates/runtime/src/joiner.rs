@@ -146,6 +146,8 @@ struct Running {
     /// The query reads live records (false for `HISTORY`: the records the workers read are
     /// not its to count).
     live: bool,
+    /// What reading its stored past cost: told in its final emission's metadata.
+    past: Option<Box<crate::history::ReplayReport>>,
 }
 
 /// When queries next need a tick (a time window to emit, or their end): (ms, id), earliest
@@ -236,6 +238,7 @@ impl Joiner {
                         scheduled: None,
                         held,
                         live,
+                        past: None,
                     };
                     running.insert(id.clone(), q);
                     touched = Some(id);
@@ -285,9 +288,7 @@ impl Joiner {
                             emissions.extend(q.run.tick(end_ms));
                             emissions.extend(q.run.finish(end_ms));
                         }
-                        if let Some(last) = emissions.last_mut() {
-                            crate::history::replay::annotate(last, &report);
-                        }
+                        q.past = Some(report);
                         self.deliver(&id, q, emissions);
                     }
                 }
@@ -428,6 +429,9 @@ impl Joiner {
         let count = emissions.len() as u64;
         let raw = q.run.query().is_raw();
         for mut emission in emissions {
+            if let (true, Some(report)) = (emission.is_final, &q.past) {
+                crate::history::replay::annotate(&mut emission, report);
+            }
             if raw {
                 self.rate_limit(q, &mut emission);
             }

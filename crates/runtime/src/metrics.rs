@@ -158,22 +158,46 @@ impl Metrics {
         );
         let h = &m.history;
         for (name, help, metric) in [
-            ("history_records_appended", "Records appended to history", &m.history_records_appended),
-            ("history_records_filtered", "Records history.filter kept out of history", &m.history_records_filtered),
+            (
+                "history_records_appended",
+                "Records appended to history",
+                &m.history_records_appended,
+            ),
+            (
+                "history_records_filtered",
+                "Records history.filter kept out of history",
+                &m.history_records_filtered,
+            ),
             ("history_records_lost", "Records the history store refused", &m.history_records_lost),
         ] {
             registry.register(name, help, metric.clone());
         }
         for (name, help, gauge) in [
-            ("history_records_written", "Records written to history parts (flushes and merges)", &h.records_written),
+            (
+                "history_records_written",
+                "Records written to history parts (flushes and merges)",
+                &h.records_written,
+            ),
             ("history_bytes_written", "Bytes written to history parts", &h.bytes_written),
             ("history_parts_flushed", "History parts flushed", &h.parts_flushed),
             ("history_merges", "History merges done", &h.merges),
             ("history_corrupt_files", "History files skipped as unreadable", &h.corrupt_files),
-            ("history_missing_time", "Records kept with their arrival time: no usable time field", &h.missing_time),
-            ("history_dropped_records", "Records history dropped: its write buffer was full while writes were stopped", &h.dropped_records),
+            (
+                "history_missing_time",
+                "Records kept with their arrival time: no usable time field",
+                &h.missing_time,
+            ),
+            (
+                "history_dropped_records",
+                "Records history dropped: its write buffer was full while writes were stopped",
+                &h.dropped_records,
+            ),
             ("history_flush_errors", "History flushes that failed", &h.flush_errors),
-            ("history_writes_stopped", "1 while history writes are stopped (a full disk, an I/O error)", &h.writes_stopped),
+            (
+                "history_writes_stopped",
+                "1 while history writes are stopped (a full disk, an I/O error)",
+                &h.writes_stopped,
+            ),
         ] {
             registry.register(name, help, gauge.clone());
         }

@@ -17,6 +17,7 @@
 
 use crate::config::NeedleConfig;
 use crate::framing::Batch;
+use crate::history::{HistoryStore, HistoryTap, Replay};
 use crate::joiner::{EndReason, Joiner, JoinerMessage, QueryStatus, StatusTable};
 use crate::metrics::Metrics;
 use crate::registry::QuerySet;
@@ -24,7 +25,6 @@ use crate::remote::{Announcement, Role, Shipper};
 use crate::results::ResultQueue;
 use crate::schema::{SchemaReport, SchemaTracker};
 use crate::source::{BatchSink, Source, SourceCounters, StopSignal};
-use crate::history::{HistoryStore, HistoryTap, Replay};
 use crate::worker::{now_ms, Worker};
 use crate::RuntimeError;
 use crossbeam_channel::Sender;
@@ -341,8 +341,10 @@ impl Runtime {
                     "history is kept by the nodes that read the stream; in the distributed mode \
                      history queries are not supported yet: run them on a needle serve --role all"
                 }
-                _ => "start needle serve with --history DIR (or set history.dir), or read only \
-                      live records: FROM STREAM(...) without SINCE",
+                _ => {
+                    "start needle serve with --history DIR (or set history.dir), or read only \
+                      live records: FROM STREAM(...) without SINCE"
+                }
             });
             return Err(SubmitError::Invalid { error, text: text.to_owned() });
         }
@@ -401,7 +403,8 @@ impl Runtime {
                 );
                 let duration = i64::try_from(compiled.duration_ms()).unwrap_or(i64::MAX);
                 // a HISTORY query ends when read; a SINCE query's live part by its duration
-                let ends = if past.live { received_ms.saturating_add(duration) } else { received_ms };
+                let ends =
+                    if past.live { received_ms.saturating_add(duration) } else { received_ms };
                 (run, ends)
             }
             None => {
@@ -638,14 +641,13 @@ struct PastRead {
 
 /// Opens the store, starts its background work (flushes, merges, retention) and the tap.
 fn open_history(config: &NeedleConfig, metrics: &Arc<Metrics>) -> Result<History, RuntimeError> {
-    let store = HistoryStore::open(config.history.store_config()).map_err(|e| {
-        RuntimeError::History(format!("history.dir {}: {e}", config.history.dir))
-    })?;
+    let store = HistoryStore::open(config.history.store_config())
+        .map_err(|e| RuntimeError::History(format!("history.dir {}: {e}", config.history.dir)))?;
     let filter = history_filter(&config.history.filter)?;
     metrics.watch_history(store.clone());
     let background = store.spawn_background();
     let tap = HistoryTap::start(store, filter, metrics.clone())
-        .map_err(|e| RuntimeError::io("starting the history thread".into(), e))?;
+        .map_err(|e| RuntimeError::io("starting the history thread", e))?;
     Ok(History { tap, background: Mutex::new(Some(background)) })
 }
 
@@ -655,9 +657,13 @@ pub fn history_filter(text: &str) -> Result<Option<CompiledExpr>, RuntimeError> 
         return Ok(None);
     }
     let query = format!("SELECT * FROM STREAM() WHERE {text}");
-    let plan = needle_query::compile(&query, &needle_query::QueryConfig::default()).map_err(|e| {
-        RuntimeError::History(format!("history.filter {text:?}: {}", e.render(&query).trim_end()))
-    })?;
+    let plan =
+        needle_query::compile(&query, &needle_query::QueryConfig::default()).map_err(|e| {
+            RuntimeError::History(format!(
+                "history.filter {text:?}: {}",
+                e.render(&query).trim_end()
+            ))
+        })?;
     let Some(filter) = plan.stage.filter else { return Ok(None) };
     CompiledExpr::compile(&filter)
         .map(Some)

@@ -24,6 +24,7 @@ use utoipa::OpenApi;
     components(schemas(
         crate::error::ErrorBody,
         crate::routes::health::Health,
+        crate::routes::health::HistoryHealth,
         crate::routes::queries::Started,
         crate::routes::queries::Urls,
         crate::routes::queries::QueryProgress

@@ -450,6 +450,7 @@ mod tests {
             window,
             stage: stage(aggregation),
             outer: None,
+            history: None,
         }
     }
 

@@ -219,6 +219,7 @@ mod tests {
                 post: Default::default(),
             },
             outer: None,
+            history: None,
         };
         let records: Vec<Record> = (0..3000i64)
             .map(|i| {

@@ -59,13 +59,14 @@ pub fn run(args: Args) -> ExitCode {
         eprintln!("error: {}: no such directory", args.dir.display());
         return ExitCode::from(1);
     }
-    let store = match needle_history::Store::open_read_only(needle_history::StoreConfig::new(&args.dir)) {
-        Ok(store) => store,
-        Err(e) => {
-            eprintln!("error: {}: {e}", args.dir.display());
-            return ExitCode::from(1);
-        }
-    };
+    let store =
+        match needle_history::Store::open_read_only(needle_history::StoreConfig::new(&args.dir)) {
+            Ok(store) => store,
+            Err(e) => {
+                eprintln!("error: {}: {e}", args.dir.display());
+                return ExitCode::from(1);
+            }
+        };
     let info = match store.info() {
         Ok(info) => info,
         Err(e) => {

@@ -142,7 +142,8 @@ pub fn ingest(
 ) -> Result<Summary, String> {
     let store = needle_history::Store::open(config.store_config())
         .map_err(|e| format!("history {}: {e}", config.dir))?;
-    let filter = needle_runtime::runtime::history_filter(&config.filter).map_err(|e| e.to_string())?;
+    let filter =
+        needle_runtime::runtime::history_filter(&config.filter).map_err(|e| e.to_string())?;
     let started = Instant::now();
     let bar = progress_bar(size);
     let (tx, rx) = bounded::<(u64, Vec<u8>)>(threads * 2);
@@ -178,12 +179,16 @@ pub fn ingest(
                         }
                         match needle_record::decode_record(line) {
                             Ok(record) => {
-                                if filter.as_ref().is_some_and(|f| {
-                                    f.eval(&record, &ctx) != Value::Bool(true)
-                                }) {
+                                if filter
+                                    .as_ref()
+                                    .is_some_and(|f| f.eval(&record, &ctx) != Value::Bool(true))
+                                {
                                     continue;
                                 }
-                                points.fetch_add(count_points(&record, time_field), Ordering::Relaxed);
+                                points.fetch_add(
+                                    count_points(&record, time_field),
+                                    Ordering::Relaxed,
+                                );
                                 batch.push((record, now));
                             }
                             Err(e) => {
@@ -197,7 +202,10 @@ pub fn ingest(
                     }
                     records.fetch_add(batch.len() as u64, Ordering::Relaxed);
                     if let Err(e) = store.append(batch.drain(..), None) {
-                        failure.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(e.to_string());
+                        failure
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .get_or_insert(e.to_string());
                     }
                 }
             });

@@ -19,10 +19,9 @@
 //! the shared validator point into the JSON too.
 
 use crate::ast::{
-    Accessor, Aggregate, CompareOp, DistributionKind, Expr, ExprKind, Field, From, Function, Ident,
-    HistoryClause, Include, Limit, OrderItem, Points, Query, Select, SelectItem, Span, Stream,
-    StreamDuration, TimeBound, TimeLiteral,
-    UnaryOp, Window, WindowKind, WindowUnit,
+    Accessor, Aggregate, CompareOp, DistributionKind, Expr, ExprKind, Field, From, Function,
+    HistoryClause, Ident, Include, Limit, OrderItem, Points, Query, Select, SelectItem, Span,
+    Stream, StreamDuration, TimeBound, TimeLiteral, UnaryOp, Window, WindowKind, WindowUnit,
 };
 use crate::error::QueryError;
 use needle_record::Value;

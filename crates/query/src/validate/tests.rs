@@ -248,12 +248,11 @@ fn durations_resolve_and_are_capped() {
         history: None,
     });
     assert_eq!(ok(&q).duration_ms, 600_000);
-    q.from =
-        From::Stream(Stream {
-            duration: StreamDuration::Millis(600_001),
-            span: Span::new(7, 15),
-            history: None,
-        });
+    q.from = From::Stream(Stream {
+        duration: StreamDuration::Millis(600_001),
+        span: Span::new(7, 15),
+        history: None,
+    });
     assert_eq!(err(&q).kind, QueryErrorKind::Limit);
 }
 

@@ -174,7 +174,11 @@ impl HistoryTap {
     }
 
     fn thread_finished(&self) -> bool {
-        self.thread.lock().unwrap_or_else(|e| e.into_inner()).as_ref().is_none_or(|t| t.is_finished())
+        self.thread
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_none_or(|t| t.is_finished())
     }
 
     /// Ends the tap: what was handed to it is appended, then the thread ends. The store's
@@ -229,7 +233,9 @@ fn run_tap(
             count += 1;
             let kept = records.len() as u64;
             match store.append(records.drain(..), Some(count.to_string())) {
-                Ok(()) => metrics.history_records_appended.inc_by(kept),
+                Ok(()) => {
+                    metrics.history_records_appended.inc_by(kept);
+                }
                 Err(error) => {
                     metrics.history_records_lost.inc_by(kept);
                     log_append_error(&error);

@@ -155,7 +155,9 @@ impl Replay {
             _ => None,
         };
         let bucket_ms = match query.window() {
-            WindowPlan::Time { every_ms, .. } => Some(every_ms as i64),
+            WindowPlan::Time { every_ms, include_ms, .. } => {
+                Some((every_ms as i64, include_ms as i64))
+            }
             _ => None,
         };
         // the write buffer's records are one more unit of work, after the blocks
@@ -184,7 +186,9 @@ impl Replay {
                                     &read
                                 }
                                 Err(error) => {
-                                    eprintln!("needle: history: a block could not be read: {error}");
+                                    eprintln!(
+                                        "needle: history: a block could not be read: {error}"
+                                    );
                                     mine.failed += 1;
                                     continue;
                                 }
@@ -203,9 +207,12 @@ impl Replay {
                                     }
                                 }
                             } else {
-                                let bucket = bucket_ms.map_or(0, |b| align(stored.time_ms, b));
-                                let state = mine.buckets.entry(bucket).or_insert_with(|| {
-                                    Bucket { worker: query.new_worker(), last_ms: i64::MIN }
+                                let bucket = bucket_ms.map_or(0, |(every, include)| {
+                                    bucket_of(stored.time_ms, every, include)
+                                });
+                                let state = mine.buckets.entry(bucket).or_insert_with(|| Bucket {
+                                    worker: query.new_worker(),
+                                    last_ms: i64::MIN,
                                 });
                                 state.last_ms = state.last_ms.max(stored.time_ms);
                                 query.process(&mut state.worker, &stored.record, &ctx);
@@ -217,10 +224,7 @@ impl Replay {
             }
         });
         let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
-        let mut report = ReplayReport {
-            scan: self.scan.clone(),
-            ..ReplayReport::default()
-        };
+        let mut report = ReplayReport { scan: self.scan.clone(), ..ReplayReport::default() };
         let mut hits = Vec::new();
         let mut buckets: BTreeMap<i64, (i64, Vec<Partial>)> = BTreeMap::new();
         for mut r in results {
@@ -262,6 +266,18 @@ impl Replay {
 /// `t` rounded down to a multiple of `size` (epoch-aligned buckets; negative times too).
 pub fn align(t: i64, size: i64) -> i64 {
     t.div_euclid(size.max(1)).saturating_mul(size.max(1))
+}
+
+/// Where a record at `t` joins a time window of `every` ms that keeps its first `include` ms:
+/// the window's start, or (past its first `include` ms) the moment those end, where the join
+/// drops it and counts it, as it would a live record arriving then.
+fn bucket_of(t: i64, every: i64, include: i64) -> i64 {
+    let start = align(t, every);
+    if t - start < include {
+        start
+    } else {
+        start + include
+    }
 }
 
 #[derive(Default)]

@@ -109,7 +109,9 @@ impl BatchSink {
     /// (or nobody is reading any more): the source should end.
     pub fn send(&self, batch: Batch) -> bool {
         match &self.tap {
-            Some(tap) => tap.dispatch(batch, |b| self.send_to_workers(b).map_err(|b| (b, ()))).is_ok(),
+            Some(tap) => {
+                tap.dispatch(batch, |b| self.send_to_workers(b).map_err(|b| (b, ()))).is_ok()
+            }
             None => self.send_to_workers(batch).is_ok(),
         }
     }

@@ -1,0 +1,30 @@
+//! The history crate's one error type.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryError {
+    /// A file or directory of the store could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A Parquet file could not be written, or read back (a corrupt or truncated part).
+    #[error("{path}: {message}")]
+    Parquet { path: PathBuf, message: String },
+    /// The store refuses writes (opened read-only).
+    #[error("this store is open read-only")]
+    ReadOnly,
+}
+
+impl HistoryError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Self::Io { path: path.into(), source }
+    }
+
+    pub(crate) fn parquet(path: impl Into<PathBuf>, message: impl ToString) -> Self {
+        Self::Parquet { path: path.into(), message: message.to_string() }
+    }
+}

@@ -1,0 +1,30 @@
+//! needle's history store: the records needle reads, kept compressed on disk so that queries
+//! can look back, and read back by time range with blocks pruned by their zone maps.
+//!
+//! Its place in the flow: the runtime's history tap appends every record a source reads
+//! ([`Store::append`]); a background thread makes them durable ([`Store::flush`]) and merges
+//! small parts ([`Store::maintain`]); a query that reads the past asks [`Store::scan`] for the
+//! blocks of its range that its WHERE could match, and the runtime runs them through the engine.
+//!
+//! The files are plain Parquet, partitioned by time (`DIR/p=<start ms>/part-...parquet`), so
+//! DuckDB, Spark or pandas read them as they are: `SELECT * FROM
+//! read_parquet('DIR/**/*.parquet', union_by_name = true)`. Each record's fields are typed
+//! columns (maps and lists as JSON text), and `__needle_time` holds the record's time. See
+//! [`columns`] for how records become columns and come back exactly, [`part`] for a file, and
+//! [`store`] for the directory, flushes, merges and retention.
+
+pub mod columns;
+pub mod config;
+pub mod error;
+pub mod part;
+pub mod prune;
+pub mod store;
+
+pub use columns::StoredRecord;
+pub use config::StoreConfig;
+pub use error::HistoryError;
+pub use prune::ColumnStats;
+pub use store::{
+    Background, Block, ColumnInfo, Counters, FlushReport, Health, MaintainReport, PartitionInfo,
+    Scan, ScanRequest, ScanStats, Store, StoreInfo,
+};

@@ -1,0 +1,343 @@
+//! One part: a Parquet file of sorted records in one partition, written whole to a temporary
+//! name, fsynced and renamed into place (a reader never sees half a file), then read back by
+//! block (row group).
+//!
+//! # Layout of a part
+//! - Row groups of `block_rows` rows: the blocks. Parquet keeps each block's min, max and null
+//!   count per column (and a page index); needle adds each block's count and sum of every
+//!   numeric column in the key-value metadata ([`META_BLOCK_SUMS`]). Bloom filters on the
+//!   configured fields.
+//! - zstd; dictionary encoding (with run lengths) for every column but the times, which are
+//!   delta-encoded: sorted by series then time, a sensor's tags repeat and compress to almost
+//!   nothing, and its timestamps are a constant step.
+//! - Key-value metadata: the record layouts and JSON columns ([`crate::columns`]), the block
+//!   sums, the part's merge level, the parts it replaces (a merge) and the source position
+//!   after its last record.
+
+use crate::columns::{
+    self, Kind, StoredRecord, LAYOUT_COLUMN, META_JSON_COLUMNS, META_LAYOUTS, TIME_COLUMN,
+};
+use crate::config::StoreConfig;
+use crate::HistoryError;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
+use parquet::arrow::{ArrowWriter, ProjectionMask};
+use parquet::basic::{Compression, Encoding, ZstdLevel};
+use parquet::file::metadata::{KeyValue, ParquetMetaData};
+use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersion};
+use parquet::schema::types::ColumnPath;
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// JSON: `{column: [[count, sum], ...]}`, one pair per block, for numeric columns.
+pub const META_BLOCK_SUMS: &str = "needle.block_sums";
+/// The part's merge level: 0 for a flush, one more than its inputs for a merge.
+pub const META_LEVEL: &str = "needle.level";
+/// JSON: the file names of the parts a merged part replaces.
+pub const META_REPLACES: &str = "needle.replaces";
+/// The source position after the part's last record (opaque to the store).
+pub const META_POSITION: &str = "needle.position";
+/// The part's sequence number (its name's, kept for readers of the files alone).
+pub const META_SEQUENCE: &str = "needle.sequence";
+
+/// What a new part says of itself besides its records.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PartHeader {
+    pub sequence: u64,
+    pub level: u32,
+    pub replaces: Vec<String>,
+    pub position: Option<String>,
+}
+
+/// The file name of a part.
+pub(crate) fn file_name(sequence: u64, level: u32) -> String {
+    format!("part-{sequence:010}-L{level}.parquet")
+}
+
+/// Sorts rows as a part stores them: by the `sort_by` fields, then time.
+pub(crate) fn sort(rows: &mut [StoredRecord], sort_by: &[String]) {
+    rows.sort_by(|a, b| {
+        for field in sort_by {
+            let order = crate::prune::compare_values(a.record.get(field), b.record.get(field));
+            if order != std::cmp::Ordering::Equal {
+                return order;
+            }
+        }
+        a.time_ms.cmp(&b.time_ms)
+    });
+}
+
+/// Writes `rows` (sorted) as the part `dir/name`: temporary file, fsync, rename, fsync of the
+/// directory. Returns the part, read back from its own metadata.
+pub(crate) fn write(
+    dir: &Path,
+    rows: &[StoredRecord],
+    config: &StoreConfig,
+    header: &PartHeader,
+) -> Result<Part, HistoryError> {
+    let name = file_name(header.sequence, header.level);
+    let path = dir.join(&name);
+    let temporary = dir.join(format!(".tmp-{name}"));
+    let encoded = columns::encode(rows).map_err(|e| HistoryError::parquet(&path, e))?;
+    let block_rows = config.block_rows.max(1);
+    let mut metadata = vec![
+        KeyValue::new(META_LAYOUTS.into(), json(&encoded.layouts)),
+        KeyValue::new(META_JSON_COLUMNS.into(), json(&encoded.json_columns)),
+        KeyValue::new(META_BLOCK_SUMS.into(), block_sums(rows, &encoded.kinds, block_rows)),
+        KeyValue::new(META_LEVEL.into(), header.level.to_string()),
+        KeyValue::new(META_SEQUENCE.into(), header.sequence.to_string()),
+        KeyValue::new(META_REPLACES.into(), json(&header.replaces)),
+    ];
+    if let Some(position) = &header.position {
+        metadata.push(KeyValue::new(META_POSITION.into(), position.clone()));
+    }
+    let mut props = WriterProperties::builder()
+        .set_writer_version(WriterVersion::PARQUET_2_0)
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).unwrap_or_default()))
+        .set_statistics_enabled(EnabledStatistics::Page)
+        .set_max_row_group_row_count(Some(block_rows))
+        .set_key_value_metadata(Some(metadata));
+    let delta_columns = std::iter::once(TIME_COLUMN.to_owned()).chain(
+        config
+            .time_field
+            .iter()
+            .filter(|f| encoded.kinds.iter().any(|(n, k)| n == *f && *k == Kind::Long))
+            .map(|f| columns::column_name(f).into_owned()),
+    );
+    for column in delta_columns {
+        let column = ColumnPath::from(column.as_str());
+        props = props
+            .set_column_dictionary_enabled(column.clone(), false)
+            .set_column_encoding(column, Encoding::DELTA_BINARY_PACKED);
+    }
+    for field in &config.bloom_fields {
+        if encoded.kinds.iter().any(|(n, k)| n == field && *k != Kind::Json) {
+            let column = ColumnPath::from(columns::column_name(field).as_ref());
+            props = props
+                .set_column_bloom_filter_enabled(column.clone(), true)
+                .set_column_bloom_filter_fpp(column, 0.01);
+        }
+    }
+    let file = File::create(&temporary).map_err(|e| HistoryError::io(&temporary, e))?;
+    let result = (|| -> Result<File, parquet::errors::ParquetError> {
+        let mut writer = ArrowWriter::try_new(file, encoded.batch.schema(), Some(props.build()))?;
+        let mut offset = 0;
+        while offset < encoded.batch.num_rows() {
+            let length = block_rows.min(encoded.batch.num_rows() - offset);
+            writer.write(&encoded.batch.slice(offset, length))?;
+            // one row group per block, exactly
+            writer.flush()?;
+            offset += length;
+        }
+        writer.into_inner()
+    })();
+    let mut file = match result {
+        Ok(file) => file,
+        Err(e) => {
+            let _ = std::fs::remove_file(&temporary);
+            return Err(HistoryError::parquet(&path, e));
+        }
+    };
+    let synced = file.flush().and_then(|()| file.sync_all());
+    if let Err(e) = synced {
+        let _ = std::fs::remove_file(&temporary);
+        return Err(HistoryError::io(&temporary, e));
+    }
+    drop(file);
+    std::fs::rename(&temporary, &path).map_err(|e| HistoryError::io(&path, e))?;
+    sync_dir(dir)?;
+    Part::open(&path)
+}
+
+/// fsyncs a directory, so a rename or removal in it is durable.
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), HistoryError> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| HistoryError::io(dir, e))
+}
+
+fn json<T: serde::Serialize>(value: &T) -> Option<String> {
+    serde_json::to_string(value).ok()
+}
+
+/// Each block's count and sum of every numeric column.
+fn block_sums(
+    rows: &[StoredRecord],
+    kinds: &[(String, Kind)],
+    block_rows: usize,
+) -> Option<String> {
+    let mut sums: serde_json::Map<String, serde_json::Value> = serde_json::Map::new();
+    for (name, _) in kinds.iter().filter(|(_, k)| k.is_numeric()) {
+        let blocks: Vec<serde_json::Value> = rows
+            .chunks(block_rows)
+            .map(|block| {
+                let (count, sum) = block
+                    .iter()
+                    .filter_map(|r| r.record.get(name).and_then(needle_record::Value::as_f64))
+                    .fold((0u64, 0f64), |(c, s), v| (c + 1, s + v));
+                serde_json::json!([count, sum])
+            })
+            .collect();
+        sums.insert(columns::column_name(name).into_owned(), serde_json::Value::Array(blocks));
+    }
+    json(&sums)
+}
+
+/// A part on disk, with its footer read once.
+#[derive(Debug, Clone)]
+pub struct Part {
+    pub path: PathBuf,
+    pub name: String,
+    pub(crate) meta: ArrowReaderMetadata,
+    pub(crate) layouts: Arc<Vec<Vec<String>>>,
+    pub(crate) json_columns: Arc<Vec<String>>,
+    /// Per numeric column, each block's (count, sum).
+    pub(crate) sums: Arc<HashMap<String, Vec<(u64, f64)>>>,
+    pub level: u32,
+    pub sequence: u64,
+    pub replaces: Vec<String>,
+    pub position: Option<String>,
+    pub rows: u64,
+    pub bytes: u64,
+    /// The earliest and latest record time in the part.
+    pub time_range: (i64, i64),
+}
+
+impl Part {
+    /// Reads a part's footer. A file that is not a whole part of this store is an error
+    /// (the store skips it and counts it).
+    pub fn open(path: &Path) -> Result<Self, HistoryError> {
+        let file = File::open(path).map_err(|e| HistoryError::io(path, e))?;
+        let bytes = file.metadata().map_err(|e| HistoryError::io(path, e))?.len();
+        let meta = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
+            .map_err(|e| HistoryError::parquet(path, e))?;
+        let parquet: &ParquetMetaData = meta.metadata();
+        let kv: HashMap<&str, &str> = parquet
+            .file_metadata()
+            .key_value_metadata()
+            .map(|list| {
+                list.iter()
+                    .filter_map(|kv| kv.value.as_deref().map(|v| (kv.key.as_str(), v)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let layouts: Vec<Vec<String>> = kv
+            .get(META_LAYOUTS)
+            .and_then(|v| serde_json::from_str(v).ok())
+            .ok_or_else(|| HistoryError::parquet(path, "not a part of a needle history store"))?;
+        let json_columns: Vec<String> = kv
+            .get(META_JSON_COLUMNS)
+            .and_then(|v| serde_json::from_str(v).ok())
+            .unwrap_or_default();
+        let sums: HashMap<String, Vec<(u64, f64)>> =
+            kv.get(META_BLOCK_SUMS).and_then(|v| serde_json::from_str(v).ok()).unwrap_or_default();
+        let replaces: Vec<String> =
+            kv.get(META_REPLACES).and_then(|v| serde_json::from_str(v).ok()).unwrap_or_default();
+        let level = kv.get(META_LEVEL).and_then(|v| v.parse().ok()).unwrap_or(0);
+        let sequence = kv.get(META_SEQUENCE).and_then(|v| v.parse().ok()).unwrap_or(0);
+        let position = kv.get(META_POSITION).map(|v| v.to_string());
+        let schema = meta.schema();
+        let time_index = schema
+            .index_of(TIME_COLUMN)
+            .map_err(|_| HistoryError::parquet(path, "no time column"))?;
+        if schema.index_of(LAYOUT_COLUMN).is_err() {
+            return Err(HistoryError::parquet(path, "no layout column"));
+        }
+        let mut time_range = (i64::MAX, i64::MIN);
+        for rg in parquet.row_groups() {
+            if let Some(parquet::file::statistics::Statistics::Int64(s)) =
+                rg.column(time_index).statistics()
+            {
+                if let (Some(lo), Some(hi)) = (s.min_opt(), s.max_opt()) {
+                    time_range = (time_range.0.min(*lo), time_range.1.max(*hi));
+                }
+            }
+        }
+        let rows = parquet.file_metadata().num_rows().max(0) as u64;
+        Ok(Self {
+            name: path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            path: path.to_owned(),
+            meta,
+            layouts: Arc::new(layouts),
+            json_columns: Arc::new(json_columns),
+            sums: Arc::new(sums),
+            level,
+            sequence,
+            replaces,
+            position,
+            rows,
+            bytes,
+            time_range,
+        })
+    }
+
+    pub(crate) fn parquet(&self) -> &ParquetMetaData {
+        self.meta.metadata()
+    }
+
+    /// The number of blocks.
+    pub fn blocks(&self) -> usize {
+        self.parquet().num_row_groups()
+    }
+
+    /// Reads block `index`: the records with time in `[from, to)`, with only the `wanted` fields.
+    pub(crate) fn read_block(
+        &self,
+        index: usize,
+        wanted: Option<&[String]>,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Vec<StoredRecord>, HistoryError> {
+        let file = File::open(&self.path).map_err(|e| HistoryError::io(&self.path, e))?;
+        let schema = self.meta.schema();
+        let descriptor = self.meta.metadata().file_metadata().schema_descr_ptr();
+        let mask = match wanted {
+            None => ProjectionMask::all(),
+            Some(fields) => {
+                let mut indices = vec![];
+                for (i, field) in schema.fields().iter().enumerate() {
+                    let name = field.name().as_str();
+                    let keep = name == TIME_COLUMN
+                        || name == LAYOUT_COLUMN
+                        || fields.iter().any(|f| columns::column_name(f) == name);
+                    if keep {
+                        indices.push(i);
+                    }
+                }
+                ProjectionMask::roots(&descriptor, indices)
+            }
+        };
+        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.meta.clone())
+            .with_row_groups(vec![index])
+            .with_projection(mask)
+            .with_batch_size(8192)
+            .build()
+            .map_err(|e| HistoryError::parquet(&self.path, e))?;
+        let mut out = Vec::new();
+        for batch in reader {
+            let batch = batch.map_err(|e| HistoryError::parquet(&self.path, e))?;
+            columns::decode(
+                &batch,
+                &self.layouts,
+                &self.json_columns,
+                wanted,
+                from_ms,
+                to_ms,
+                &mut out,
+            )
+            .map_err(|e| HistoryError::parquet(&self.path, e))?;
+        }
+        Ok(out)
+    }
+
+    /// Every record of the part (a merge's input).
+    pub(crate) fn read_all(&self) -> Result<Vec<StoredRecord>, HistoryError> {
+        let mut out = Vec::with_capacity(self.rows as usize);
+        for block in 0..self.blocks() {
+            out.extend(self.read_block(block, None, i64::MIN, i64::MAX)?);
+        }
+        Ok(out)
+    }
+}

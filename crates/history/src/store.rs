@@ -1,0 +1,974 @@
+//! [`Store`]: the write buffer, the partitions and their parts on disk, flushes, merges,
+//! retention, and scans that prune blocks by their zone maps.
+//!
+//! ```text
+//! DIR/p=<partition start ms>/part-<sequence>-L<level>.parquet
+//! ```
+//! - **Writes**: [`Store::append`] puts records (with their time) in the write buffer;
+//!   [`Store::flush`] writes each partition's share as a sorted part and makes it durable
+//!   (temporary name, fsync, rename, fsync of the directory). While a flush writes, its records
+//!   stay visible to scans; they leave the buffer's view in the same step the new parts join.
+//! - **Merges** ([`Store::maintain`]): when a partition holds [`MERGE_FANIN`] parts of one
+//!   level, they are read, sorted together and written as one part of the next level, which
+//!   names them in its metadata; then they are removed. A crash between the rename and the
+//!   removals leaves both: [`Store::open`] removes the parts a present part replaces, so every
+//!   record is there exactly once. Leftover temporary files are removed too.
+//! - **Retention**: whole partitions go, oldest first, past `retention_ms` or `max_bytes`.
+//! - **Reads** ([`Store::scan`]): the parts of partitions that overlap the range, their blocks
+//!   whose time range overlaps it and whose statistics do not rule out the filter, and the
+//!   buffered records in range. A part that cannot be read is skipped, logged once and counted;
+//!   it never stops a read.
+//! - **Faults**: a flush that fails (a full disk) keeps its records in the buffer, marks the
+//!   store [`Health::WritesStopped`], and is tried again on the next flush; the buffer is then
+//!   bounded (`max_buffer_records`), and what does not fit is dropped and counted.
+
+use crate::columns::StoredRecord;
+use crate::config::StoreConfig;
+use crate::part::{self, Part, PartHeader};
+use crate::prune::{self, ColumnStats, Zone};
+use crate::HistoryError;
+use needle_query::ast::Expr;
+use needle_record::{Record, Value};
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Parts of one level a merge combines.
+pub const MERGE_FANIN: usize = 4;
+/// A merge never reads more records than this at once (larger partitions keep more parts).
+pub const MERGE_MAX_RECORDS: u64 = 20_000_000;
+
+/// What the store has done, for metrics.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Records written to parts by flushes.
+    pub records_written: AtomicU64,
+    /// Bytes of parts written (flushes and merges).
+    pub bytes_written: AtomicU64,
+    pub parts_flushed: AtomicU64,
+    pub merges: AtomicU64,
+    /// Files skipped because they could not be read as parts.
+    pub corrupt_files: AtomicU64,
+    /// Records kept with their arrival time: no usable time field.
+    pub missing_time: AtomicU64,
+    /// Records dropped: the write buffer was full while writes were stopped.
+    pub dropped_records: AtomicU64,
+    pub flush_errors: AtomicU64,
+}
+
+/// Whether the store is taking writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Health {
+    Ok,
+    /// Writes fail (a full disk, an I/O error); records wait in the buffer, reads go on.
+    WritesStopped {
+        reason: String,
+    },
+}
+
+impl Health {
+    pub fn is_ok(&self) -> bool {
+        matches!(self, Health::Ok)
+    }
+}
+
+/// What a flush did.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct FlushReport {
+    pub records: u64,
+    pub parts: u64,
+    pub bytes: u64,
+}
+
+/// What one round of background work did.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct MaintainReport {
+    pub merges: u64,
+    pub parts_removed: u64,
+    pub partitions_dropped: u64,
+}
+
+/// A store of history. Cheap to clone; share it between threads.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("dir", &self.inner.config.dir).finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    config: StoreConfig,
+    read_only: bool,
+    state: Mutex<State>,
+    /// Held by a flush or a merge: one writer of parts at a time.
+    writing: Mutex<()>,
+    counters: Counters,
+    health: Mutex<Health>,
+    /// Files already reported as unreadable (each is logged once).
+    reported: Mutex<HashSet<PathBuf>>,
+}
+
+#[derive(Default)]
+struct State {
+    buffer: Vec<StoredRecord>,
+    /// Records a flush is writing: visible to scans until their parts join `parts`.
+    flushing: Arc<Vec<StoredRecord>>,
+    /// Position after the last appended records.
+    position: Option<String>,
+    durable_position: Option<String>,
+    /// Parts by partition start.
+    parts: BTreeMap<i64, Vec<Part>>,
+    next_sequence: u64,
+}
+
+/// Which records a scan wants.
+#[derive(Debug, Clone, Default)]
+pub struct ScanRequest {
+    /// `[from, to)`, record time in ms.
+    pub from_ms: i64,
+    pub to_ms: i64,
+    /// The query's WHERE, used only to skip blocks that cannot match.
+    pub filter: Option<Expr>,
+    /// Top-level fields needed; `None`: whole records.
+    pub fields: Option<Vec<String>>,
+}
+
+/// How much a scan reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ScanStats {
+    pub partitions: u64,
+    pub parts: u64,
+    pub blocks_in_range: u64,
+    pub blocks_skipped_minmax: u64,
+    pub blocks_skipped_bloom: u64,
+    pub blocks_to_read: u64,
+    pub buffered_records: u64,
+    pub corrupt_files: u64,
+}
+
+/// The blocks a query reads, and the buffered records in its range.
+pub struct Scan {
+    pub blocks: Vec<Block>,
+    pub buffered: Vec<StoredRecord>,
+    pub stats: ScanStats,
+}
+
+/// One block (row group) of one part, with the scan's range and fields.
+#[derive(Debug, Clone)]
+pub struct Block {
+    part: Arc<Part>,
+    index: usize,
+    from_ms: i64,
+    to_ms: i64,
+    fields: Option<Arc<Vec<String>>>,
+}
+
+impl Block {
+    /// The block's records in the scan's range, with the scan's fields.
+    pub fn read(&self) -> Result<Vec<StoredRecord>, HistoryError> {
+        self.part.read_block(
+            self.index,
+            self.fields.as_deref().map(Vec::as_slice),
+            self.from_ms,
+            self.to_ms,
+        )
+    }
+
+    pub fn rows(&self) -> u64 {
+        self.part.parquet().row_group(self.index).num_rows().max(0) as u64
+    }
+
+    /// The earliest and latest record time in the block.
+    pub fn time_range(&self) -> (i64, i64) {
+        let zone = BlockZone { part: &self.part, index: self.index, bloom: None };
+        match zone.stats(crate::columns::TIME_COLUMN) {
+            Some(Some(ColumnStats {
+                min: Some(Value::Long(lo)),
+                max: Some(Value::Long(hi)),
+                ..
+            })) => (lo, hi),
+            _ => self.part.time_range,
+        }
+    }
+
+    /// Every row of the block lies in the scan's range.
+    pub fn fully_in_range(&self) -> bool {
+        let (lo, hi) = self.time_range();
+        lo >= self.from_ms && hi < self.to_ms
+    }
+
+    /// A column's statistics over the block: min, max, counts, and the sum of a numeric one.
+    pub fn column_stats(&self, field: &str) -> Option<ColumnStats> {
+        BlockZone { part: &self.part, index: self.index, bloom: None }.stats(field).flatten()
+    }
+}
+
+/// A block's zone map, with the part's file open for bloom filters when a filter needs them.
+struct BlockZone<'a> {
+    part: &'a Part,
+    index: usize,
+    bloom: Option<&'a std::fs::File>,
+}
+
+impl Zone for BlockZone<'_> {
+    fn rows(&self) -> u64 {
+        self.part.parquet().row_group(self.index).num_rows().max(0) as u64
+    }
+
+    fn stats(&self, field: &str) -> Option<Option<ColumnStats>> {
+        let column = crate::columns::column_name(field);
+        let schema = self.part.meta.schema();
+        let position = schema.index_of(&column).ok()?;
+        let json = self.part.json_columns.iter().any(|c| *c == column);
+        let Some(kind) = prune::kind_of(schema.field(position).data_type(), json) else {
+            return Some(None);
+        };
+        let chunk = self.part.parquet().row_group(self.index).column(position);
+        let Some(statistics) = chunk.statistics() else { return Some(None) };
+        let rows = self.rows();
+        let null_count = statistics.null_count_opt().unwrap_or(0);
+        let (min, max) = prune::stats_values(kind, statistics);
+        let sum = self
+            .part
+            .sums
+            .get(column.as_ref())
+            .and_then(|blocks| blocks.get(self.index))
+            .map(|(_, sum)| *sum);
+        Some(Some(ColumnStats {
+            min,
+            max,
+            count: rows.saturating_sub(null_count),
+            null_count,
+            sum,
+        }))
+    }
+
+    fn might_contain(&self, field: &str, value: &Value) -> bool {
+        let Some(file) = self.bloom else { return true };
+        let column = crate::columns::column_name(field);
+        let Ok(position) = self.part.meta.schema().index_of(&column) else { return true };
+        let chunk = self.part.parquet().row_group(self.index).column(position);
+        let Ok(Some(filter)) = parquet::bloom_filter::Sbbf::read_from_column_chunk(chunk, file)
+        else {
+            return true;
+        };
+        match value {
+            Value::String(s) => filter.check(&s.as_str()),
+            Value::Long(v) => filter.check(v),
+            Value::Int(v) if chunk.column_type() == parquet::basic::Type::INT64 => {
+                filter.check(&i64::from(*v))
+            }
+            Value::Int(v) => filter.check(v),
+            _ => true,
+        }
+    }
+}
+
+impl Store {
+    /// Opens (creating it when missing) the store in `config.dir` for reading and writing: cleans
+    /// up temporary files and the parts a merge replaced, and skips (logs, counts) files that
+    /// are not readable parts.
+    pub fn open(config: StoreConfig) -> Result<Store, HistoryError> {
+        std::fs::create_dir_all(&config.dir).map_err(|e| HistoryError::io(&config.dir, e))?;
+        Self::open_as(config, false)
+    }
+
+    /// Opens an existing store for reading only (while another process may write it): nothing
+    /// on disk is changed.
+    pub fn open_read_only(config: StoreConfig) -> Result<Store, HistoryError> {
+        Self::open_as(config, true)
+    }
+
+    fn open_as(config: StoreConfig, read_only: bool) -> Result<Store, HistoryError> {
+        let store = Store {
+            inner: Arc::new(Inner {
+                read_only,
+                state: Mutex::new(State::default()),
+                writing: Mutex::new(()),
+                counters: Counters::default(),
+                health: Mutex::new(Health::Ok),
+                reported: Mutex::new(HashSet::new()),
+                config,
+            }),
+        };
+        store.load()?;
+        Ok(store)
+    }
+
+    /// Reads every partition's parts from disk.
+    fn load(&self) -> Result<(), HistoryError> {
+        let dir = &self.inner.config.dir;
+        let mut parts: BTreeMap<i64, Vec<Part>> = BTreeMap::new();
+        let mut next_sequence = 0;
+        let mut durable: Option<(u64, String)> = None;
+        for (start, partition) in list_partitions(dir)? {
+            let mut found = Vec::new();
+            for entry in read_dir(&partition)? {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let path = entry.path();
+                if name.starts_with(".tmp-") {
+                    if !self.inner.read_only {
+                        let _ = std::fs::remove_file(&path);
+                    }
+                    continue;
+                }
+                if !name.ends_with(".parquet") {
+                    continue;
+                }
+                match Part::open(&path) {
+                    Ok(part) => found.push(part),
+                    Err(error) => self.corrupt(&path, &error),
+                }
+            }
+            // a merge's inputs that outlived it (a crash before their removal)
+            let replaced: HashSet<String> =
+                found.iter().flat_map(|p| p.replaces.iter().cloned()).collect();
+            found.retain(|p| {
+                if replaced.contains(&p.name) {
+                    if !self.inner.read_only {
+                        let _ = std::fs::remove_file(&p.path);
+                    }
+                    return false;
+                }
+                true
+            });
+            for p in &found {
+                next_sequence = next_sequence.max(p.sequence + 1);
+                if let Some(position) = &p.position {
+                    if durable.as_ref().is_none_or(|(s, _)| p.sequence > *s) {
+                        durable = Some((p.sequence, position.clone()));
+                    }
+                }
+            }
+            found.sort_by_key(|p| p.sequence);
+            if !found.is_empty() {
+                parts.insert(start, found);
+            }
+        }
+        let mut state = self.state();
+        state.parts = parts;
+        state.next_sequence = next_sequence;
+        state.durable_position = durable.map(|(_, p)| p);
+        Ok(())
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A file that is not a readable part: logged once, counted, skipped.
+    fn corrupt(&self, path: &Path, error: &HistoryError) {
+        let first =
+            self.inner.reported.lock().unwrap_or_else(|e| e.into_inner()).insert(path.to_owned());
+        if first {
+            self.inner.counters.corrupt_files.fetch_add(1, Ordering::Relaxed);
+            eprintln!("needle: history: skipping {}: {error}", path.display());
+        }
+    }
+
+    pub fn config(&self) -> &StoreConfig {
+        &self.inner.config
+    }
+
+    pub fn counters(&self) -> &Counters {
+        &self.inner.counters
+    }
+
+    pub fn health(&self) -> Health {
+        self.inner.health.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The source position after the last record made durable.
+    pub fn durable_position(&self) -> Option<String> {
+        self.state().durable_position.clone()
+    }
+
+    /// A record's time: its time field, or `arrival_ms` (counted).
+    fn time_of(&self, record: &Record, arrival_ms: i64) -> i64 {
+        let time = self.inner.config.time_field.as_ref().and_then(|f| record.get(f)).and_then(
+            |v| match v {
+                Value::Long(ms) => Some(*ms),
+                Value::Int(ms) => Some(i64::from(*ms)),
+                Value::Double(ms) if ms.is_finite() => Some(*ms as i64),
+                Value::Float(ms) if ms.is_finite() => Some(*ms as i64),
+                Value::String(text) => {
+                    chrono::DateTime::parse_from_rfc3339(text).ok().map(|t| t.timestamp_millis())
+                }
+                _ => None,
+            },
+        );
+        time.unwrap_or_else(|| {
+            self.inner.counters.missing_time.fetch_add(1, Ordering::Relaxed);
+            arrival_ms
+        })
+    }
+
+    /// Appends records (each with its arrival time, ms) to the write buffer; `position` is the
+    /// source position after them. A buffer past `max_buffer_records` is flushed now; while
+    /// writes are stopped, what does not fit is dropped and counted.
+    pub fn append(
+        &self,
+        records: impl IntoIterator<Item = (Record, i64)>,
+        position: Option<String>,
+    ) -> Result<(), HistoryError> {
+        if self.inner.read_only {
+            return Err(HistoryError::ReadOnly);
+        }
+        let keep = self.inner.config.fields.as_ref();
+        let incoming: Vec<StoredRecord> = records
+            .into_iter()
+            .map(|(mut record, arrival)| {
+                let time_ms = self.time_of(&record, arrival);
+                if let Some(keep) = keep {
+                    let fields: needle_record::Map = record
+                        .into_map()
+                        .into_iter()
+                        .filter(|(k, _)| {
+                            keep.contains(k) || self.inner.config.time_field.as_ref() == Some(k)
+                        })
+                        .collect();
+                    record = Record::from_map(fields);
+                }
+                StoredRecord { time_ms, record }
+            })
+            .collect();
+        let full = {
+            let mut state = self.state();
+            let room = self.inner.config.max_buffer_records.saturating_sub(state.buffer.len());
+            let stopped = !self.health().is_ok();
+            let mut incoming = incoming;
+            if stopped && incoming.len() > room {
+                let dropped = incoming.len() - room;
+                incoming.truncate(room);
+                self.inner.counters.dropped_records.fetch_add(dropped as u64, Ordering::Relaxed);
+            }
+            state.buffer.extend(incoming);
+            if position.is_some() {
+                state.position = position;
+            }
+            !stopped && state.buffer.len() >= self.inner.config.max_buffer_records
+        };
+        if full {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Makes everything appended so far durable: one sorted part per partition touched.
+    pub fn flush(&self) -> Result<FlushReport, HistoryError> {
+        if self.inner.read_only {
+            return Err(HistoryError::ReadOnly);
+        }
+        let _writing = self.inner.writing.lock().unwrap_or_else(|e| e.into_inner());
+        let (records, position) = {
+            let mut state = self.state();
+            if state.buffer.is_empty() {
+                state.durable_position = state.position.clone().or(state.durable_position.take());
+                return Ok(FlushReport::default());
+            }
+            let records = Arc::new(std::mem::take(&mut state.buffer));
+            state.flushing = records.clone();
+            (records, state.position.clone())
+        };
+        let result = self.write_parts(&records, position.clone());
+        let mut state = self.state();
+        match result {
+            Ok((parts, report)) => {
+                for (start, part) in parts {
+                    state.parts.entry(start).or_default().push(part);
+                }
+                state.flushing = Arc::default();
+                if position.is_some() {
+                    state.durable_position = position;
+                }
+                drop(state);
+                *self.inner.health.lock().unwrap_or_else(|e| e.into_inner()) = Health::Ok;
+                let c = &self.inner.counters;
+                c.records_written.fetch_add(report.records, Ordering::Relaxed);
+                c.bytes_written.fetch_add(report.bytes, Ordering::Relaxed);
+                c.parts_flushed.fetch_add(report.parts, Ordering::Relaxed);
+                Ok(report)
+            }
+            Err(error) => {
+                // back into the buffer, ahead of what came meanwhile; tried again next flush
+                let mut kept = Arc::try_unwrap(std::mem::take(&mut state.flushing))
+                    .unwrap_or_else(|a| (*a).clone());
+                kept.append(&mut state.buffer);
+                state.buffer = kept;
+                drop(state);
+                self.inner.counters.flush_errors.fetch_add(1, Ordering::Relaxed);
+                *self.inner.health.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Health::WritesStopped { reason: error.to_string() };
+                Err(error)
+            }
+        }
+    }
+
+    /// Writes `records` as one part per partition; nothing joins the store's view here.
+    fn write_parts(
+        &self,
+        records: &[StoredRecord],
+        position: Option<String>,
+    ) -> Result<(Vec<(i64, Part)>, FlushReport), HistoryError> {
+        let config = &self.inner.config;
+        let mut by_partition: BTreeMap<i64, Vec<StoredRecord>> = BTreeMap::new();
+        for r in records {
+            by_partition
+                .entry(partition_of(r.time_ms, config.partition_ms))
+                .or_default()
+                .push(r.clone());
+        }
+        let mut written = Vec::new();
+        let mut report = FlushReport::default();
+        let count = by_partition.len();
+        for (i, (start, mut rows)) in by_partition.into_iter().enumerate() {
+            part::sort(&mut rows, &config.sort_by);
+            let dir = partition_dir(&config.dir, start);
+            std::fs::create_dir_all(&dir).map_err(|e| HistoryError::io(&dir, e))?;
+            if i == 0 {
+                part::sync_dir(&config.dir)?;
+            }
+            let sequence = self.take_sequence();
+            // the position goes with the last part written: all of it is durable then
+            let header = PartHeader {
+                sequence,
+                level: 0,
+                replaces: Vec::new(),
+                position: if i + 1 == count { position.clone() } else { None },
+            };
+            let part = part::write(&dir, &rows, config, &header)?;
+            report.records += rows.len() as u64;
+            report.parts += 1;
+            report.bytes += part.bytes;
+            written.push((start, part));
+        }
+        Ok((written, report))
+    }
+
+    fn take_sequence(&self) -> u64 {
+        let mut state = self.state();
+        let sequence = state.next_sequence;
+        state.next_sequence += 1;
+        sequence
+    }
+
+    /// One round of background work: merges, then retention.
+    pub fn maintain(&self) -> Result<MaintainReport, HistoryError> {
+        if self.inner.read_only {
+            return Err(HistoryError::ReadOnly);
+        }
+        let mut report = MaintainReport::default();
+        while let Some((start, inputs)) = self.merge_candidate() {
+            self.merge(start, &inputs)?;
+            report.merges += 1;
+            report.parts_removed += inputs.len() as u64;
+        }
+        report.partitions_dropped = self.retain()?;
+        Ok(report)
+    }
+
+    /// A partition's parts to merge: the lowest level that has [`MERGE_FANIN`] parts.
+    fn merge_candidate(&self) -> Option<(i64, Vec<Part>)> {
+        let state = self.state();
+        for (start, parts) in &state.parts {
+            let mut levels: BTreeMap<u32, Vec<&Part>> = BTreeMap::new();
+            for p in parts {
+                levels.entry(p.level).or_default().push(p);
+            }
+            for (_, same) in levels {
+                if same.len() >= MERGE_FANIN {
+                    let mut inputs: Vec<Part> = Vec::new();
+                    let mut rows = 0;
+                    for p in same {
+                        if rows + p.rows > MERGE_MAX_RECORDS && inputs.len() >= 2 {
+                            break;
+                        }
+                        rows += p.rows;
+                        inputs.push(p.clone());
+                    }
+                    if inputs.len() >= 2 {
+                        return Some((*start, inputs));
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// Merges `inputs` (parts of the partition at `start`) into one part of the next level.
+    fn merge(&self, start: i64, inputs: &[Part]) -> Result<(), HistoryError> {
+        let _writing = self.inner.writing.lock().unwrap_or_else(|e| e.into_inner());
+        let config = &self.inner.config;
+        let mut rows = Vec::new();
+        for p in inputs {
+            rows.extend(p.read_all()?);
+        }
+        part::sort(&mut rows, &config.sort_by);
+        let header = PartHeader {
+            sequence: self.take_sequence(),
+            level: inputs.iter().map(|p| p.level).max().unwrap_or(0) + 1,
+            replaces: inputs.iter().map(|p| p.name.clone()).collect(),
+            // the newest input's position is kept: the merged part has all it had
+            position: inputs
+                .iter()
+                .filter(|p| p.position.is_some())
+                .max_by_key(|p| p.sequence)
+                .and_then(|p| p.position.clone()),
+        };
+        let dir = partition_dir(&config.dir, start);
+        let merged = part::write(&dir, &rows, config, &header)?;
+        self.inner.counters.bytes_written.fetch_add(merged.bytes, Ordering::Relaxed);
+        {
+            let mut state = self.state();
+            if let Some(parts) = state.parts.get_mut(&start) {
+                parts.retain(|p| !header.replaces.contains(&p.name));
+                parts.push(merged);
+                parts.sort_by_key(|p| p.sequence);
+            }
+        }
+        // the merged part is in the view before its inputs go; a scan planned before it that
+        // opens a removed input reports that block as failed (see `Store::scan`'s callers)
+        for p in inputs {
+            let _ = std::fs::remove_file(&p.path);
+        }
+        part::sync_dir(&dir)?;
+        self.inner.counters.merges.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Drops whole partitions past the retention age or the byte bound, oldest first.
+    fn retain(&self) -> Result<u64, HistoryError> {
+        let config = &self.inner.config;
+        if config.retention_ms.is_none() && config.max_bytes.is_none() {
+            return Ok(0);
+        }
+        let now = now_ms();
+        let mut dropped = 0;
+        loop {
+            let victim = {
+                let state = self.state();
+                let total: u64 = state.parts.values().flatten().map(|p| p.bytes).sum();
+                let oldest = state.parts.keys().next().copied();
+                oldest.filter(|start| {
+                    let end = start.saturating_add(config.partition_ms as i64);
+                    let too_old =
+                        config.retention_ms.is_some_and(|r| end <= now.saturating_sub(r as i64));
+                    let too_big = config.max_bytes.is_some_and(|m| total > m);
+                    too_old || too_big
+                })
+            };
+            let Some(start) = victim else { return Ok(dropped) };
+            let _writing = self.inner.writing.lock().unwrap_or_else(|e| e.into_inner());
+            self.state().parts.remove(&start);
+            let dir = partition_dir(&config.dir, start);
+            std::fs::remove_dir_all(&dir).map_err(|e| HistoryError::io(&dir, e))?;
+            dropped += 1;
+        }
+    }
+
+    /// A thread that flushes every `flush_ms` and does the background work; see [`Background`].
+    pub fn spawn_background(&self) -> Background {
+        let stop = Arc::new(AtomicBool::new(false));
+        let store = self.clone();
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("needle-history-flush".into())
+            .spawn(move || {
+                let every = Duration::from_millis(store.inner.config.flush_ms.max(1));
+                let mut last_maintain = Instant::now();
+                while !flag.load(Ordering::Relaxed) {
+                    let started = Instant::now();
+                    while started.elapsed() < every && !flag.load(Ordering::Relaxed) {
+                        std::thread::sleep(every.min(Duration::from_millis(20)));
+                    }
+                    // errors are counted and reported in health; the next round tries again
+                    let _ = store.flush();
+                    if last_maintain.elapsed() >= every * 4 {
+                        if let Err(error) = store.maintain() {
+                            eprintln!("needle: history: background work failed: {error}");
+                        }
+                        last_maintain = Instant::now();
+                    }
+                }
+                let _ = store.flush();
+            })
+            .ok();
+        Background { stop, thread }
+    }
+
+    /// The blocks a query reads and the buffered records in its range, after pruning.
+    pub fn scan(&self, request: &ScanRequest) -> Result<Scan, HistoryError> {
+        let config = &self.inner.config;
+        let (partitions, mut buffered) = {
+            let state = self.state();
+            let lo = partition_of(request.from_ms, config.partition_ms);
+            let parts: Vec<(i64, Vec<Part>)> = state
+                .parts
+                .range(lo..)
+                .take_while(|(start, _)| **start < request.to_ms)
+                .map(|(s, p)| (*s, p.clone()))
+                .collect();
+            let in_range =
+                |r: &&StoredRecord| r.time_ms >= request.from_ms && r.time_ms < request.to_ms;
+            let buffered: Vec<StoredRecord> = state
+                .flushing
+                .iter()
+                .chain(state.buffer.iter())
+                .filter(in_range)
+                .cloned()
+                .collect();
+            (parts, buffered)
+        };
+        if let Some(fields) = &request.fields {
+            for r in &mut buffered {
+                let map: needle_record::Map = std::mem::take(&mut r.record)
+                    .into_map()
+                    .into_iter()
+                    .filter(|(k, _)| fields.contains(k))
+                    .collect();
+                r.record = Record::from_map(map);
+            }
+        }
+        let mut stats =
+            ScanStats { buffered_records: buffered.len() as u64, ..ScanStats::default() };
+        let fields = request.fields.clone().map(Arc::new);
+        let mut blocks = Vec::new();
+        let wants_bloom = request.filter.is_some() && !config.bloom_fields.is_empty();
+        for (_, parts) in partitions {
+            stats.partitions += 1;
+            for part in parts {
+                let (lo, hi) = part.time_range;
+                if hi < request.from_ms || lo >= request.to_ms {
+                    continue;
+                }
+                stats.parts += 1;
+                let file = if wants_bloom { std::fs::File::open(&part.path).ok() } else { None };
+                let part = Arc::new(part);
+                for index in 0..part.blocks() {
+                    let zone = BlockZone { part: &part, index, bloom: None };
+                    let (blo, bhi) = match zone.stats(crate::columns::TIME_COLUMN) {
+                        Some(Some(ColumnStats {
+                            min: Some(Value::Long(a)),
+                            max: Some(Value::Long(b)),
+                            ..
+                        })) => (a, b),
+                        _ => (lo, hi),
+                    };
+                    if bhi < request.from_ms || blo >= request.to_ms {
+                        continue;
+                    }
+                    stats.blocks_in_range += 1;
+                    if let Some(filter) = &request.filter {
+                        if !prune::may_be_true(filter, &zone) {
+                            stats.blocks_skipped_minmax += 1;
+                            continue;
+                        }
+                        if file.is_some() {
+                            let zone = BlockZone { part: &part, index, bloom: file.as_ref() };
+                            if !prune::may_be_true(filter, &zone) {
+                                stats.blocks_skipped_bloom += 1;
+                                continue;
+                            }
+                        }
+                    }
+                    stats.blocks_to_read += 1;
+                    blocks.push(Block {
+                        part: part.clone(),
+                        index,
+                        from_ms: request.from_ms,
+                        to_ms: request.to_ms,
+                        fields: fields.clone(),
+                    });
+                }
+            }
+        }
+        stats.corrupt_files = self.inner.counters.corrupt_files.load(Ordering::Relaxed);
+        Ok(Scan { blocks, buffered, stats })
+    }
+
+    /// What the store holds.
+    pub fn info(&self) -> Result<StoreInfo, HistoryError> {
+        let (parts, buffered) = {
+            let state = self.state();
+            let parts: Vec<(i64, Vec<Part>)> =
+                state.parts.iter().map(|(s, p)| (*s, p.clone())).collect();
+            (parts, (state.buffer.len() + state.flushing.len()) as u64)
+        };
+        let mut info = StoreInfo {
+            dir: self.inner.config.dir.display().to_string(),
+            buffered_records: buffered,
+            corrupt_files: self.inner.counters.corrupt_files.load(Ordering::Relaxed),
+            ..StoreInfo::default()
+        };
+        let mut columns: BTreeMap<String, ColumnInfo> = BTreeMap::new();
+        let mut first = i64::MAX;
+        let mut last = i64::MIN;
+        for (start, parts) in &parts {
+            let mut p_info = PartitionInfo {
+                start: iso(*start),
+                start_ms: *start,
+                parts: parts.len() as u64,
+                ..PartitionInfo::default()
+            };
+            for part in parts {
+                p_info.records += part.rows;
+                p_info.bytes += part.bytes;
+                p_info.blocks += part.blocks() as u64;
+                first = first.min(part.time_range.0);
+                last = last.max(part.time_range.1);
+                let parquet = part.parquet();
+                let schema = parquet.file_metadata().schema_descr();
+                for rg in parquet.row_groups() {
+                    for (i, chunk) in rg.columns().iter().enumerate() {
+                        let name = schema.column(i).name().to_owned();
+                        let c = columns.entry(name).or_default();
+                        c.physical_type = format!("{:?}", chunk.column_type());
+                        c.compressed_bytes += chunk.compressed_size().max(0) as u64;
+                        c.uncompressed_bytes += chunk.uncompressed_size().max(0) as u64;
+                        for encoding in chunk.encodings() {
+                            let e = format!("{encoding:?}");
+                            if !c.encodings.contains(&e) {
+                                c.encodings.push(e);
+                            }
+                        }
+                    }
+                }
+            }
+            info.records += p_info.records;
+            info.bytes += p_info.bytes;
+            info.parts += p_info.parts;
+            info.blocks += p_info.blocks;
+            info.partition_list.push(p_info);
+        }
+        info.partitions = info.partition_list.len() as u64;
+        if first <= last {
+            info.first_time = Some(iso(first));
+            info.last_time = Some(iso(last));
+        }
+        info.bytes_per_record =
+            if info.records > 0 { info.bytes as f64 / info.records as f64 } else { 0.0 };
+        info.columns = columns.into_iter().map(|(name, c)| ColumnInfo { name, ..c }).collect();
+        Ok(info)
+    }
+}
+
+/// The store's background thread (flushes, merges, retention).
+pub struct Background {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Background {
+    /// Stops the thread after one last flush, and waits for it.
+    pub fn stop(mut self) {
+        self.finish();
+    }
+
+    fn finish(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+/// What a store holds (`needle history DIR`).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct StoreInfo {
+    pub dir: String,
+    pub partitions: u64,
+    pub parts: u64,
+    pub blocks: u64,
+    pub records: u64,
+    pub bytes: u64,
+    pub bytes_per_record: f64,
+    pub first_time: Option<String>,
+    pub last_time: Option<String>,
+    pub buffered_records: u64,
+    pub corrupt_files: u64,
+    #[serde(rename = "partition")]
+    pub partition_list: Vec<PartitionInfo>,
+    pub columns: Vec<ColumnInfo>,
+}
+
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct PartitionInfo {
+    pub start: String,
+    pub start_ms: i64,
+    pub parts: u64,
+    pub blocks: u64,
+    pub records: u64,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ColumnInfo {
+    pub name: String,
+    pub physical_type: String,
+    pub encodings: Vec<String>,
+    pub compressed_bytes: u64,
+    pub uncompressed_bytes: u64,
+}
+
+/// The start of the partition holding time `t`.
+fn partition_of(t: i64, partition_ms: u64) -> i64 {
+    let size = partition_ms.max(1) as i64;
+    t.div_euclid(size).saturating_mul(size)
+}
+
+fn partition_dir(dir: &Path, start: i64) -> PathBuf {
+    dir.join(format!("p={start}"))
+}
+
+/// The partition directories under `dir`, by start.
+fn list_partitions(dir: &Path) -> Result<Vec<(i64, PathBuf)>, HistoryError> {
+    let mut out = Vec::new();
+    if !dir.is_dir() {
+        return Err(HistoryError::io(
+            dir,
+            std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),
+        ));
+    }
+    for entry in read_dir(dir)? {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(start) = name.strip_prefix("p=").and_then(|s| s.parse::<i64>().ok()) {
+            if entry.path().is_dir() {
+                out.push((start, entry.path()));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn read_dir(dir: &Path) -> Result<Vec<std::fs::DirEntry>, HistoryError> {
+    std::fs::read_dir(dir)
+        .map_err(|e| HistoryError::io(dir, e))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| HistoryError::io(dir, e))
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// A time as an ISO-8601 UTC string.
+fn iso(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map_or_else(|| ms.to_string(), |t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
+}

@@ -1,0 +1,173 @@
+//! History from the command line, end to end on the real binary: `needle gen iot` into
+//! `needle ingest`, then `needle history`, `needle query --history` and `needle explain
+//! --history` over the store; and the errors a user meets.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const SENSORS: u64 = 40;
+const MINUTES: u64 = 180;
+/// The iot workload's first timestamp: 2020-01-01T00:00:00Z.
+const T0: i64 = 1_577_836_800_000;
+
+fn needle(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_needle")).args(args).stdin(Stdio::null()).output().unwrap()
+}
+
+fn stdout(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn json_lines(text: &str) -> Vec<serde_json::Value> {
+    text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}"))).collect()
+}
+
+/// The generated input and a store made from it by `needle ingest`.
+fn ingested(dir: &Path) -> (PathBuf, PathBuf, serde_json::Value) {
+    let input = dir.join("iot.ndjson");
+    let count = (SENSORS * MINUTES).to_string();
+    let sensors = SENSORS.to_string();
+    let out = needle(&["gen", "iot", "--sensors", &sensors, "--count", &count]);
+    std::fs::write(&input, stdout(&out)).unwrap();
+    let store = dir.join("store");
+    let source = format!("file:{}", input.display());
+    let out = needle(&[
+        "ingest",
+        "--source",
+        &source,
+        "--history",
+        store.to_str().unwrap(),
+        "--time-field",
+        "ts",
+        "--sort-by",
+        "sensor",
+        "--format",
+        "json",
+    ]);
+    let summary = json_lines(&stdout(&out)).remove(0);
+    (input, store, summary)
+}
+
+#[test]
+fn ingest_then_query_the_past() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, store, summary) = ingested(dir.path());
+    let store_arg = store.to_str().unwrap();
+    assert_eq!(summary["records"], SENSORS * MINUTES);
+    assert!(summary["bytes"].as_u64().unwrap() > 0, "{summary}");
+    assert!(summary["seconds"].as_f64().is_some(), "{summary}");
+
+    // what the store holds
+    let info = json_lines(&stdout(&needle(&["history", store_arg, "--format", "json"]))).remove(0);
+    assert_eq!(info["records"], SENSORS * MINUTES, "{info}");
+    let table = stdout(&needle(&["history", store_arg]));
+    assert!(table.contains("records"), "{table}");
+
+    // one hour, counted
+    let hour = format!(
+        "SELECT COUNT(*) AS n FROM HISTORY({T0}, {}) WHERE sensor = 'sensor_7'",
+        T0 + 3_600_000
+    );
+    let out = needle(&["query", "--history", store_arg, "--format", "json", &hour]);
+    let lines = json_lines(&stdout(&out));
+    assert_eq!(lines.last().unwrap()["records"][0]["n"], 60);
+
+    // an hourly downsample of one sensor: one result per hour, epoch-aligned
+    let downsample = format!(
+        "SELECT MAX(temp0) AS hi, COUNT(*) AS n FROM HISTORY({T0}, {}) WHERE sensor = 'sensor_3' \
+         WINDOWING TUMBLING(3600000, TIME)",
+        T0 + 3 * 3_600_000
+    );
+    let lines = json_lines(&stdout(&needle(&[
+        "query",
+        "--history",
+        store_arg,
+        "--format",
+        "json",
+        &downsample,
+    ])));
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    for (i, line) in lines.iter().enumerate() {
+        assert_eq!(line["records"][0]["n"], 60, "{line}");
+        assert_eq!(line["meta"]["Window"]["Start"], T0 + i as i64 * 3_600_000, "{line}");
+    }
+
+    // SELECT * gives back the records exactly as they came in
+    let first = format!("SELECT * FROM HISTORY({T0}) WHERE sensor = 'sensor_0' LIMIT 3");
+    let lines = json_lines(&stdout(&needle(&[
+        "query",
+        "--history",
+        store_arg,
+        "--format",
+        "json",
+        &first,
+    ])));
+    let text = std::fs::read_to_string(&input).unwrap();
+    let want: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|r| r["sensor"] == "sensor_0")
+        .take(3)
+        .collect();
+    assert_eq!(lines.last().unwrap()["records"], serde_json::Value::Array(want));
+
+    // the needle filter reads few blocks, and explain says so
+    let needles = format!("SELECT sensor, temp0 FROM HISTORY({T0}) WHERE temp0 > 95 LIMIT 500");
+    let explained = stdout(&needle(&["explain", "--history", store_arg, &needles]));
+    assert!(explained.contains("skipped by min/max"), "{explained}");
+    let out = stdout(&needle(&["query", "--history", store_arg, "--format", "json", &needles]));
+    let found = json_lines(&out).last().unwrap()["records"].as_array().unwrap().len();
+    let expected = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|r| r["temp0"].as_f64().unwrap() > 95.0)
+        .count();
+    assert_eq!(found, expected.min(500));
+}
+
+#[test]
+fn history_errors_say_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("empty");
+    std::fs::create_dir_all(&store).unwrap();
+    let store_arg = store.to_str().unwrap();
+
+    // from after to: line and column
+    let out = needle(&["query", "--history", store_arg, "SELECT * FROM HISTORY(2000, 1000)"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("line 1"), "{err}");
+
+    // a live query against a store
+    let out = needle(&["query", "--history", store_arg, "SELECT * FROM STREAM()"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("FROM HISTORY"));
+
+    // SINCE needs a live stream
+    let out =
+        needle(&["query", "--history", store_arg, "SELECT * FROM STREAM(1000, TIME) SINCE 0"]);
+    assert_eq!(out.status.code(), Some(2));
+
+    // a directory that is not there
+    let missing = dir.path().join("missing");
+    let out =
+        needle(&["query", "--history", missing.to_str().unwrap(), "SELECT * FROM HISTORY(0)"]);
+    assert_eq!(out.status.code(), Some(1));
+
+    // an empty store: the query ends at once, with an empty result
+    let out =
+        needle(&["query", "--history", store_arg, "--format", "json", "SELECT * FROM HISTORY(0)"]);
+    let lines = json_lines(&stdout(&out));
+    assert_eq!(lines.last().unwrap()["records"], serde_json::json!([]));
+
+    // ingest without a store directory
+    let out = needle(&["ingest", "--source", "stdin"]);
+    assert_eq!(out.status.code(), Some(2));
+}
