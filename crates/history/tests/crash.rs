@@ -1,0 +1,119 @@
+//! kill -9 during flushes and merges: a child process (this test binary, run again) appends,
+//! flushes and merges in a loop, saying after each flush how many records are durable; the
+//! parent kills it with SIGKILL at random moments, reopens the store, and checks that it opens,
+//! that every record said to be durable is there, and that no record is there twice.
+
+use needle_history::{ScanRequest, Store, StoreConfig};
+use needle_record::{Record, Value};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const CHILD: &str = "NEEDLE_HISTORY_CRASH_CHILD";
+const BATCH: i64 = 5_000;
+
+fn config(dir: &Path) -> StoreConfig {
+    let mut c = StoreConfig::new(dir);
+    c.time_field = Some("ts".into());
+    c.sort_by = vec!["k".into()];
+    c.partition_ms = 1_000_000;
+    c.block_rows = 512;
+    c
+}
+
+/// The child: runs only when the parent starts it.
+#[test]
+fn child_writes_until_killed() {
+    let Ok(dir) = std::env::var(CHILD) else { return };
+    let store = Store::open(config(Path::new(&dir))).unwrap();
+    let mut next = {
+        let scan = store
+            .scan(&ScanRequest { from_ms: i64::MIN, to_ms: i64::MAX, filter: None, fields: None })
+            .unwrap();
+        scan.blocks.iter().map(|b| b.rows() as i64).sum::<i64>()
+    };
+    for round in 0.. {
+        let records = (next..next + BATCH).map(|i| {
+            let mut r = Record::new();
+            r.insert("ts", Value::Long(i * 100));
+            r.insert("k", Value::String(format!("k{}", i % 7)));
+            r.insert("v", Value::Long(i));
+            (r, 0)
+        });
+        store.append(records, Some((next + BATCH).to_string())).unwrap();
+        store.flush().unwrap();
+        next += BATCH;
+        println!("durable {next}");
+        if round % 2 == 1 {
+            store.maintain().unwrap();
+            println!("merged");
+        }
+    }
+}
+
+#[test]
+fn kill_9_during_flushes_and_merges_loses_nothing_durable_and_doubles_nothing() {
+    if std::env::var(CHILD).is_ok() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut random = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let mut durable = 0i64;
+    for round in 0..8 {
+        let mut child = Command::new(&exe)
+            .args(["--exact", "child_writes_until_killed", "--nocapture", "--test-threads=1"])
+            .env(CHILD, dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        // let it make a few parts (and merges), then kill it at a random moment
+        let wanted = 1 + random(4);
+        let mut seen = 0;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while seen < wanted && Instant::now() < deadline {
+            let Some(Ok(line)) = lines.next() else { break };
+            if let Some(n) = line.strip_prefix("durable ") {
+                durable = durable.max(n.parse().unwrap());
+                seen += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(random(120)));
+        child.kill().unwrap(); // SIGKILL
+                               // what it printed before dying is durable too
+        for line in lines.map_while(Result::ok) {
+            if let Some(n) = line.strip_prefix("durable ") {
+                durable = durable.max(n.parse().unwrap());
+            }
+        }
+        child.wait().unwrap();
+
+        let store =
+            Store::open(config(dir.path())).unwrap_or_else(|e| panic!("round {round}: {e}"));
+        let scan = store
+            .scan(&ScanRequest { from_ms: i64::MIN, to_ms: i64::MAX, filter: None, fields: None })
+            .unwrap();
+        let mut values: Vec<i64> = scan
+            .blocks
+            .iter()
+            .flat_map(|b| b.read().unwrap())
+            .map(|r| r.record.get("v").and_then(Value::as_i64).unwrap())
+            .collect();
+        values.sort_unstable();
+        let count = values.len() as i64;
+        assert!(count >= durable, "round {round}: {count} records, {durable} were durable");
+        assert_eq!(values, (0..count).collect::<Vec<_>>(), "round {round}: each record once");
+        assert_eq!(store.counters().corrupt_files.load(std::sync::atomic::Ordering::Relaxed), 0);
+        assert_eq!(store.durable_position(), Some(count.to_string()).filter(|_| count > 0));
+    }
+    assert!(durable > 0);
+}

@@ -1,0 +1,75 @@
+//! DuckDB (PyPI `duckdb`, installed by `make test`) reads a store as it is: the counts, sums and
+//! a few values it finds are the ones written.
+
+use needle_history::{Store, StoreConfig};
+use needle_record::{Map, Record, Value};
+use std::process::Command;
+
+const DUCKDB: &str = r#"
+import json, sys
+import duckdb
+con = duckdb.connect()
+t = f"read_parquet('{sys.argv[1]}/**/*.parquet', union_by_name=true)"
+out = {
+    "rows": con.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0],
+    "sum_v": con.execute(f"SELECT SUM(v) FROM {t}").fetchone()[0],
+    "max_temp": con.execute(f"SELECT MAX(temp) FROM {t}").fetchone()[0],
+    "sensors": con.execute(f"SELECT COUNT(DISTINCT sensor) FROM {t}").fetchone()[0],
+    "first": con.execute(f"SELECT sensor, ts, v, tags FROM {t} ORDER BY ts, sensor LIMIT 1").fetchone(),
+    "hour": con.execute(f"SELECT COUNT(*) FROM {t} WHERE __needle_time >= 3600000 AND __needle_time < 7200000").fetchone()[0],
+}
+print(json.dumps(out, default=str))
+"#;
+
+#[test]
+fn duckdb_reads_the_store_as_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = StoreConfig::new(dir.path());
+    config.time_field = Some("ts".into());
+    config.sort_by = vec!["sensor".into()];
+    config.bloom_fields = vec!["sensor".into()];
+    let store = Store::open(config).unwrap();
+    let mut sum = 0i64;
+    let mut max_temp = f64::MIN;
+    let mut records = Vec::new();
+    for minute in 0..180i64 {
+        for s in 0..20i64 {
+            let v = minute * 20 + s;
+            let temp = 20.0 + ((v * 37) % 100) as f64 / 10.0;
+            sum += v;
+            max_temp = max_temp.max(temp);
+            let mut tags = Map::default();
+            tags.insert("region".into(), Value::String(["APAC", "EMEA"][s as usize % 2].into()));
+            let mut r = Record::new();
+            r.insert("ts", Value::Long(minute * 60_000));
+            r.insert("sensor", Value::String(format!("sensor_{s}")));
+            r.insert("v", Value::Long(v));
+            r.insert("temp", Value::Double(temp));
+            r.insert("tags", Value::Map(tags));
+            records.push((r, 0));
+        }
+    }
+    for chunk in records.chunks(1_000) {
+        store.append(chunk.to_vec(), None).unwrap();
+        store.flush().unwrap();
+    }
+    store.maintain().unwrap();
+
+    let out = Command::new("python3")
+        .args(["-c", DUCKDB, dir.path().to_str().unwrap()])
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "DuckDB could not read the store (make test installs duckdb from PyPI: \
+         python3 -m pip install duckdb):\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(got["rows"], 3_600);
+    assert_eq!(got["sum_v"].as_f64(), Some(sum as f64));
+    assert_eq!(got["max_temp"].as_f64(), Some(max_temp));
+    assert_eq!(got["sensors"], 20);
+    assert_eq!(got["first"], serde_json::json!(["sensor_0", 0, 0, "{\"region\":\"APAC\"}"]));
+    assert_eq!(got["hour"], 60 * 20);
+}
