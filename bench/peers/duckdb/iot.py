@@ -19,14 +19,23 @@ import duckdb
 
 
 def timed(con, sql, runs):
-    """Median wall time of `sql` in ms (after one warm-up), and its result."""
-    result = con.execute(sql).fetchall()
+    """Median wall time of `sql` in ms (after one warm-up), its rows, and a checksum: the sum
+    of every number in the result but the time and bucket columns (needle checks its answers
+    against it)."""
+    cursor = con.execute(sql)
+    result = cursor.fetchall()
+    names = [d[0] for d in cursor.description]
     times = []
     for _ in range(runs):
         start = time.perf_counter()
         result = con.execute(sql).fetchall()
         times.append((time.perf_counter() - start) * 1000.0)
-    return statistics.median(times), result
+    checksum = 0.0
+    for row in result:
+        for name, value in zip(names, row):
+            if name not in ("ts", "h") and isinstance(value, (int, float)) and not isinstance(value, bool):
+                checksum += float(value)
+    return statistics.median(times), result, checksum
 
 
 def main():
@@ -85,8 +94,8 @@ def main():
     for name, sql in queries.items():
         out["queries"][name] = {}
         for source, table in sources.items():
-            ms, result = timed(con, sql.format(t=table), a.runs)
-            out["queries"][name][source] = {"ms": ms, "rows": len(result)}
+            ms, result, checksum = timed(con, sql.format(t=table), a.runs)
+            out["queries"][name][source] = {"ms": ms, "rows": len(result), "sum": checksum}
     print(json.dumps(out))
 
 

@@ -7,6 +7,7 @@ pub mod chart;
 pub mod data_scaling;
 pub mod eps;
 pub mod harness;
+pub mod history;
 pub mod kafka_scaling;
 pub mod latency;
 pub mod live;

@@ -5,7 +5,7 @@
 //! and the JSON result written to `--out DIR/SCENARIO.json`.
 
 use crate::bench::{
-    data_scaling, eps, latency, matching, max_raw_queries, query_scaling, vs_bullet,
+    data_scaling, eps, history, latency, matching, max_raw_queries, query_scaling, vs_bullet,
 };
 use clap::Subcommand;
 use std::process::ExitCode;
@@ -40,6 +40,10 @@ pub enum Scenario {
     /// workers, while read → filter latency stays under 200 ms; a chart. With `--source kafka`:
     /// records/s per worker process reading a Kafka topic, against a bare Kafka consumer.
     DataScaling(data_scaling::Args),
+    /// Akumuli's workload kept in history and read back: ingest points per CPU-second, bytes
+    /// per point, and per-series MAX, the `temp0 > 95` needle filter, an hourly downsample and a
+    /// one-hour COUNT, each beside DuckDB (PyPI) on the same records in the same run.
+    History(history::Args),
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -52,5 +56,6 @@ pub fn run(args: Args) -> ExitCode {
         Scenario::Eps(args) => eps::run(args),
         Scenario::QueryScaling(args) => query_scaling::run(args),
         Scenario::DataScaling(args) => data_scaling::run(args),
+        Scenario::History(args) => history::run(args),
     }
 }

@@ -1,0 +1,465 @@
+//! `needle bench history`: Akumuli's workload (`needle gen iot`) kept in needle's history store
+//! and queried back, beside DuckDB (`bench/peers/duckdb/iot.py`, PyPI `duckdb`) on the same
+//! records in the same run.
+//!
+//! 1. The records: S sensors × M minutes of the iot workload (10 readings, the points, each),
+//!    written once as NDJSON.
+//! 2. Ingest: `needle ingest`'s own code loads the file (`--threads` decoding threads) and makes
+//!    it durable; points per CPU-second of the process is the per-core figure.
+//! 3. Size: the store's bytes on disk per point, against the Parquet file DuckDB writes for the
+//!    same records sorted by (sensor, ts) with zstd.
+//! 4. Four queries, each timed (median of `--runs` after a warm-up) in needle (reading its
+//!    store on every core) and in DuckDB over its own table, over its own Parquet file and over
+//!    needle's files: per-series `MAX(temp0)`, the needle filter `temp0 > 95` (with the share of
+//!    blocks it read), an hourly downsample of one sensor, and a one-hour `COUNT(*)`. Each
+//!    query's answers are checked equal between needle and DuckDB before timing counts.
+//!
+//! `--peer none` skips DuckDB and streams the records straight from the generator into the
+//! store (no NDJSON file): the way to take the billion-point run on a small disk.
+
+use crate::bench::{Outcome, Output};
+use crate::commands::ingest;
+use needle_engine::exec::CompiledQuery;
+use needle_query::QueryConfig;
+use needle_runtime::config::HistoryConfig;
+use needle_runtime::history::replay::{run_local, Replay};
+use needle_workload::{Generator, WorkloadKind, WorkloadSpec};
+use serde::Serialize;
+use std::io::{BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The iot workload's first `ts`: 2020-01-01T00:00:00Z.
+const T0: i64 = 1_577_836_800_000;
+const READINGS: u64 = 10;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Sensors (Akumuli: 100,000).
+    #[arg(long, default_value_t = 10_000)]
+    sensors: u64,
+    /// Minutes of readings per sensor (one record a minute).
+    #[arg(long, default_value_t = 1_440)]
+    minutes: u64,
+    /// Timed runs of each query (after one warm-up); the median is reported.
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// Threads decoding records during ingest (the per-core figure divides by CPU time).
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// duckdb: the same records and queries in DuckDB (python3 with the duckdb package);
+    /// none: needle alone, the records streamed from the generator (no NDJSON file).
+    #[arg(long, default_value = "duckdb", value_parser = ["duckdb", "none"])]
+    peer: String,
+    /// Where the records, the store and DuckDB's files go (default: a temporary directory,
+    /// removed afterwards).
+    #[arg(long)]
+    work: Option<PathBuf>,
+    #[command(flatten)]
+    output: Output,
+}
+
+#[derive(Debug, Serialize)]
+pub struct HistoryBench {
+    scenario: &'static str,
+    machine: String,
+    sensors: u64,
+    minutes: u64,
+    records: u64,
+    points: u64,
+    ingest: IngestFigures,
+    bytes_per_point: f64,
+    duckdb_bytes_per_point: Option<f64>,
+    queries: Vec<QueryFigures>,
+    duckdb_version: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct IngestFigures {
+    seconds: f64,
+    cpu_seconds: f64,
+    points_per_cpu_second: f64,
+    records_per_second: f64,
+    bytes: u64,
+    duckdb_load_seconds: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+struct QueryFigures {
+    name: String,
+    query: String,
+    needle_ms: f64,
+    duckdb_table_ms: Option<f64>,
+    duckdb_own_parquet_ms: Option<f64>,
+    duckdb_needle_files_ms: Option<f64>,
+    /// needle's time over DuckDB's time on its own table.
+    ratio_to_duckdb_table: Option<f64>,
+    rows: u64,
+    blocks_read: u64,
+    blocks_total: u64,
+}
+
+impl Outcome for HistoryBench {
+    fn scenario(&self) -> &str {
+        self.scenario
+    }
+
+    fn json_lines(&self) -> Vec<serde_json::Value> {
+        vec![serde_json::to_value(self).unwrap_or_default()]
+    }
+
+    fn print_table(&self) {
+        println!(
+            "history: {} ({} sensors × {} minutes, {} points)",
+            self.machine, self.sensors, self.minutes, self.points
+        );
+        let i = &self.ingest;
+        println!(
+            "ingest: {:.2} M points per CPU-second ({:.2} CPU-s, {:.2} s wall, {:.0} records/s){}",
+            i.points_per_cpu_second / 1e6,
+            i.cpu_seconds,
+            i.seconds,
+            i.records_per_second,
+            i.duckdb_load_seconds
+                .map_or(String::new(), |s| format!("; DuckDB loads the NDJSON in {s:.2} s"))
+        );
+        println!(
+            "size: {:.4} bytes per point ({} bytes){}",
+            self.bytes_per_point,
+            i.bytes,
+            self.duckdb_bytes_per_point.map_or(String::new(), |d| format!(
+                "; DuckDB's sorted zstd Parquet: {d:.4} bytes per point"
+            ))
+        );
+        let mut table = comfy_table::Table::new();
+        table.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+        table.set_header(vec![
+            "query",
+            "needle ms",
+            "DuckDB table ms",
+            "DuckDB own Parquet ms",
+            "DuckDB on needle's files ms",
+            "needle / DuckDB table",
+            "rows",
+            "blocks read",
+        ]);
+        let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
+        for q in &self.queries {
+            table.add_row(vec![
+                q.name.clone(),
+                format!("{:.2}", q.needle_ms),
+                ms(q.duckdb_table_ms),
+                ms(q.duckdb_own_parquet_ms),
+                ms(q.duckdb_needle_files_ms),
+                q.ratio_to_duckdb_table.map_or("-".into(), |r| format!("{r:.2}")),
+                q.rows.to_string(),
+                format!("{} / {}", q.blocks_read, q.blocks_total),
+            ]);
+        }
+        println!("{table}");
+    }
+}
+
+pub fn run(args: Args) -> ExitCode {
+    if args.sensors == 0 || args.minutes == 0 || args.runs == 0 || args.threads == 0 {
+        return crate::bench::usage_error(
+            "--sensors, --minutes, --runs and --threads must be at least 1",
+        );
+    }
+    crate::bench::report("history", &args.output.clone(), measure(&args))
+}
+
+/// The work directory: the one given, or a temporary one (removed when this is dropped).
+enum Work {
+    Given(PathBuf),
+    Temporary(tempfile::TempDir),
+}
+
+impl Work {
+    fn path(&self) -> &Path {
+        match self {
+            Work::Given(p) => p,
+            Work::Temporary(t) => t.path(),
+        }
+    }
+}
+
+fn measure(args: &Args) -> Result<HistoryBench, String> {
+    let work = match &args.work {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            Work::Given(dir.clone())
+        }
+        None => Work::Temporary(tempfile::tempdir().map_err(|e| e.to_string())?),
+    };
+    let records = args.sensors * args.minutes;
+    let points = records * READINGS;
+    let input = work.path().join("iot.ndjson");
+    let store_dir = work.path().join("store");
+    let _ = std::fs::remove_dir_all(&store_dir);
+    let with_duckdb = args.peer == "duckdb";
+    let spec = {
+        let mut s = WorkloadSpec::new(WorkloadKind::Iot).with_count(records);
+        s.sensors = args.sensors;
+        s
+    };
+    if with_duckdb {
+        write_input(&spec, &input)?;
+    }
+    let history = HistoryConfig {
+        dir: store_dir.display().to_string(),
+        time_field: "ts".into(),
+        sort_by: vec!["sensor".into()],
+        // a day a partition, as the workload's queries read days and hours
+        partition_ms: 86_400_000,
+        ..HistoryConfig::default()
+    };
+    let reader: Box<dyn Read + Send> = if with_duckdb {
+        Box::new(std::fs::File::open(&input).map_err(|e| e.to_string())?)
+    } else {
+        Box::new(GeneratorReader::new(&spec)?)
+    };
+    let cpu_before = process_cpu_seconds();
+    let summary = ingest::ingest(&history, reader, None, args.threads)?;
+    let cpu_seconds = process_cpu_seconds() - cpu_before;
+    if summary.records != records {
+        return Err(format!("ingested {} records of {records}", summary.records));
+    }
+    let ingest_figures = IngestFigures {
+        seconds: summary.seconds,
+        cpu_seconds,
+        points_per_cpu_second: points as f64 / cpu_seconds.max(1e-9),
+        records_per_second: summary.records_per_second,
+        bytes: summary.bytes,
+        duckdb_load_seconds: None,
+    };
+    let store =
+        needle_history::Store::open_read_only(history.store_config()).map_err(|e| e.to_string())?;
+    let day_to = T0 + args.minutes as i64 * 60_000;
+    let sensor = format!("sensor_{}", 3.min(args.sensors - 1));
+    let queries = [
+        ("per-series MAX(temp0)", format!("SELECT sensor, MAX(temp0) AS m FROM HISTORY({T0}, {day_to}) GROUP BY sensor")),
+        ("temp0 > 95", format!("SELECT sensor, ts, temp0 FROM HISTORY({T0}, {day_to}) WHERE temp0 > 95")),
+        (
+            "hourly downsample of one sensor",
+            format!(
+                "SELECT MAX(temp0), MIN(temp0), AVG(temp0) FROM HISTORY({T0}, {}) WHERE sensor = '{sensor}' \
+                 WINDOWING TUMBLING(3600000, TIME)",
+                T0 + 86_400_000
+            ),
+        ),
+        ("one-hour COUNT(*)", format!("SELECT COUNT(*) AS n FROM HISTORY({T0}, {})", T0 + 3_600_000)),
+    ];
+    let config = QueryConfig {
+        max_groups: args.sensors.max(10_000),
+        max_raw_size: points,
+        default_raw_size: points,
+        ..QueryConfig::default()
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut figures = Vec::new();
+    let mut answers = Vec::new();
+    for (name, text) in &queries {
+        let plan = needle_query::compile(text, &config).map_err(|e| e.render(text))?;
+        let past = plan.history.ok_or("a history query")?;
+        let query = Arc::new(CompiledQuery::compile(&plan).map_err(|e| e.to_string())?);
+        let mut times = Vec::new();
+        let mut last = None;
+        for run in 0..=args.runs {
+            let started = Instant::now();
+            let replay = Replay::plan(
+                &store,
+                &query,
+                plan.stage.filter.as_ref(),
+                false,
+                past.from_ms,
+                past.to_ms,
+            )
+            .map_err(|e| e.to_string())?;
+            let (emissions, report) =
+                run_local(replay, query.clone(), "bench", 0, threads).map_err(|e| e.to_string())?;
+            if run > 0 {
+                times.push(started.elapsed().as_secs_f64() * 1000.0);
+            }
+            last = Some((emissions, report));
+        }
+        let (emissions, report) = last.ok_or("no run")?;
+        let rows: u64 = emissions.iter().map(|e| e.records.len() as u64).sum();
+        answers.push(answer(name, &emissions));
+        figures.push(QueryFigures {
+            name: name.to_string(),
+            query: text.clone(),
+            needle_ms: median(&mut times),
+            duckdb_table_ms: None,
+            duckdb_own_parquet_ms: None,
+            duckdb_needle_files_ms: None,
+            ratio_to_duckdb_table: None,
+            rows,
+            blocks_read: report.scan.blocks_to_read,
+            blocks_total: report.scan.blocks_in_range,
+        });
+    }
+    let mut bench = HistoryBench {
+        scenario: "history",
+        machine: machine(),
+        sensors: args.sensors,
+        minutes: args.minutes,
+        records,
+        points,
+        bytes_per_point: summary.bytes as f64 / points as f64,
+        duckdb_bytes_per_point: None,
+        ingest: ingest_figures,
+        queries: figures,
+        duckdb_version: None,
+    };
+    if with_duckdb {
+        duckdb(args, work.path(), &input, &store_dir, &sensor, &answers, &mut bench)?;
+    }
+    Ok(bench)
+}
+
+/// What a query answered, to check against DuckDB: a row count and a checksum of the numbers.
+fn answer(name: &str, emissions: &[needle_engine::exec::Emission]) -> (String, u64, f64) {
+    let rows = emissions.iter().flat_map(|e| e.records.iter());
+    let mut count = 0;
+    let mut sum = 0.0;
+    for r in rows {
+        count += 1;
+        for (k, v) in r.iter() {
+            if k != "ts" {
+                sum += v.as_f64().unwrap_or(0.0);
+            }
+        }
+    }
+    (name.to_string(), count, sum)
+}
+
+/// Runs the DuckDB peer and puts its figures beside needle's (after checking the answers).
+fn duckdb(
+    args: &Args,
+    work: &Path,
+    input: &Path,
+    store: &Path,
+    sensor: &str,
+    answers: &[(String, u64, f64)],
+    bench: &mut HistoryBench,
+) -> Result<(), String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/peers/duckdb/iot.py");
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .args(["--input", &input.display().to_string(), "--store", &store.display().to_string()])
+        .args(["--work", &work.join("duckdb").display().to_string(), "--sensor", sensor])
+        .args(["--from-ms", &T0.to_string(), "--runs", &args.runs.to_string()])
+        .output()
+        .map_err(|e| format!("python3: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "the DuckDB peer failed (python3 -m pip install duckdb; or --peer none):\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let peer: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
+    let rows = peer["rows"].as_u64().unwrap_or(0);
+    if rows != bench.records {
+        return Err(format!("DuckDB loaded {rows} records, needle {}", bench.records));
+    }
+    bench.duckdb_version = peer["duckdb_version"].as_str().map(String::from);
+    bench.duckdb_bytes_per_point = peer["parquet_bytes"].as_f64().map(|b| b / bench.points as f64);
+    bench.ingest.duckdb_load_seconds = peer["load_seconds"].as_f64();
+    for (q, (name, count, sum)) in bench.queries.iter_mut().zip(answers) {
+        let figures = &peer["queries"][name];
+        let source = |s: &str| figures[s]["ms"].as_f64();
+        q.duckdb_table_ms = source("table");
+        q.duckdb_own_parquet_ms = source("own parquet");
+        q.duckdb_needle_files_ms = source("needle's files");
+        q.ratio_to_duckdb_table = q.duckdb_table_ms.map(|d| q.needle_ms / d);
+        let peer_rows = figures["table"]["rows"].as_u64().unwrap_or(u64::MAX);
+        let peer_sum = figures["table"]["sum"].as_f64().unwrap_or(f64::NAN);
+        if peer_rows != *count || (peer_sum - sum).abs() > 1e-6 * sum.abs().max(1.0) {
+            return Err(format!(
+                "{name}: needle answered {count} rows (checksum {sum}), DuckDB {peer_rows} ({peer_sum})"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The records as NDJSON in `path`.
+fn write_input(spec: &WorkloadSpec, path: &Path) -> Result<(), String> {
+    let mut generator = Generator::new(spec).map_err(|e| e.to_string())?;
+    let file = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut out = BufWriter::with_capacity(1 << 20, file);
+    let mut line = Vec::with_capacity(512);
+    while !generator.is_done() {
+        line.clear();
+        generator.write_next(&mut line);
+        line.push(b'\n');
+        out.write_all(&line).map_err(|e| e.to_string())?;
+    }
+    out.flush().map_err(|e| e.to_string())
+}
+
+/// The generator's records as NDJSON bytes, read on demand.
+struct GeneratorReader {
+    generator: Generator,
+    buffer: Vec<u8>,
+    at: usize,
+}
+
+impl GeneratorReader {
+    fn new(spec: &WorkloadSpec) -> Result<Self, String> {
+        Ok(Self {
+            generator: Generator::new(spec).map_err(|e| e.to_string())?,
+            buffer: Vec::new(),
+            at: 0,
+        })
+    }
+}
+
+impl Read for GeneratorReader {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        if self.at == self.buffer.len() {
+            self.buffer.clear();
+            self.at = 0;
+            while self.buffer.len() < 1 << 16 && !self.generator.is_done() {
+                self.generator.write_next(&mut self.buffer);
+                self.buffer.push(b'\n');
+            }
+        }
+        let n = out.len().min(self.buffer.len() - self.at);
+        out[..n].copy_from_slice(&self.buffer[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// CPU seconds the whole process has used (user + system).
+fn process_cpu_seconds() -> f64 {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: `usage` is a valid, writable rusage; RUSAGE_SELF is a constant the kernel knows.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
+    if rc != 0 {
+        return f64::NAN;
+    }
+    // SAFETY: getrusage succeeded, so it filled the struct.
+    let usage = unsafe { usage.assume_init() };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
+}
+
+/// This machine, for the report: cores and load.
+fn machine() -> String {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(String::from))
+        .unwrap_or_else(|| "?".into());
+    format!("{cores} cores, load {load}")
+}
