@@ -122,3 +122,70 @@ fn killing_a_history_query_ends_it_with_a_final_emission() {
     assert!(out.last().unwrap().is_final);
     runtime.shutdown();
 }
+
+/// A source of three batches whose receipts (Kafka's offsets, in the real source) say when
+/// they are dropped, and which then idles until stopped.
+struct ReceiptSource {
+    dropped: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+struct Token(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Token {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl needle_runtime::source::Source for ReceiptSource {
+    fn describe(&self) -> String {
+        "three batches with receipts".into()
+    }
+
+    fn run(
+        self: Box<Self>,
+        sink: needle_runtime::source::BatchSink,
+    ) -> Result<(), needle_runtime::RuntimeError> {
+        use needle_runtime::framing::{Batch, Receipt};
+        for b in 0..3 {
+            let lines: String = (0..10).map(|i| format!("{{\"b\":{b},\"i\":{i}}}\n")).collect();
+            let receipt = Receipt::new(Token(self.dropped.clone()));
+            if !sink.send(Batch::with_receipt(lines.into_bytes(), receipt)) {
+                return Ok(());
+            }
+        }
+        while !sink.is_stopped() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_batch_is_done_with_only_once_its_records_are_durable_in_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.history.flush_ms = 600_000; // no flush but the one this test makes
+    let dropped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let source = ReceiptSource { dropped: dropped.clone() };
+    let runtime = Runtime::start(c, Box::new(source), Arc::new(Metrics::new())).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while runtime.metrics().history_records_appended.get() < 30 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // the workers are long done with the batches (many ticks): the records are not durable yet
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(runtime.metrics().records_read.get(), 30);
+    assert_eq!(
+        dropped.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "offsets would be committed before the records are durable"
+    );
+    runtime.history_store().unwrap().flush().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while dropped.load(std::sync::atomic::Ordering::SeqCst) < 3 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(dropped.load(std::sync::atomic::Ordering::SeqCst), 3);
+    runtime.shutdown();
+}
