@@ -116,7 +116,7 @@ pub(crate) struct Encoded {
 }
 
 /// Encodes `rows` (already sorted as they should be stored).
-pub(crate) fn encode(rows: &[StoredRecord]) -> Result<Encoded, ArrowError> {
+pub(crate) fn encode(rows: &[&StoredRecord]) -> Result<Encoded, ArrowError> {
     let mut layout_ids: HashMap<String, i32> = HashMap::new();
     let mut layouts: Vec<Vec<String>> = Vec::new();
     let mut layout_of_row: Vec<i32> = Vec::with_capacity(rows.len());
@@ -182,7 +182,7 @@ pub(crate) fn encode(rows: &[StoredRecord]) -> Result<Encoded, ArrowError> {
 }
 
 /// One field's column.
-fn build(rows: &[StoredRecord], name: &str, kind: Kind) -> ArrayRef {
+fn build(rows: &[&StoredRecord], name: &str, kind: Kind) -> ArrayRef {
     let values = rows.iter().map(|r| r.record.get(name).filter(|v| !v.is_null()));
     match kind {
         Kind::Bool => {

@@ -59,7 +59,7 @@ pub(crate) fn file_name(sequence: u64, level: u32) -> String {
 }
 
 /// Sorts rows as a part stores them: by the `sort_by` fields, then time.
-pub(crate) fn sort(rows: &mut [StoredRecord], sort_by: &[String]) {
+pub(crate) fn sort(rows: &mut [&StoredRecord], sort_by: &[String]) {
     rows.sort_by(|a, b| {
         for field in sort_by {
             let order = crate::prune::compare_values(a.record.get(field), b.record.get(field));
@@ -75,7 +75,7 @@ pub(crate) fn sort(rows: &mut [StoredRecord], sort_by: &[String]) {
 /// directory. Returns the part, read back from its own metadata.
 pub(crate) fn write(
     dir: &Path,
-    rows: &[StoredRecord],
+    rows: &[&StoredRecord],
     config: &StoreConfig,
     header: &PartHeader,
 ) -> Result<Part, HistoryError> {
@@ -164,7 +164,7 @@ fn json<T: serde::Serialize>(value: &T) -> Option<String> {
 
 /// Each block's count and sum of every numeric column.
 fn block_sums(
-    rows: &[StoredRecord],
+    rows: &[&StoredRecord],
     kinds: &[(String, Kind)],
     block_rows: usize,
 ) -> Option<String> {

@@ -518,12 +518,9 @@ impl Store {
         position: Option<String>,
     ) -> Result<(Vec<(i64, Part)>, FlushReport), HistoryError> {
         let config = &self.inner.config;
-        let mut by_partition: BTreeMap<i64, Vec<StoredRecord>> = BTreeMap::new();
+        let mut by_partition: BTreeMap<i64, Vec<&StoredRecord>> = BTreeMap::new();
         for r in records {
-            by_partition
-                .entry(partition_of(r.time_ms, config.partition_ms))
-                .or_default()
-                .push(r.clone());
+            by_partition.entry(partition_of(r.time_ms, config.partition_ms)).or_default().push(r);
         }
         let mut written = Vec::new();
         let mut report = FlushReport::default();
@@ -606,10 +603,11 @@ impl Store {
     fn merge(&self, start: i64, inputs: &[Part]) -> Result<(), HistoryError> {
         let _writing = self.inner.writing.lock().unwrap_or_else(|e| e.into_inner());
         let config = &self.inner.config;
-        let mut rows = Vec::new();
+        let mut records = Vec::new();
         for p in inputs {
-            rows.extend(p.read_all()?);
+            records.extend(p.read_all()?);
         }
+        let mut rows: Vec<&StoredRecord> = records.iter().collect();
         part::sort(&mut rows, &config.sort_by);
         let header = PartHeader {
             sequence: self.take_sequence(),
