@@ -18,7 +18,8 @@
 //! [`ESCAPE`] + its name and given back under its name.
 
 use arrow_array::builder::{
-    BooleanBuilder, Float32Builder, Float64Builder, Int32Builder, Int64Builder, StringBuilder,
+    ArrayBuilder, BooleanBuilder, Float32Builder, Float64Builder, Int32Builder, Int64Builder,
+    StringBuilder,
 };
 use arrow_array::{
     Array, ArrayRef, BooleanArray, Float32Array, Float64Array, Int32Array, Int64Array, RecordBatch,
@@ -85,11 +86,6 @@ impl Kind {
             Kind::Text | Kind::Json => DataType::Utf8,
         }
     }
-
-    /// True for the kinds whose blocks keep a count and sum.
-    pub(crate) fn is_numeric(self) -> bool {
-        matches!(self, Kind::Int | Kind::Long | Kind::Float | Kind::Double)
-    }
 }
 
 /// The column a field is stored in.
@@ -116,29 +112,55 @@ pub(crate) struct Encoded {
 }
 
 /// Encodes `rows` (already sorted as they should be stored).
+///
+/// Each record's fields are walked in their own order, without a lookup by name: a record's
+/// layout (its keys, in order) is recognized once — most records have the layout of the record
+/// before them — and maps each of its positions to a column.
 pub(crate) fn encode(rows: &[&StoredRecord]) -> Result<Encoded, ArrowError> {
-    let mut layout_ids: HashMap<String, i32> = HashMap::new();
+    let mut layout_ids: HashMap<Vec<String>, usize> = HashMap::new();
     let mut layouts: Vec<Vec<String>> = Vec::new();
+    // per layout, the column of each of its positions
+    let mut layout_columns: Vec<Vec<usize>> = Vec::new();
     let mut layout_of_row: Vec<i32> = Vec::with_capacity(rows.len());
-    // fields in order of first appearance, each with the kind of all its non-null values
+    // columns in order of first appearance, each with the kind of all its non-null values
     let mut kinds: Vec<(String, Option<Kind>)> = Vec::new();
-    let mut position: HashMap<String, usize> = HashMap::new();
-    let mut key = String::new();
+    let mut column_of: HashMap<String, usize> = HashMap::new();
+    let mut last: Option<usize> = None;
     for row in rows {
-        key.clear();
-        for (name, value) in row.record.iter() {
-            key.push_str(name);
-            key.push('\u{0}');
-            let at = match position.get(name.as_str()) {
-                Some(&at) => at,
-                None => {
-                    position.insert(name.clone(), kinds.len());
-                    kinds.push((name.clone(), None));
-                    kinds.len() - 1
-                }
-            };
+        let same_as_last = last.is_some_and(|l| {
+            let keys = &layouts[l];
+            keys.len() == row.record.len()
+                && row.record.iter().zip(keys).all(|((k, _), key)| k == key)
+        });
+        let id = match (same_as_last, last) {
+            (true, Some(l)) => l,
+            _ => {
+                let keys: Vec<String> = row.record.iter().map(|(k, _)| k.clone()).collect();
+                let id = match layout_ids.get(&keys) {
+                    Some(&id) => id,
+                    None => {
+                        let columns = keys
+                            .iter()
+                            .map(|k| {
+                                *column_of.entry(k.clone()).or_insert_with(|| {
+                                    kinds.push((k.clone(), None));
+                                    kinds.len() - 1
+                                })
+                            })
+                            .collect();
+                        layout_columns.push(columns);
+                        layouts.push(keys.clone());
+                        layout_ids.insert(keys, layouts.len() - 1);
+                        layouts.len() - 1
+                    }
+                };
+                last = Some(id);
+                id
+            }
+        };
+        for ((_, value), &column) in row.record.iter().zip(&layout_columns[id]) {
             if let Some(kind) = Kind::of(value) {
-                let slot = &mut kinds[at].1;
+                let slot = &mut kinds[column].1;
                 *slot = match *slot {
                     None => Some(kind),
                     Some(k) if k == kind => Some(k),
@@ -146,19 +168,25 @@ pub(crate) fn encode(rows: &[&StoredRecord]) -> Result<Encoded, ArrowError> {
                 };
             }
         }
-        let id = match layout_ids.get(&key) {
-            Some(&id) => id,
-            None => {
-                let id = i32::try_from(layouts.len()).unwrap_or(i32::MAX);
-                layouts.push(row.record.iter().map(|(k, _)| k.clone()).collect());
-                layout_ids.insert(key.clone(), id);
-                id
-            }
-        };
-        layout_of_row.push(id);
+        layout_of_row.push(i32::try_from(id).unwrap_or(i32::MAX));
     }
     let kinds: Vec<(String, Kind)> =
         kinds.into_iter().map(|(name, kind)| (name, kind.unwrap_or(Kind::Text))).collect();
+
+    let mut builders: Vec<Builder> =
+        kinds.iter().map(|(_, k)| Builder::new(*k, rows.len())).collect();
+    for (index, (row, &layout)) in rows.iter().zip(&layout_of_row).enumerate() {
+        let columns = &layout_columns[layout as usize];
+        for ((_, value), &column) in row.record.iter().zip(columns) {
+            builders[column].push(value);
+        }
+        // the columns this record has no field for
+        if columns.len() < builders.len() {
+            for b in builders.iter_mut().filter(|b| b.len() <= index) {
+                b.push(&Value::Null);
+            }
+        }
+    }
 
     let mut fields = vec![
         Field::new(TIME_COLUMN, DataType::Int64, false),
@@ -169,66 +197,82 @@ pub(crate) fn encode(rows: &[&StoredRecord]) -> Result<Encoded, ArrowError> {
         Arc::new(Int32Array::from(layout_of_row)),
     ];
     let mut json_columns = Vec::new();
-    for (name, kind) in &kinds {
+    for ((name, kind), builder) in kinds.iter().zip(builders) {
         let column = column_name(name).into_owned();
         if *kind == Kind::Json {
             json_columns.push(column.clone());
         }
         fields.push(Field::new(&column, kind.data_type(), true));
-        arrays.push(build(rows, name, *kind));
+        arrays.push(builder.finish());
     }
     let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)?;
     Ok(Encoded { batch, layouts, json_columns, kinds })
 }
 
-/// One field's column.
-fn build(rows: &[&StoredRecord], name: &str, kind: Kind) -> ArrayRef {
-    let values = rows.iter().map(|r| r.record.get(name).filter(|v| !v.is_null()));
-    match kind {
-        Kind::Bool => {
-            let mut b = BooleanBuilder::with_capacity(rows.len());
-            values.for_each(|v| b.append_option(v.and_then(Value::as_bool)));
-            Arc::new(b.finish())
+/// One column being built, of its kind.
+enum Builder {
+    Bool(BooleanBuilder),
+    Int(Int32Builder),
+    Long(Int64Builder),
+    Float(Float32Builder),
+    Double(Float64Builder),
+    Text(StringBuilder),
+    Json(StringBuilder),
+}
+
+impl Builder {
+    fn new(kind: Kind, rows: usize) -> Self {
+        match kind {
+            Kind::Bool => Builder::Bool(BooleanBuilder::with_capacity(rows)),
+            Kind::Int => Builder::Int(Int32Builder::with_capacity(rows)),
+            Kind::Long => Builder::Long(Int64Builder::with_capacity(rows)),
+            Kind::Float => Builder::Float(Float32Builder::with_capacity(rows)),
+            Kind::Double => Builder::Double(Float64Builder::with_capacity(rows)),
+            Kind::Text => Builder::Text(StringBuilder::with_capacity(rows, rows * 8)),
+            Kind::Json => Builder::Json(StringBuilder::with_capacity(rows, rows * 16)),
         }
-        Kind::Int => {
-            let mut b = Int32Builder::with_capacity(rows.len());
-            values.for_each(|v| {
-                b.append_option(v.and_then(|v| match v {
-                    Value::Int(i) => Some(*i),
-                    _ => None,
-                }))
-            });
-            Arc::new(b.finish())
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Builder::Bool(b) => b.len(),
+            Builder::Int(b) => b.len(),
+            Builder::Long(b) => b.len(),
+            Builder::Float(b) => b.len(),
+            Builder::Double(b) => b.len(),
+            Builder::Text(b) | Builder::Json(b) => b.len(),
         }
-        Kind::Long => {
-            let mut b = Int64Builder::with_capacity(rows.len());
-            values.for_each(|v| b.append_option(v.and_then(Value::as_i64)));
-            Arc::new(b.finish())
+    }
+
+    /// Appends a value of the column's kind (a null for NULL; a column of one kind holds only
+    /// values of that kind or NULL).
+    fn push(&mut self, value: &Value) {
+        match (self, value) {
+            (Builder::Json(b), Value::Null) => b.append_null(),
+            (Builder::Json(b), v) => b.append_value(v.to_json()),
+            (Builder::Bool(b), Value::Bool(v)) => b.append_value(*v),
+            (Builder::Int(b), Value::Int(v)) => b.append_value(*v),
+            (Builder::Long(b), Value::Long(v)) => b.append_value(*v),
+            (Builder::Float(b), Value::Float(v)) => b.append_value(*v),
+            (Builder::Double(b), Value::Double(v)) => b.append_value(*v),
+            (Builder::Text(b), Value::String(v)) => b.append_value(v),
+            (Builder::Bool(b), _) => b.append_null(),
+            (Builder::Int(b), _) => b.append_null(),
+            (Builder::Long(b), _) => b.append_null(),
+            (Builder::Float(b), _) => b.append_null(),
+            (Builder::Double(b), _) => b.append_null(),
+            (Builder::Text(b), _) => b.append_null(),
         }
-        Kind::Float => {
-            let mut b = Float32Builder::with_capacity(rows.len());
-            values.for_each(|v| {
-                b.append_option(v.and_then(|v| match v {
-                    Value::Float(f) => Some(*f),
-                    _ => None,
-                }))
-            });
-            Arc::new(b.finish())
-        }
-        Kind::Double => {
-            let mut b = Float64Builder::with_capacity(rows.len());
-            values.for_each(|v| b.append_option(v.and_then(Value::as_f64)));
-            Arc::new(b.finish())
-        }
-        Kind::Text => {
-            let mut b = StringBuilder::with_capacity(rows.len(), rows.len() * 8);
-            values.for_each(|v| b.append_option(v.and_then(Value::as_str)));
-            Arc::new(b.finish())
-        }
-        Kind::Json => {
-            let mut b = StringBuilder::with_capacity(rows.len(), rows.len() * 16);
-            values.for_each(|v| b.append_option(v.map(Value::to_json)));
-            Arc::new(b.finish())
+    }
+
+    fn finish(self) -> ArrayRef {
+        match self {
+            Builder::Bool(mut b) => Arc::new(b.finish()),
+            Builder::Int(mut b) => Arc::new(b.finish()),
+            Builder::Long(mut b) => Arc::new(b.finish()),
+            Builder::Float(mut b) => Arc::new(b.finish()),
+            Builder::Double(mut b) => Arc::new(b.finish()),
+            Builder::Text(mut b) | Builder::Json(mut b) => Arc::new(b.finish()),
         }
     }
 }
@@ -245,6 +289,18 @@ enum Column<'a> {
 }
 
 impl Column<'_> {
+    /// Puts row `row`'s value in `slot`, reusing a string's buffer where it can.
+    fn fill(&self, row: usize, slot: &mut Value) {
+        if let (Column::Text(a), Value::String(s)) = (self, &mut *slot) {
+            if !a.is_null(row) {
+                s.clear();
+                s.push_str(a.value(row));
+                return;
+            }
+        }
+        *slot = self.value(row);
+    }
+
     fn value(&self, row: usize) -> Value {
         let array: &dyn Array = match self {
             Column::Bool(a) => *a,
@@ -282,6 +338,22 @@ pub(crate) fn decode(
     to_ms: i64,
     out: &mut Vec<StoredRecord>,
 ) -> Result<(), String> {
+    visit(batch, layouts, json_columns, wanted, from_ms, to_ms, &mut |time_ms, record| {
+        out.push(StoredRecord { time_ms, record: record.clone() })
+    })
+}
+
+/// [`decode`], handing each record to `f` instead: one record is refilled in place from row to
+/// row while the rows share a layout (no allocation per row but for new string lengths).
+pub(crate) fn visit(
+    batch: &RecordBatch,
+    layouts: &[Vec<String>],
+    json_columns: &[String],
+    wanted: Option<&[String]>,
+    from_ms: i64,
+    to_ms: i64,
+    f: &mut dyn FnMut(i64, &Record),
+) -> Result<(), String> {
     let times = batch
         .column_by_name(TIME_COLUMN)
         .and_then(|a| a.as_any().downcast_ref::<Int64Array>())
@@ -313,26 +385,43 @@ pub(crate) fn decode(
             columns.insert(field_name(name), column);
         }
     }
+    // per layout: its fields that are wanted and stored, with their columns, in order
+    let mut plans: HashMap<i32, Vec<(String, &Column<'_>)>> = HashMap::new();
+    let mut record = Record::new();
+    let mut current: Option<i32> = None;
     for row in 0..batch.num_rows() {
         let time_ms = times.value(row);
         if time_ms < from_ms || time_ms >= to_ms {
             continue;
         }
-        let keys = usize::try_from(layout.value(row))
-            .ok()
-            .and_then(|i| layouts.get(i))
-            .ok_or("a row's layout is not in the part's metadata")?;
-        let mut map = needle_record::map_with_capacity(keys.len());
-        for key in keys {
-            if wanted.is_some_and(|w| !w.iter().any(|f| f == key)) {
-                continue;
+        let id = layout.value(row);
+        if !plans.contains_key(&id) {
+            let keys = usize::try_from(id)
+                .ok()
+                .and_then(|i| layouts.get(i))
+                .ok_or("a row's layout is not in the part's metadata")?;
+            let plan = keys
+                .iter()
+                .filter(|k| wanted.is_none_or(|w| w.iter().any(|f| f == *k)))
+                // a field the part does not keep (history.fields) stays out
+                .filter_map(|k| columns.get(k.as_str()).map(|c| (k.clone(), c)))
+                .collect();
+            plans.insert(id, plan);
+        }
+        let plan = &plans[&id];
+        if current == Some(id) {
+            for ((_, slot), (_, column)) in record.fields_mut().zip(plan) {
+                column.fill(row, slot);
             }
-            // a field the part does not keep (history.fields) stays out
-            if let Some(column) = columns.get(key.as_str()) {
+        } else {
+            let mut map = needle_record::map_with_capacity(plan.len());
+            for (key, column) in plan {
                 map.insert(key.clone(), column.value(row));
             }
+            record = Record::from_map(map);
+            current = Some(id);
         }
-        out.push(StoredRecord { time_ms, record: Record::from_map(map) });
+        f(time_ms, &record);
     }
     Ok(())
 }

@@ -44,7 +44,7 @@ impl StoreConfig {
             max_bytes: None,
             bloom_fields: Vec::new(),
             fields: None,
-            block_rows: 4_096,
+            block_rows: 16_384,
             max_buffer_records: 2_000_000,
         }
     }

@@ -58,17 +58,25 @@ pub(crate) fn file_name(sequence: u64, level: u32) -> String {
     format!("part-{sequence:010}-L{level}.parquet")
 }
 
-/// Sorts rows as a part stores them: by the `sort_by` fields, then time.
-pub(crate) fn sort(rows: &mut [&StoredRecord], sort_by: &[String]) {
-    rows.sort_by(|a, b| {
-        for field in sort_by {
-            let order = crate::prune::compare_values(a.record.get(field), b.record.get(field));
+/// Sorts rows as a part stores them: by the `sort_by` fields, then time (stable: records of
+/// one series and time keep their arrival order). Each row's keys are looked up once.
+pub(crate) fn sort(rows: &mut Vec<&StoredRecord>, sort_by: &[String]) {
+    if sort_by.is_empty() {
+        rows.sort_by_key(|r| r.time_ms);
+        return;
+    }
+    let mut keyed: Vec<(Vec<Option<&needle_record::Value>>, &StoredRecord)> =
+        rows.iter().map(|r| (sort_by.iter().map(|f| r.record.get(f)).collect(), *r)).collect();
+    keyed.sort_by(|(ka, a), (kb, b)| {
+        for (x, y) in ka.iter().zip(kb) {
+            let order = crate::prune::compare_values(*x, *y);
             if order != std::cmp::Ordering::Equal {
                 return order;
             }
         }
         a.time_ms.cmp(&b.time_ms)
     });
+    *rows = keyed.into_iter().map(|(_, r)| r).collect();
 }
 
 /// Writes `rows` (sorted) as the part `dir/name`: temporary file, fsync, rename, fsync of the
@@ -87,7 +95,7 @@ pub(crate) fn write(
     let mut metadata = vec![
         KeyValue::new(META_LAYOUTS.into(), json(&encoded.layouts)),
         KeyValue::new(META_JSON_COLUMNS.into(), json(&encoded.json_columns)),
-        KeyValue::new(META_BLOCK_SUMS.into(), block_sums(rows, &encoded.kinds, block_rows)),
+        KeyValue::new(META_BLOCK_SUMS.into(), block_sums(&encoded.batch, block_rows)),
         KeyValue::new(META_LEVEL.into(), header.level.to_string()),
         KeyValue::new(META_SEQUENCE.into(), header.sequence.to_string()),
         KeyValue::new(META_REPLACES.into(), json(&header.replaces)),
@@ -162,25 +170,45 @@ fn json<T: serde::Serialize>(value: &T) -> Option<String> {
     serde_json::to_string(value).ok()
 }
 
-/// Each block's count and sum of every numeric column.
-fn block_sums(
-    rows: &[&StoredRecord],
-    kinds: &[(String, Kind)],
-    block_rows: usize,
-) -> Option<String> {
+/// Each block's count and sum of every numeric field column, from the built columns.
+fn block_sums(batch: &arrow_array::RecordBatch, block_rows: usize) -> Option<String> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Float32Type, Float64Type, Int32Type, Int64Type};
+    use arrow_array::Array;
+    use arrow_schema::DataType;
     let mut sums: serde_json::Map<String, serde_json::Value> = serde_json::Map::new();
-    for (name, _) in kinds.iter().filter(|(_, k)| k.is_numeric()) {
-        let blocks: Vec<serde_json::Value> = rows
-            .chunks(block_rows)
-            .map(|block| {
-                let (count, sum) = block
-                    .iter()
-                    .filter_map(|r| r.record.get(name).and_then(needle_record::Value::as_f64))
-                    .fold((0u64, 0f64), |(c, s), v| (c + 1, s + v));
-                serde_json::json!([count, sum])
-            })
-            .collect();
-        sums.insert(columns::column_name(name).into_owned(), serde_json::Value::Array(blocks));
+    let schema = batch.schema();
+    for (i, field) in schema.fields().iter().enumerate() {
+        let name = field.name();
+        if name == TIME_COLUMN || name == LAYOUT_COLUMN {
+            continue;
+        }
+        let column = batch.column(i);
+        let mut blocks = Vec::new();
+        let mut offset = 0;
+        while offset < batch.num_rows() {
+            let length = block_rows.min(batch.num_rows() - offset);
+            let slice = column.slice(offset, length);
+            let count = (slice.len() - slice.null_count()) as u64;
+            let sum: f64 = match field.data_type() {
+                DataType::Int32 => {
+                    slice.as_primitive::<Int32Type>().iter().flatten().map(f64::from).sum()
+                }
+                DataType::Int64 => {
+                    slice.as_primitive::<Int64Type>().iter().flatten().map(|v| v as f64).sum()
+                }
+                DataType::Float32 => {
+                    slice.as_primitive::<Float32Type>().iter().flatten().map(f64::from).sum()
+                }
+                DataType::Float64 => slice.as_primitive::<Float64Type>().iter().flatten().sum(),
+                _ => break,
+            };
+            blocks.push(serde_json::json!([count, sum]));
+            offset += length;
+        }
+        if !blocks.is_empty() {
+            sums.insert(name.clone(), serde_json::Value::Array(blocks));
+        }
     }
     json(&sums)
 }
@@ -290,6 +318,29 @@ impl Part {
         from_ms: i64,
         to_ms: i64,
     ) -> Result<Vec<StoredRecord>, HistoryError> {
+        let mut out = Vec::new();
+        for batch in self.batches(index, wanted)? {
+            let batch = batch.map_err(|e| HistoryError::parquet(&self.path, e))?;
+            columns::decode(
+                &batch,
+                &self.layouts,
+                &self.json_columns,
+                wanted,
+                from_ms,
+                to_ms,
+                &mut out,
+            )
+            .map_err(|e| HistoryError::parquet(&self.path, e))?;
+        }
+        Ok(out)
+    }
+
+    /// A reader of block `index`'s columns that `wanted` needs (with the time and the layout).
+    fn batches(
+        &self,
+        index: usize,
+        wanted: Option<&[String]>,
+    ) -> Result<parquet::arrow::arrow_reader::ParquetRecordBatchReader, HistoryError> {
         let file = File::open(&self.path).map_err(|e| HistoryError::io(&self.path, e))?;
         let schema = self.meta.schema();
         let descriptor = self.meta.metadata().file_metadata().schema_descr_ptr();
@@ -309,27 +360,29 @@ impl Part {
                 ProjectionMask::roots(&descriptor, indices)
             }
         };
-        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.meta.clone())
+        ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.meta.clone())
             .with_row_groups(vec![index])
             .with_projection(mask)
             .with_batch_size(8192)
             .build()
-            .map_err(|e| HistoryError::parquet(&self.path, e))?;
-        let mut out = Vec::new();
-        for batch in reader {
+            .map_err(|e| HistoryError::parquet(&self.path, e))
+    }
+
+    /// [`Part::read_block`], handing each record to `f` (one record refilled in place).
+    pub(crate) fn visit_block(
+        &self,
+        index: usize,
+        wanted: Option<&[String]>,
+        from_ms: i64,
+        to_ms: i64,
+        f: &mut dyn FnMut(i64, &needle_record::Record),
+    ) -> Result<(), HistoryError> {
+        for batch in self.batches(index, wanted)? {
             let batch = batch.map_err(|e| HistoryError::parquet(&self.path, e))?;
-            columns::decode(
-                &batch,
-                &self.layouts,
-                &self.json_columns,
-                wanted,
-                from_ms,
-                to_ms,
-                &mut out,
-            )
-            .map_err(|e| HistoryError::parquet(&self.path, e))?;
+            columns::visit(&batch, &self.layouts, &self.json_columns, wanted, from_ms, to_ms, f)
+                .map_err(|e| HistoryError::parquet(&self.path, e))?;
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Every record of the part (a merge's input).

@@ -181,6 +181,18 @@ impl Block {
         )
     }
 
+    /// [`Block::read`], handing each record to `f` as it is decoded: one record is refilled in
+    /// place from row to row (copy what must outlive the call).
+    pub fn for_each(&self, mut f: impl FnMut(i64, &Record)) -> Result<(), HistoryError> {
+        self.part.visit_block(
+            self.index,
+            self.fields.as_deref().map(Vec::as_slice),
+            self.from_ms,
+            self.to_ms,
+            &mut f,
+        )
+    }
+
     pub fn rows(&self) -> u64 {
         self.part.parquet().row_group(self.index).num_rows().max(0) as u64
     }

@@ -28,6 +28,7 @@ use needle_engine::exec::{CompiledQuery, Partial, QueryRun, WindowPlan, WorkerSt
 use needle_engine::EvalContext;
 use needle_history::{Block, ScanRequest, ScanStats, StoredRecord};
 use needle_query::ast::Expr;
+use needle_record::Record;
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -178,44 +179,38 @@ impl Replay {
                         if unit >= units {
                             break;
                         }
-                        let read;
-                        let records: &[StoredRecord] = if unit < self.blocks.len() {
-                            match self.blocks[unit].read() {
-                                Ok(r) => {
-                                    read = r;
-                                    &read
-                                }
-                                Err(error) => {
-                                    eprintln!(
-                                        "needle: history: a block could not be read: {error}"
-                                    );
-                                    mine.failed += 1;
-                                    continue;
-                                }
-                            }
-                        } else {
-                            &self.buffered
-                        };
-                        for (row, stored) in records.iter().enumerate() {
+                        let mut row = 0usize;
+                        let mut handle = |time_ms: i64, record: &Record| {
                             mine.read += 1;
                             if raw {
-                                if query.process(&mut raw_worker, &stored.record, &ctx) {
+                                if query.process(&mut raw_worker, record, &ctx) {
                                     if let Some(mut partial) = query.flush(&mut raw_worker) {
                                         partial.seen = 0;
-                                        let hit = Hit { at_ms: stored.time_ms, unit, row, partial };
+                                        let hit = Hit { at_ms: time_ms, unit, row, partial };
                                         mine.push_hit(hit, keep_raw);
                                     }
                                 }
                             } else {
                                 let bucket = bucket_ms.map_or(0, |(every, include)| {
-                                    bucket_of(stored.time_ms, every, include)
+                                    bucket_of(time_ms, every, include)
                                 });
                                 let state = mine.buckets.entry(bucket).or_insert_with(|| Bucket {
                                     worker: query.new_worker(),
                                     last_ms: i64::MIN,
                                 });
-                                state.last_ms = state.last_ms.max(stored.time_ms);
-                                query.process(&mut state.worker, &stored.record, &ctx);
+                                state.last_ms = state.last_ms.max(time_ms);
+                                query.process(&mut state.worker, record, &ctx);
+                            }
+                            row += 1;
+                        };
+                        if unit < self.blocks.len() {
+                            if let Err(error) = self.blocks[unit].for_each(&mut handle) {
+                                eprintln!("needle: history: a block could not be read: {error}");
+                                mine.failed += 1;
+                            }
+                        } else {
+                            for stored in &self.buffered {
+                                handle(stored.time_ms, &stored.record);
                             }
                         }
                     }
