@@ -395,20 +395,22 @@ pub(crate) fn visit(
             continue;
         }
         let id = layout.value(row);
-        if !plans.contains_key(&id) {
-            let keys = usize::try_from(id)
-                .ok()
-                .and_then(|i| layouts.get(i))
-                .ok_or("a row's layout is not in the part's metadata")?;
-            let plan = keys
-                .iter()
-                .filter(|k| wanted.is_none_or(|w| w.iter().any(|f| f == *k)))
-                // a field the part does not keep (history.fields) stays out
-                .filter_map(|k| columns.get(k.as_str()).map(|c| (k.clone(), c)))
-                .collect();
-            plans.insert(id, plan);
-        }
-        let plan = &plans[&id];
+        let plan = match plans.entry(id) {
+            std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                let keys = usize::try_from(id)
+                    .ok()
+                    .and_then(|i| layouts.get(i))
+                    .ok_or("a row's layout is not in the part's metadata")?;
+                let plan = keys
+                    .iter()
+                    .filter(|k| wanted.is_none_or(|w| w.iter().any(|f| f == *k)))
+                    // a field the part does not keep (history.fields) stays out
+                    .filter_map(|k| columns.get(k.as_str()).map(|c| (k.clone(), c)))
+                    .collect();
+                slot.insert(plan)
+            }
+        };
         if current == Some(id) {
             for ((_, slot), (_, column)) in record.fields_mut().zip(plan) {
                 column.fill(row, slot);
