@@ -38,8 +38,9 @@ use std::time::{Duration, Instant};
 
 /// Parts of one level a merge combines.
 pub const MERGE_FANIN: usize = 4;
-/// A merge never reads more records than this at once (larger partitions keep more parts).
-pub const MERGE_MAX_RECORDS: u64 = 20_000_000;
+/// A merge never reads more records than this at once: it holds them in memory (larger
+/// partitions keep more parts).
+pub const MERGE_MAX_RECORDS: u64 = 2_000_000;
 
 /// What the store has done, for metrics.
 #[derive(Debug, Default)]
@@ -596,7 +597,7 @@ impl Store {
                     let mut inputs: Vec<Part> = Vec::new();
                     let mut rows = 0;
                     for p in same {
-                        if rows + p.rows > MERGE_MAX_RECORDS && inputs.len() >= 2 {
+                        if rows + p.rows > MERGE_MAX_RECORDS {
                             break;
                         }
                         rows += p.rows;

@@ -28,6 +28,8 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// Bytes of whole lines handed to a decoding thread at a time.
 const CHUNK_BYTES: usize = 1 << 20;
+/// Records decoded before they are written as a part (bounds the memory an ingest holds).
+const INGEST_PART_RECORDS: usize = 262_144;
 /// How many malformed lines are quoted.
 const MALFORMED_SAMPLES: usize = 5;
 
@@ -140,7 +142,10 @@ pub fn ingest(
     size: Option<u64>,
     threads: usize,
 ) -> Result<Summary, String> {
-    let store = needle_history::Store::open(config.store_config())
+    let mut store_config = config.store_config();
+    // a part every INGEST_PART_RECORDS records: the buffer holds decoded records, not bytes
+    store_config.max_buffer_records = store_config.max_buffer_records.min(INGEST_PART_RECORDS);
+    let store = needle_history::Store::open(store_config)
         .map_err(|e| format!("history {}: {e}", config.dir))?;
     let filter =
         needle_runtime::runtime::history_filter(&config.filter).map_err(|e| e.to_string())?;
