@@ -294,3 +294,28 @@ fn data_scaling_reports_each_trial_and_draws_records_per_second_against_workers(
     exits_2(&["data-scaling", "--source", "kafka", "--topic-records", "5"]);
     exits_2(&["data-scaling", "--workers", "0"]);
 }
+
+#[test]
+fn history_checks_needle_and_duckdb_agree_then_reports_both() {
+    let (rows, out_dir) =
+        bench_json("history", &["history", "--sensors", "200", "--minutes", "180", "--runs", "1"]);
+    let result = &rows[0];
+    assert_eq!(result["scenario"], "history");
+    assert_eq!(result["points"], 200 * 180 * 10);
+    assert!(result["ingest"]["points_per_cpu_second"].as_f64().unwrap() > 0.0, "{result}");
+    assert!(result["bytes_per_point"].as_f64().unwrap() > 0.0, "{result}");
+    assert!(result["duckdb_bytes_per_point"].as_f64().unwrap() > 0.0, "{result}");
+    let queries = result["queries"].as_array().unwrap();
+    assert_eq!(queries.len(), 4);
+    for q in queries {
+        // the answers were checked equal before these figures were kept
+        assert!(q["needle_ms"].as_f64().unwrap() > 0.0, "{q}");
+        assert!(q["duckdb_table_ms"].as_f64().unwrap() > 0.0, "{q}");
+    }
+    assert_eq!(queries[0]["rows"], 200, "one MAX per sensor");
+    assert_eq!(queries[2]["rows"], 3, "three hours of one sensor");
+    let filter = &queries[1];
+    assert!(filter["blocks_read"].as_u64() < filter["blocks_total"].as_u64(), "{filter}");
+    let _ = std::fs::remove_dir_all(&out_dir);
+    exits_2(&["history", "--sensors", "0"]);
+}
