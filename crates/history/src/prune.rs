@@ -95,27 +95,6 @@ fn literal(expr: &Expr) -> Option<&Value> {
     }
 }
 
-fn flip(op: CompareOp) -> CompareOp {
-    match op {
-        CompareOp::Lt => CompareOp::Gt,
-        CompareOp::Le => CompareOp::Ge,
-        CompareOp::Gt => CompareOp::Lt,
-        CompareOp::Ge => CompareOp::Le,
-        other => other,
-    }
-}
-
-fn negate(op: CompareOp) -> CompareOp {
-    match op {
-        CompareOp::Eq => CompareOp::Ne,
-        CompareOp::Ne => CompareOp::Eq,
-        CompareOp::Lt => CompareOp::Ge,
-        CompareOp::Le => CompareOp::Gt,
-        CompareOp::Gt => CompareOp::Le,
-        CompareOp::Ge => CompareOp::Lt,
-    }
-}
-
 /// Could some row of `zone` make `expr` TRUE?
 pub(crate) fn may_be_true(expr: &Expr, zone: &dyn Zone) -> bool {
     may(expr, zone, false)
@@ -145,10 +124,10 @@ fn may(expr: &Expr, zone: &dyn Zone, negated: bool) -> bool {
             let (field, op, value) =
                 match (top_field(left), literal(right), top_field(right), literal(left)) {
                     (Some(f), Some(v), _, _) => (f, *op, v),
-                    (_, _, Some(f), Some(v)) => (f, flip(*op), v),
+                    (_, _, Some(f), Some(v)) => (f, op.flipped(), v),
                     _ => return true,
                 };
-            let op = if negated { negate(op) } else { op };
+            let op = if negated { op.negated() } else { op };
             compare_may(zone, field, op, value)
         }
         ExprKind::Between { negated: not, value, low, high } => {

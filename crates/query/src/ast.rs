@@ -334,6 +334,31 @@ pub enum CompareOp {
     Ge,
 }
 
+impl CompareOp {
+    /// The operator with its sides swapped: `a < b` is `b > a`.
+    pub fn flipped(self) -> Self {
+        match self {
+            CompareOp::Lt => CompareOp::Gt,
+            CompareOp::Le => CompareOp::Ge,
+            CompareOp::Gt => CompareOp::Lt,
+            CompareOp::Ge => CompareOp::Le,
+            other => other,
+        }
+    }
+
+    /// The operator that is TRUE exactly when this one is FALSE (for non-null operands).
+    pub fn negated(self) -> Self {
+        match self {
+            CompareOp::Eq => CompareOp::Ne,
+            CompareOp::Ne => CompareOp::Eq,
+            CompareOp::Lt => CompareOp::Ge,
+            CompareOp::Le => CompareOp::Gt,
+            CompareOp::Gt => CompareOp::Le,
+            CompareOp::Ge => CompareOp::Lt,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Quantifier {
     Any,

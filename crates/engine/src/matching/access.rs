@@ -256,22 +256,12 @@ fn eq_keys<'a>(items: impl Iterator<Item = &'a Value>) -> Option<Vec<EqKey>> {
     (!keys.is_empty()).then_some(keys)
 }
 
-fn flip(op: CompareOp) -> CompareOp {
-    match op {
-        CompareOp::Lt => CompareOp::Gt,
-        CompareOp::Le => CompareOp::Ge,
-        CompareOp::Gt => CompareOp::Lt,
-        CompareOp::Ge => CompareOp::Le,
-        other => other,
-    }
-}
-
 fn dnf(node: &Node) -> Option<Dnf> {
     match node {
         Node::Compare(op, l, r) => {
             let (op, field, constant) = match (&**l, &**r) {
                 (f, Node::Const(c)) => (*op, f, c),
-                (Node::Const(c), f) => (flip(*op), f, c),
+                (Node::Const(c), f) => (op.flipped(), f, c),
                 _ => return None,
             };
             let field = indexable_field(field)?;

@@ -134,16 +134,9 @@ pub fn run(args: Args) -> ExitCode {
         eprintln!("error: the query cannot come from stdin when the records do (--source stdin)");
         return ExitCode::from(2);
     }
-    let text = match read_query(&args.query) {
-        Ok(text) => text,
-        Err(code) => return code,
-    };
-    let plan = match needle_query::compile(&text, &QueryConfig::default()) {
+    let plan = match read_plan(&args.query) {
         Ok(plan) => plan,
-        Err(e) => {
-            eprint!("{}", e.render(&text));
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     let reader: Box<dyn BufRead + Send> = match &source {
         Source::Stdin => Box::new(BufReader::new(std::io::stdin())),
@@ -220,16 +213,9 @@ pub fn run(args: Args) -> ExitCode {
 /// `needle query --history DIR`: the query over the stored records, read on every core,
 /// printed as `--source` prints a live run's emissions.
 fn run_history(dir: &std::path::Path, query: &str, format: Format) -> ExitCode {
-    let text = match read_query(query) {
-        Ok(text) => text,
-        Err(code) => return code,
-    };
-    let plan = match needle_query::compile(&text, &QueryConfig::default()) {
+    let plan = match read_plan(query) {
         Ok(plan) => plan,
-        Err(e) => {
-            eprint!("{}", e.render(&text));
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     let Some(past) = plan.history else {
         eprintln!(
@@ -263,14 +249,10 @@ fn run_history(dir: &std::path::Path, query: &str, format: Format) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let replay = match needle_runtime::history::Replay::plan(
-        &store,
-        &compiled,
-        plan.stage.filter.as_ref(),
-        !plan.stage.explode.is_empty(),
-        past.from_ms,
-        past.to_ms,
-    ) {
+    let Some(replay) = needle_runtime::history::Replay::of_plan(&store, &plan, &compiled) else {
+        return ExitCode::from(2); // (a plan without history was refused above)
+    };
+    let replay = match replay {
         Ok(replay) => replay,
         Err(e) => {
             eprintln!("error: {}: {e}", dir.display());
@@ -294,6 +276,16 @@ fn run_history(dir: &std::path::Path, query: &str, format: Format) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// The query argument (or stdin's, for `-`) compiled with the default limits; on an error, the
+/// error rendered on stderr and exit code 2.
+fn read_plan(arg: &str) -> Result<needle_query::Plan, ExitCode> {
+    let text = read_query(arg)?;
+    needle_query::compile(&text, &QueryConfig::default()).map_err(|e| {
+        eprint!("{}", e.render(&text));
+        ExitCode::from(2)
+    })
 }
 
 /// The query argument, or the query read from stdin when it is `-` (exit code 2 when stdin

@@ -121,6 +121,24 @@ impl Replay {
         })
     }
 
+    /// [`Replay::plan`] of a query's own range and WHERE, for a plan that reads history
+    /// (`None` for one that does not).
+    pub fn of_plan(
+        store: &HistoryStore,
+        plan: &needle_query::Plan,
+        query: &CompiledQuery,
+    ) -> Option<Result<Self, needle_history::HistoryError>> {
+        let past = plan.history?;
+        Some(Self::plan(
+            store,
+            query,
+            plan.stage.filter.as_ref(),
+            !plan.stage.explode.is_empty(),
+            past.from_ms,
+            past.to_ms,
+        ))
+    }
+
     /// The store's pruning figures for this read, before it runs (for `explain`).
     pub fn scan_stats(&self) -> &ScanStats {
         &self.scan
