@@ -114,6 +114,20 @@ struct Inner {
     health: Mutex<Health>,
     /// Files already reported as unreadable (each is logged once).
     reported: Mutex<HashSet<PathBuf>>,
+    /// Scans whose blocks may still be read (each holds a [`Lease`]).
+    leases: Arc<AtomicU64>,
+    /// Parts a merge replaced while a scan could still read them: removed once none can.
+    doomed: Mutex<Vec<PathBuf>>,
+}
+
+/// A scan's hold on the parts it saw: while any is alive, merged-away parts stay on disk.
+#[derive(Debug)]
+struct Lease(Arc<AtomicU64>);
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 #[derive(Default)]
@@ -165,6 +179,7 @@ pub struct Scan {
 #[derive(Debug, Clone)]
 pub struct Block {
     part: Arc<Part>,
+    _lease: Arc<Lease>,
     index: usize,
     from_ms: i64,
     to_ms: i64,
@@ -308,6 +323,8 @@ impl Store {
                 counters: Counters::default(),
                 health: Mutex::new(Health::Ok),
                 reported: Mutex::new(HashSet::new()),
+                leases: Arc::new(AtomicU64::new(0)),
+                doomed: Mutex::new(Vec::new()),
                 config,
             }),
         };
@@ -575,6 +592,7 @@ impl Store {
             return Err(HistoryError::ReadOnly);
         }
         let mut report = MaintainReport::default();
+        self.remove_doomed();
         while let Some((start, inputs)) = self.merge_candidate() {
             self.merge(start, &inputs)?;
             report.merges += 1;
@@ -582,6 +600,16 @@ impl Store {
         }
         report.partitions_dropped = self.retain()?;
         Ok(report)
+    }
+
+    /// Removes the parts merges replaced, once no scan can read them.
+    fn remove_doomed(&self) {
+        let mut doomed = self.inner.doomed.lock().unwrap_or_else(|e| e.into_inner());
+        if self.inner.leases.load(Ordering::SeqCst) == 0 {
+            for path in doomed.drain(..) {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
     }
 
     /// A partition's parts to merge: the lowest level that has [`MERGE_FANIN`] parts.
@@ -644,11 +672,16 @@ impl Store {
                 parts.sort_by_key(|p| p.sequence);
             }
         }
-        // the merged part is in the view before its inputs go; a scan planned before it that
-        // opens a removed input reports that block as failed (see `Store::scan`'s callers)
-        for p in inputs {
-            let _ = std::fs::remove_file(&p.path);
+        // the merged part is in the view before its inputs go, and they go only once no scan
+        // that saw them can read them any more
+        let mut doomed = self.inner.doomed.lock().unwrap_or_else(|e| e.into_inner());
+        doomed.extend(inputs.iter().map(|p| p.path.clone()));
+        if self.inner.leases.load(Ordering::SeqCst) == 0 {
+            for path in doomed.drain(..) {
+                let _ = std::fs::remove_file(&path);
+            }
         }
+        drop(doomed);
         part::sync_dir(&dir)?;
         self.inner.counters.merges.fetch_add(1, Ordering::Relaxed);
         Ok(())
@@ -717,8 +750,11 @@ impl Store {
     /// The blocks a query reads and the buffered records in its range, after pruning.
     pub fn scan(&self, request: &ScanRequest) -> Result<Scan, HistoryError> {
         let config = &self.inner.config;
-        let (partitions, mut buffered) = {
+        let (partitions, mut buffered, lease) = {
             let state = self.state();
+            // taken with the view: a merge that changes the view after this sees the lease
+            self.inner.leases.fetch_add(1, Ordering::SeqCst);
+            let lease = Arc::new(Lease(self.inner.leases.clone()));
             let lo = partition_of(request.from_ms, config.partition_ms);
             let parts: Vec<(i64, Vec<Part>)> = state
                 .parts
@@ -735,7 +771,7 @@ impl Store {
                 .filter(in_range)
                 .cloned()
                 .collect();
-            (parts, buffered)
+            (parts, buffered, lease)
         };
         if let Some(fields) = &request.fields {
             for r in &mut buffered {
@@ -792,6 +828,7 @@ impl Store {
                     stats.blocks_to_read += 1;
                     blocks.push(Block {
                         part: part.clone(),
+                        _lease: lease.clone(),
                         index,
                         from_ms: request.from_ms,
                         to_ms: request.to_ms,

@@ -503,3 +503,31 @@ fn a_read_only_store_changes_nothing_and_refuses_writes() {
     assert_eq!((info.records, info.partitions), (10, 1));
     assert!(info.columns.iter().any(|c| c.name == "v" && c.compressed_bytes > 0), "{info:?}");
 }
+
+#[test]
+fn a_scan_under_way_keeps_reading_the_parts_a_merge_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(config(dir.path())).unwrap();
+    for chunk in numbered(400, 100).chunks(100) {
+        store.append(chunk.to_vec(), None).unwrap();
+        store.flush().unwrap();
+    }
+    let scan = store
+        .scan(&ScanRequest { from_ms: i64::MIN, to_ms: i64::MAX, filter: None, fields: None })
+        .unwrap();
+    assert!(store.maintain().unwrap().merges > 0);
+    // the scan saw the four parts: they are still there for it
+    let read: usize = scan.blocks.iter().map(|b| b.read().unwrap().len()).sum();
+    assert_eq!(read, 400);
+    let files = |d: &Path| -> usize {
+        std::fs::read_dir(d)
+            .unwrap()
+            .map(|p| std::fs::read_dir(p.unwrap().path()).unwrap().count())
+            .sum()
+    };
+    assert_eq!(files(dir.path()), 5);
+    drop(scan);
+    store.maintain().unwrap();
+    assert_eq!(files(dir.path()), 1, "once no scan can read them, they go");
+    assert_eq!(everything(&store).len(), 400);
+}

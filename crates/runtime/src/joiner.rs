@@ -257,7 +257,7 @@ impl Joiner {
                     if let Some(q) = running.get_mut(&id) {
                         touched = Some(id.clone());
                         let piece = *piece;
-                        self.progress(&id, 0, piece.partial.matched);
+                        self.progress(&id, piece.partial.seen, piece.partial.matched);
                         match q.run.merge(piece.partial, piece.at_ms) {
                             Ok(emissions) => self.deliver(&id, q, emissions),
                             Err(error) => log_unmerged(&id, &error),
@@ -268,8 +268,8 @@ impl Joiner {
                     if let Some(q) = running.get_mut(&id) {
                         touched = Some(id.clone());
                         q.credit(records_total);
-                        q.run.add_seen(report.records_read);
-                        self.progress(&id, report.records_read, 0);
+                        q.run.add_seen(report.seen_after);
+                        self.progress(&id, report.seen_after, 0);
                         let mut emissions = Vec::new();
                         if q.live {
                             // the past is read: on with the live part, the partials that

@@ -460,15 +460,14 @@ impl Runtime {
         let (Some(history), Some(past)) = (&self.history, &plan.history) else {
             return Err(SubmitError::Engine("history is off".into()));
         };
-        let replay = Replay::plan(
-            history.tap.store(),
-            &compiled,
-            plan.stage.filter.as_ref(),
-            !plan.stage.explode.is_empty(),
-            past.from_ms,
-            past.to_ms,
-        )
-        .map_err(|e| SubmitError::Unavailable(format!("history could not be read: {e}")))?;
+        let store = history.tap.store();
+        let plan_read = |compiled: &CompiledQuery| {
+            let explodes = !plan.stage.explode.is_empty();
+            let filter = plan.stage.filter.as_ref();
+            Replay::plan(store, compiled, filter, explodes, past.from_ms, past.to_ms)
+                .map_err(|e| SubmitError::Unavailable(format!("history could not be read: {e}")))
+        };
+        let mut replay = plan_read(&compiled)?;
         let read = PastRead {
             window_start_ms: replay.window_start_ms,
             end_ms: replay.end_ms,
@@ -477,8 +476,17 @@ impl Runtime {
         let (handle, id, query) = self.admit(plan, compiled, owner, Some(&read))?;
         if past.live {
             let queries = self.queries.clone();
-            let (id, query) = (id.clone(), query.clone());
-            history.tap.seam(move || queries.add_many(vec![(id, query)]));
+            let live = vec![(id.clone(), query.clone())];
+            history.tap.seam(move || queries.add_many(live));
+            // the past is what the store holds now, after the seam: read before it, a batch
+            // appended meanwhile would be in neither part (the first read placed the windows)
+            replay = match plan_read(&query) {
+                Ok(replay) => replay,
+                Err(error) => {
+                    self.kill(&handle.id);
+                    return Err(error);
+                }
+            };
         }
         self.metrics.queries_started.inc();
         self.metrics.queries_active.inc();

@@ -21,7 +21,7 @@
 //!   have; without a window each thread keeps only its n earliest.
 //! - **Records seen** is the number of stored records the query read: blocks its zone maps
 //!   ruled out are not read, and not counted (the `History` metadata says how many were
-//!   skipped).
+//!   skipped). A time window's emission counts the records of the buckets so far.
 
 use crate::history::HistoryStore;
 use needle_engine::exec::{CompiledQuery, Partial, QueryRun, WindowPlan, WorkerState};
@@ -49,6 +49,10 @@ pub struct ReplayReport {
     pub scan: ScanStats,
     /// Stored records in range the query read (after pruning).
     pub records_read: u64,
+    /// Of those, the ones no piece counted as seen (a RAW read with no match): the join side
+    /// adds them to "Records Seen" when the past is read.
+    #[serde(skip)]
+    pub seen_after: u64,
     /// Blocks that could not be read (a corrupt part): skipped, logged once each.
     pub blocks_failed: u64,
     pub seconds: f64,
@@ -247,8 +251,8 @@ impl Replay {
             for (bucket, mut state) in r.buckets {
                 let slot = buckets.entry(bucket).or_insert((i64::MIN, Vec::new()));
                 slot.0 = slot.0.max(state.last_ms);
-                if let Some(mut partial) = query.flush(&mut state.worker) {
-                    partial.seen = 0;
+                // a bucket's partial counts the records it read as seen
+                if let Some(partial) = query.flush(&mut state.worker) {
                     slot.1.push(partial);
                 }
             }
@@ -257,6 +261,12 @@ impl Replay {
             hits.sort_by(Hit::order);
             if let Some(n) = keep_raw {
                 hits.truncate(n);
+            }
+            // the records read are seen by the time the first match arrives (it may end the
+            // query, by its LIMIT); with no match, when the past is read
+            match hits.first_mut() {
+                Some(first) => first.partial.seen = report.records_read,
+                None => report.seen_after = report.records_read,
             }
             for hit in hits {
                 out(Piece { at_ms: hit.at_ms, partial: hit.partial });
@@ -376,7 +386,7 @@ pub fn run_local(
     if let Some(e) = failure {
         return Err(e);
     }
-    run.add_seen(report.records_read);
+    run.add_seen(report.seen_after);
     emissions.extend(run.tick(end_ms));
     emissions.extend(run.finish(end_ms));
     if let Some(last) = emissions.last_mut() {
