@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make demo`: needle serving a generated Bullet-shaped stream (2,000 records/s, with 10 needle
-# records with id c39ba8cfe8 injected 15 seconds in), three example queries, one of them run,
-# then serving until Ctrl-C. DEMO_LISTEN=HOST:PORT chooses the address (default 127.0.0.1:9900,
+# records with id c39ba8cfe8 injected 15 seconds in) and keeping it in a history store (a
+# temporary directory, removed at the end), four example queries (one looks back), one of them
+# run, then serving until Ctrl-C. DEMO_LISTEN=HOST:PORT chooses the address (default 127.0.0.1:9900,
 # a free port when that one is taken); not a NEEDLE_* name, which needle would read as config.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,6 +10,7 @@ needle=target/release/needle
 listen=${DEMO_LISTEN:-127.0.0.1:9900}
 source_spec='gen:bullet?rate=2000&seed=7&needle=id=c39ba8cfe8&needle_count=10&needle_at=30000'
 out=$(mktemp -t needle-demo-XXXXXX)
+history=$(mktemp -d -t needle-demo-history-XXXXXX)
 server=
 
 stop() {
@@ -17,12 +19,13 @@ stop() {
     wait "$server" 2>/dev/null || true
   fi
   rm -f "$out"
+  rm -rf "$history"
 }
 trap stop EXIT
 trap 'exit 0' INT TERM
 
 start() {
-  "$needle" serve --listen "$1" --source "$source_spec" >"$out" &
+  "$needle" serve --listen "$1" --source "$source_spec" --history "$history" >"$out" &
   server=$!
   for _ in $(seq 1 100); do
     if grep -q '^needle listening on ' "$out"; then return 0; fi
@@ -41,7 +44,7 @@ echo "needle is serving at $url"
 sed -n 's/^source: /reading: /p' "$out"
 cat <<EXAMPLES
 
-Three example queries (the needle records arrive about 15 s after start):
+Four example queries (the needle records arrive about 15 s after start):
 
   # 1. find the needle records as they go by
   curl -s $url/api/v1/query -d "SELECT id, device, demographics.country AS country FROM STREAM(30000, TIME) WHERE id = 'c39ba8cfe8' LIMIT 10"
@@ -52,6 +55,12 @@ Three example queries (the needle records arrive about 15 s after start):
 
   # 3. quantiles of time spent, as a Bullet JSON query works too
   curl -s $url/api/v1/query -H 'content-type: application/json' -d '{"aggregation": {"type": "DISTRIBUTION", "attributes": {"type": "QUANTILE", "numberOfPoints": 5}, "fields": {"timespent": ""}}, "duration": 5000}'
+
+  # 4. look back: what went by in the last 10 minutes, then 10 more seconds live (each record once)
+  curl -s $url/api/v1/query -d "SELECT device, COUNT(*) AS n FROM STREAM(10000, TIME) SINCE '-10m' GROUP BY device ORDER BY n DESC LIMIT 3"
+  $needle query --server $url "SELECT id, device FROM HISTORY('-10m') WHERE id = 'c39ba8cfe8' LIMIT 10"
+
+  The stream is kept in $history (Parquet: $needle history $history).
 
   Also: $needle queries --server $url   |   curl -s $url/api/v1/schema   |   curl -s $url/metrics
 
