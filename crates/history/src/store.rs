@@ -156,7 +156,7 @@ pub struct ScanRequest {
 }
 
 /// How much a scan reads.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ScanStats {
     pub partitions: u64,
     pub parts: u64,
@@ -166,6 +166,20 @@ pub struct ScanStats {
     pub blocks_to_read: u64,
     pub buffered_records: u64,
     pub corrupt_files: u64,
+}
+
+impl ScanStats {
+    /// Adds another scan's figures (another store's, in the distributed mode).
+    pub fn add(&mut self, other: &ScanStats) {
+        self.partitions += other.partitions;
+        self.parts += other.parts;
+        self.blocks_in_range += other.blocks_in_range;
+        self.blocks_skipped_minmax += other.blocks_skipped_minmax;
+        self.blocks_skipped_bloom += other.blocks_skipped_bloom;
+        self.blocks_to_read += other.blocks_to_read;
+        self.buffered_records += other.buffered_records;
+        self.corrupt_files += other.corrupt_files;
+    }
 }
 
 /// The blocks a query reads, and the buffered records in its range.

@@ -1,16 +1,20 @@
 //! A node of the distributed mode, wired and ready: `needle serve --role worker` or `--role api`
 //! is [`Node::start_worker`] or [`Node::start_api`] and an HTTP server on [`Node::runtime`].
 //!
+//! A worker node says it is up on the results topic every [`HEARTBEAT`] (and whether it keeps
+//! history): an api node's roster of workers tells which reads of the past a query waits for.
+//!
 //! Both check at start-up that the brokers answer and create the query topic (1 partition,
 //! compacted) and the results topic (1 partition, large messages allowed, an hour's retention)
 //! when they are missing. [`Node::shutdown`] ends the runtime first (an api node's queries end
 //! with a final result and a tombstone; a worker's source commits what its partials covered),
 //! then waits for Kafka to acknowledge what was sent.
 
+use crate::background::{stopped, Background};
 use crate::client::Connection;
 use crate::produce::MAX_MESSAGE_BYTES;
 use crate::queries::{Owners, QueryFollower, QueryPublisher};
-use crate::results::{ResultsOutlet, ResultsReader};
+use crate::results::{ResultsOutlet, ResultsReader, Roster, HEARTBEAT};
 use crate::spec::check_topic;
 use crate::KafkaError;
 use needle_runtime::config::KafkaConfig;
@@ -37,6 +41,7 @@ struct Parts {
     outlet: Option<Arc<ResultsOutlet>>,
     reader: Option<ResultsReader>,
     publisher: Option<Arc<QueryPublisher>>,
+    heartbeat: Option<Background>,
 }
 
 impl Node {
@@ -48,14 +53,32 @@ impl Node {
     ) -> Result<Self, KafkaError> {
         let connection = connect(&config.kafka)?;
         let owners = Owners::default();
+        let name = node_name(&config.kafka.node_id, "worker")?;
+        let results_topic = &config.kafka.results_topic;
         let outlet =
-            Arc::new(ResultsOutlet::new(&connection, &config.kafka.results_topic, owners.clone())?);
+            Arc::new(ResultsOutlet::new(&connection, results_topic, owners.clone(), &name)?);
         let query_topic = config.kafka.query_topic.clone();
+        let history = config.history.is_on();
         let runtime = Runtime::start_role(config, Role::Worker(outlet.clone()), metrics)?;
         let follower = QueryFollower::start(&connection, &query_topic, runtime.clone(), owners)
             .inspect_err(|_| runtime.shutdown())?;
         runtime.run_source(source).inspect_err(|_| runtime.shutdown())?;
-        let parts = Parts { follower: Some(follower), outlet: Some(outlet), ..Parts::default() };
+        let heartbeat = {
+            let outlet = outlet.clone();
+            Background::spawn("needle-heartbeat", move |stop| {
+                while !stopped(stop) {
+                    outlet.heartbeat(history);
+                    std::thread::sleep(HEARTBEAT);
+                }
+            })
+            .inspect_err(|_| runtime.shutdown())?
+        };
+        let parts = Parts {
+            follower: Some(follower),
+            outlet: Some(outlet),
+            heartbeat: Some(heartbeat),
+            ..Parts::default()
+        };
         Ok(Self { runtime, parts: Mutex::new(parts) })
     }
 
@@ -63,18 +86,20 @@ impl Node {
     /// topic.
     pub fn start_api(config: NeedleConfig, metrics: Arc<Metrics>) -> Result<Self, KafkaError> {
         let connection = connect(&config.kafka)?;
-        let node = node_name(&config.kafka.node_id)?;
+        let node = node_name(&config.kafka.node_id, "api")?;
         let kafka = config.kafka.clone();
+        let roster = Roster::default();
         let publisher = Arc::new(QueryPublisher::new(
             &connection,
             &kafka.query_topic,
             &node,
             config.query.clone(),
+            roster.clone(),
         )?);
         let role = Role::Api { announcer: publisher.clone(), node: node.clone() };
         let runtime = Runtime::start_role(config, role, metrics)?;
         let reader =
-            ResultsReader::start(&connection, &kafka.results_topic, runtime.clone(), &node)
+            ResultsReader::start(&connection, &kafka.results_topic, runtime.clone(), &node, roster)
                 .inspect_err(|_| runtime.shutdown())?;
         runtime.describe_as(format!(
             "kafka: api node {node}; queries to topic {}, partials from topic {} on {}",
@@ -95,6 +120,9 @@ impl Node {
         }
         self.runtime.shutdown();
         let mut parts = self.parts.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(mut heartbeat) = parts.heartbeat.take() {
+            heartbeat.stop();
+        }
         if let Some(mut follower) = parts.follower.take() {
             follower.stop();
         }
@@ -138,11 +166,11 @@ fn connect(kafka: &KafkaConfig) -> Result<Connection, KafkaError> {
     Ok(connection)
 }
 
-/// The configured node name, or one made up from the process id and the clock.
-fn node_name(configured: &str) -> Result<String, KafkaError> {
+/// The configured node name, or one made up from `role`, the process id and the clock.
+fn node_name(configured: &str, role: &str) -> Result<String, KafkaError> {
     if configured.is_empty() {
         let clock = crate::queries::now_ms() as u64 & 0xff_ffff;
-        return Ok(format!("api{:x}{clock:06x}", std::process::id()));
+        return Ok(format!("{role}{:x}{clock:06x}", std::process::id()));
     }
     let legal = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.';
     if configured.len() > 64 || !configured.chars().all(legal) {
@@ -160,10 +188,11 @@ mod tests {
 
     #[test]
     fn node_names_are_made_up_or_checked() {
-        assert!(node_name("").unwrap().starts_with("api"));
-        assert_eq!(node_name("eu_1").unwrap(), "eu_1");
-        assert!(node_name("a b").is_err());
-        assert!(node_name("a-b").is_err(), "'-' separates the parts of a query id");
+        assert!(node_name("", "api").unwrap().starts_with("api"));
+        assert!(node_name("", "worker").unwrap().starts_with("worker"));
+        assert_eq!(node_name("eu_1", "api").unwrap(), "eu_1");
+        assert!(node_name("a b", "api").is_err());
+        assert!(node_name("a-b", "api").is_err(), "'-' separates the parts of a query id");
     }
 
     #[test]

@@ -15,6 +15,7 @@
 use crate::background::{stopped, Background};
 use crate::client::{Connection, Start, Throttled};
 use crate::produce::{Patience, Riders, Writer};
+use crate::results::Roster;
 use crate::wire::{plan_hash, QueryNotice};
 use crate::KafkaError;
 use needle_engine::CompiledQuery;
@@ -59,6 +60,8 @@ pub struct QueryPublisher {
     topic: String,
     node: String,
     config: QueryConfig,
+    /// The worker nodes heard from (on the results topic).
+    roster: Roster,
 }
 
 impl QueryPublisher {
@@ -67,6 +70,7 @@ impl QueryPublisher {
         topic: &str,
         node: &str,
         config: QueryConfig,
+        roster: Roster,
     ) -> Result<Self, KafkaError> {
         // Notices must go out at once (a query waits for its workers) and in order.
         let writer = Writer::new(
@@ -74,7 +78,7 @@ impl QueryPublisher {
             "query publisher",
             &[("linger.ms", "0"), ("enable.idempotence", "true")],
         )?;
-        Ok(Self { writer, topic: topic.to_owned(), node: node.to_owned(), config })
+        Ok(Self { writer, topic: topic.to_owned(), node: node.to_owned(), config, roster })
     }
 
     /// Waits (at most `timeout`) for the notices and tombstones sent to be acknowledged.
@@ -94,6 +98,7 @@ impl QueryAnnouncer for QueryPublisher {
             plan: plan_hash(query.plan),
             received_ms: query.received_ms,
             ends_ms: query.ends_ms,
+            history: query.plan.history.map(|h| (h.from_ms, h.to_ms)),
         };
         let value = notice.to_bytes();
         let record = BaseRecord::with_opaque_to(&self.topic, Riders::default())
@@ -111,6 +116,22 @@ impl QueryAnnouncer for QueryPublisher {
             // The workers still forget it at its end time.
             eprintln!("needle: kafka: the end of query {id} could not be announced: {e}");
         }
+    }
+
+    fn history_workers(&self) -> Result<Vec<String>, String> {
+        let workers = self.roster.keeping_history();
+        if workers.is_empty() {
+            return Err(format!(
+                "no worker node keeping history has been heard from on topic {}: start the \
+                 worker nodes with --history DIR (history.dir)",
+                self.topic
+            ));
+        }
+        Ok(workers)
+    }
+
+    fn worker_alive(&self, worker: &str) -> bool {
+        self.roster.alive(worker)
     }
 }
 
@@ -258,10 +279,15 @@ impl Following {
                 notice.id, notice.owner
             );
         };
-        let plan = match needle_query::compile(&notice.query, &notice.config) {
+        let mut plan = match needle_query::compile(&notice.query, &notice.config) {
             Ok(plan) => plan,
             Err(e) => return refuse(format!("it does not compile here: {e}")),
         };
+        // a range relative to now means the api node's now
+        if let (Some(past), Some((from_ms, to_ms))) = (&mut plan.history, notice.history) {
+            past.from_ms = from_ms;
+            past.to_ms = to_ms;
+        }
         if plan_hash(&plan) != notice.plan {
             return refuse(
                 "it compiles to a different plan here than on its api node (are the nodes \
@@ -274,13 +300,14 @@ impl Following {
             Err(e) => return refuse(format!("the engine cannot run it here: {e}")),
         };
         self.owners.insert(&notice.id, &notice.owner);
-        self.runtime.adopt(
-            &notice.id,
-            Arc::new(compiled),
-            &notice.owner,
-            notice.received_ms,
-            notice.ends_ms,
-        );
+        let (id, owner) = (&notice.id, &notice.owner);
+        let (received_ms, ends_ms, compiled) =
+            (notice.received_ms, notice.ends_ms, Arc::new(compiled));
+        if plan.history.is_some() {
+            self.runtime.adopt_history(id, &plan, compiled, owner, received_ms, ends_ms);
+        } else {
+            self.runtime.adopt(id, compiled, owner, received_ms, ends_ms);
+        }
         self.running.insert(notice.id.clone(), notice.ends_ms);
     }
 

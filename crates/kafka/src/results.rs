@@ -8,43 +8,116 @@
 //! - [`ResultsReader`] (api node) reads the topic from its end at start-up and hands the partials
 //!   addressed to this node, and every progress message, to the runtime's joiner. Messages that
 //!   are not needle's are logged (sampled) and skipped.
+//! - Queries that look back: each worker node keeping history sends its read of its store
+//!   (plan, pieces in time order, end) addressed like partials. Every worker node says it is up
+//!   once a second ([`HEARTBEAT`]); an api node's [`Roster`] of the workers heard from lately
+//!   says which reads a query waits for, and which worker stopped answering.
 
 use crate::background::{stopped, Background};
 use crate::client::{Connection, Start, Throttled};
 use crate::produce::{Riders, Writer};
 use crate::queries::Owners;
-use crate::wire::ResultsMessage;
+use crate::wire::{HistoryWire, ReadReport, ResultsMessage};
 use crate::KafkaError;
 use needle_runtime::framing::Receipt;
+use needle_runtime::history::WorkerHistory;
 use needle_runtime::remote::PartialOutlet;
 use needle_runtime::Runtime;
 use rdkafka::message::Message;
 use rdkafka::producer::BaseRecord;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// The partition every worker writes to (see the module doc).
 const PARTITION: i32 = 0;
+/// How often a worker node says it is up.
+pub const HEARTBEAT: Duration = Duration::from_secs(1);
+/// A worker node not heard from for this long is taken for gone.
+const SILENCE: Duration = Duration::from_secs(6);
+
+/// The worker nodes an api node has heard from, when last, and whether each keeps history.
+#[derive(Clone)]
+pub struct Roster {
+    seen: Arc<Mutex<HashMap<String, (Instant, bool)>>>,
+    since: Instant,
+}
+
+impl Default for Roster {
+    fn default() -> Self {
+        Self { seen: Arc::default(), since: Instant::now() }
+    }
+}
+
+impl Roster {
+    pub fn heard(&self, worker: &str, history: bool) {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.insert(worker.to_owned(), (Instant::now(), history));
+    }
+
+    /// The worker nodes keeping history heard from lately. Just after start-up, waits for a
+    /// heartbeat's time first (the roster starts empty).
+    pub fn keeping_history(&self) -> Vec<String> {
+        let settled = HEARTBEAT * 2;
+        if let Some(wait) = settled.checked_sub(self.since.elapsed()) {
+            std::thread::sleep(wait);
+        }
+        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let mut names: Vec<String> = seen
+            .iter()
+            .filter(|(_, (at, history))| *history && at.elapsed() < SILENCE)
+            .map(|(name, _)| name.clone())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// False once `worker` has not been heard from for a while.
+    pub fn alive(&self, worker: &str) -> bool {
+        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.get(worker).is_some_and(|(at, _)| at.elapsed() < SILENCE)
+    }
+}
 
 /// A worker node's outlet.
 pub struct ResultsOutlet {
     writer: Writer,
     topic: String,
     owners: Owners,
+    /// This worker node's name (its reads of the past are signed with it).
+    worker: String,
     log: Throttled,
     stopping: AtomicBool,
 }
 
 impl ResultsOutlet {
-    pub fn new(connection: &Connection, topic: &str, owners: Owners) -> Result<Self, KafkaError> {
+    pub fn new(
+        connection: &Connection,
+        topic: &str,
+        owners: Owners,
+        worker: &str,
+    ) -> Result<Self, KafkaError> {
         let writer = Writer::new(
             connection,
             "results outlet",
             &[("linger.ms", "2"), ("enable.idempotence", "true")],
         )?;
         let log = Throttled::new("results outlet", Duration::from_secs(5));
-        Ok(Self { writer, topic: topic.to_owned(), owners, log, stopping: AtomicBool::new(false) })
+        Ok(Self {
+            writer,
+            topic: topic.to_owned(),
+            owners,
+            worker: worker.to_owned(),
+            log,
+            stopping: AtomicBool::new(false),
+        })
+    }
+
+    /// Says this worker node is up (and whether it keeps history).
+    pub fn heartbeat(&self, history: bool) {
+        let value = ResultsMessage::Worker { name: &self.worker, history }.encode();
+        self.send("", &value, Riders::default());
     }
 
     /// Waits (at most `timeout`) for what was sent to be acknowledged.
@@ -86,6 +159,37 @@ impl PartialOutlet for ResultsOutlet {
         let value = ResultsMessage::Progress { records }.encode();
         self.send("", &value, Box::new(receipts));
     }
+
+    fn history(&self, id: &str, event: WorkerHistory<Vec<u8>>) {
+        let Some(owner) = self.owners.get(id) else { return };
+        let report;
+        let event = match &event {
+            WorkerHistory::Planned { data } => HistoryWire::Planned { data: *data },
+            WorkerHistory::Piece { at_ms, partial } => {
+                HistoryWire::Piece { at_ms: *at_ms, partial }
+            }
+            WorkerHistory::Done { report: read } => {
+                report = ReadReport::to_bytes(read);
+                HistoryWire::Done { report: &report }
+            }
+        };
+        let value =
+            ResultsMessage::History { owner: &owner, id, worker: &self.worker, event }.encode();
+        self.send(&owner, &value, Riders::default());
+    }
+}
+
+/// A history message's event as the runtime takes it (`None`: a report that does not parse).
+fn history_event(event: HistoryWire<'_>) -> Result<WorkerHistory<Vec<u8>>, String> {
+    Ok(match event {
+        HistoryWire::Planned { data } => WorkerHistory::Planned { data },
+        HistoryWire::Piece { at_ms, partial } => {
+            WorkerHistory::Piece { at_ms, partial: partial.to_vec() }
+        }
+        HistoryWire::Done { report } => {
+            WorkerHistory::Done { report: ReadReport::from_bytes(report)? }
+        }
+    })
 }
 
 /// An api node's reader of the results topic.
@@ -100,6 +204,7 @@ impl ResultsReader {
         topic: &str,
         runtime: Arc<Runtime>,
         node: &str,
+        roster: Roster,
     ) -> Result<Self, KafkaError> {
         let consumer = connection.probe("results reader")?;
         connection.assign_whole(&consumer, topic, Start::End)?;
@@ -121,6 +226,18 @@ impl ResultsReader {
                     }
                     Ok(ResultsMessage::Partial { .. }) => {} // another api node's
                     Ok(ResultsMessage::Progress { records }) => runtime.remote_progress(records),
+                    Ok(ResultsMessage::Worker { name, history }) => roster.heard(name, history),
+                    Ok(ResultsMessage::History { owner, id, worker, event }) if owner == node => {
+                        roster.heard(worker, true);
+                        match history_event(event) {
+                            Ok(event) => runtime.remote_history(id, worker, event),
+                            Err(e) => log.say(format_args!(
+                                "skipped message {} of the results topic: {e}",
+                                message.offset()
+                            )),
+                        }
+                    }
+                    Ok(ResultsMessage::History { .. }) => {} // another api node's
                     Err(e) => log.say(format_args!(
                         "skipped message {} of the results topic: {e}",
                         message.offset()

@@ -13,11 +13,17 @@
 //! |---|---|
 //! | 4 | magic `NDLM` |
 //! | 1 | version ([`VERSION`]) |
-//! | 1 | kind: 1 partial, 2 progress |
-//! | 2 + n | partial: the owning api node (length, UTF-8) |
-//! | 2 + n | partial: the query id |
+//! | 1 | kind: 1 partial, 2 progress, 3 history, 4 worker |
+//! | 2 + n | partial, history: the owning api node (length, UTF-8) |
+//! | 2 + n | partial, history: the query id |
 //! | rest | partial: the engine's encoded partial (itself versioned and checksummed) |
 //! | 8 | progress: records read since the worker's last progress message |
+//! | 2 + n | history: the worker node that read its store |
+//! | 1 | history: 1 planned, 2 piece, 3 done |
+//! | 1 (+ 16) | planned: 1 and the first and last stored record times (i64), or 0: none |
+//! | 8 + rest | piece: its record time (i64), the engine's encoded partial |
+//! | rest | done: what the read cost, JSON |
+//! | 2 + n, 1 | worker: its name, 1 when it keeps history (sent every second: the api nodes' roster) |
 //!
 //! Decoding never trusts a length and never panics; anything unexpected is an error the reader
 //! counts and skips.
@@ -25,6 +31,7 @@
 use needle_engine::aggregate::codec::fnv1a64;
 use needle_query::plan::Plan;
 use needle_query::QueryConfig;
+use needle_runtime::history::ReplayReport;
 use serde::{Deserialize, Serialize};
 
 /// The results topic's format version.
@@ -32,6 +39,11 @@ pub const VERSION: u8 = 1;
 const MAGIC: &[u8; 4] = b"NDLM";
 const PARTIAL: u8 = 1;
 const PROGRESS: u8 = 2;
+const HISTORY: u8 = 3;
+const WORKER: u8 = 4;
+const PLANNED: u8 = 1;
+const PIECE: u8 = 2;
+const DONE: u8 = 3;
 
 /// A running query, as the query topic carries it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -44,6 +56,10 @@ pub struct QueryNotice {
     pub plan: String,
     pub received_ms: i64,
     pub ends_ms: i64,
+    /// A query that looks back: its range as the api node resolved it (`from`, `to`; relative
+    /// times are relative to the api node's clock when it compiled the query).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<(i64, Option<i64>)>,
 }
 
 impl QueryNotice {
@@ -70,8 +86,66 @@ pub fn plan_hash(plan: &Plan) -> String {
 /// A message of the results topic.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ResultsMessage<'a> {
-    Partial { owner: &'a str, id: &'a str, partial: &'a [u8] },
-    Progress { records: u64 },
+    Partial {
+        owner: &'a str,
+        id: &'a str,
+        partial: &'a [u8],
+    },
+    Progress {
+        records: u64,
+    },
+    /// A worker node's read of its stored past for a query.
+    History {
+        owner: &'a str,
+        id: &'a str,
+        worker: &'a str,
+        event: HistoryWire<'a>,
+    },
+    /// A worker node is up (and whether it keeps history).
+    Worker {
+        name: &'a str,
+        history: bool,
+    },
+}
+
+/// What a worker node's read of the past sends (see `needle_runtime::history::WorkerHistory`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HistoryWire<'a> {
+    Planned {
+        data: Option<(i64, i64)>,
+    },
+    Piece {
+        at_ms: i64,
+        partial: &'a [u8],
+    },
+    /// [`ReadReport`] as JSON.
+    Done {
+        report: &'a [u8],
+    },
+}
+
+/// A worker node's [`ReplayReport`] as the results topic carries it (with what it read but
+/// counted in no piece).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReadReport {
+    #[serde(flatten)]
+    pub report: ReplayReport,
+    pub seen_after: u64,
+}
+
+impl ReadReport {
+    pub fn to_bytes(report: &ReplayReport) -> Vec<u8> {
+        let wire = ReadReport { report: report.clone(), seen_after: report.seen_after };
+        serde_json::to_vec(&wire).expect("a report serializes")
+    }
+
+    pub fn from_bytes(bytes: &[u8]) -> Result<ReplayReport, String> {
+        let wire: ReadReport =
+            serde_json::from_slice(bytes).map_err(|e| format!("not a read report: {e}"))?;
+        let mut report = wire.report;
+        report.seen_after = wire.seen_after;
+        Ok(report)
+    }
 }
 
 impl<'a> ResultsMessage<'a> {
@@ -90,6 +164,34 @@ impl<'a> ResultsMessage<'a> {
             ResultsMessage::Progress { records } => {
                 out.push(PROGRESS);
                 out.extend_from_slice(&records.to_le_bytes());
+            }
+            ResultsMessage::History { owner, id, worker, event } => {
+                out.push(HISTORY);
+                put_str(&mut out, owner);
+                put_str(&mut out, id);
+                put_str(&mut out, worker);
+                match event {
+                    HistoryWire::Planned { data: None } => out.extend_from_slice(&[PLANNED, 0]),
+                    HistoryWire::Planned { data: Some((first, last)) } => {
+                        out.extend_from_slice(&[PLANNED, 1]);
+                        out.extend_from_slice(&first.to_le_bytes());
+                        out.extend_from_slice(&last.to_le_bytes());
+                    }
+                    HistoryWire::Piece { at_ms, partial } => {
+                        out.push(PIECE);
+                        out.extend_from_slice(&at_ms.to_le_bytes());
+                        out.extend_from_slice(partial);
+                    }
+                    HistoryWire::Done { report } => {
+                        out.push(DONE);
+                        out.extend_from_slice(report);
+                    }
+                }
+            }
+            ResultsMessage::Worker { name, history } => {
+                out.push(WORKER);
+                put_str(&mut out, name);
+                out.push(u8::from(*history));
             }
         }
         out
@@ -117,9 +219,47 @@ impl<'a> ResultsMessage<'a> {
                     rest.try_into().map_err(|_| "a progress message is 8 bytes".to_owned())?;
                 Ok(ResultsMessage::Progress { records: u64::from_le_bytes(records) })
             }
+            HISTORY => {
+                let owner = take_str(&mut rest)?;
+                let id = take_str(&mut rest)?;
+                let worker = take_str(&mut rest)?;
+                let (&kind, mut rest) = rest.split_first().ok_or("truncated history message")?;
+                let event = match kind {
+                    PLANNED => match rest {
+                        [0] => HistoryWire::Planned { data: None },
+                        [1, times @ ..] if times.len() == 16 => {
+                            let first = take_i64(&mut &times[..8])?;
+                            let last = take_i64(&mut &times[8..])?;
+                            HistoryWire::Planned { data: Some((first, last)) }
+                        }
+                        _ => return Err("a history plan is 1 or 17 bytes".into()),
+                    },
+                    PIECE => {
+                        let at_ms = take_i64(&mut rest)?;
+                        HistoryWire::Piece { at_ms, partial: rest }
+                    }
+                    DONE => HistoryWire::Done { report: rest },
+                    kind => return Err(format!("unknown history message kind {kind}")),
+                };
+                Ok(ResultsMessage::History { owner, id, worker, event })
+            }
+            WORKER => {
+                let name = take_str(&mut rest)?;
+                match rest {
+                    [flag @ (0 | 1)] => Ok(ResultsMessage::Worker { name, history: *flag == 1 }),
+                    _ => Err("a worker message ends with one byte, 0 or 1".into()),
+                }
+            }
             kind => Err(format!("unknown results message kind {kind}")),
         }
     }
+}
+
+fn take_i64(rest: &mut &[u8]) -> Result<i64, String> {
+    let bytes: [u8; 8] =
+        rest.get(..8).and_then(|b| b.try_into().ok()).ok_or("truncated results message")?;
+    *rest = &rest[8..];
+    Ok(i64::from_le_bytes(bytes))
 }
 
 fn put_str(out: &mut Vec<u8>, s: &str) {
@@ -150,6 +290,27 @@ mod tests {
         assert_eq!(ResultsMessage::decode(&bytes).unwrap(), partial);
         let progress = ResultsMessage::Progress { records: 123_456_789 };
         assert_eq!(ResultsMessage::decode(&progress.encode()).unwrap(), progress);
+        let report = ReadReport::to_bytes(&ReplayReport {
+            records_read: 9,
+            seen_after: 4,
+            ..ReplayReport::default()
+        });
+        for event in [
+            HistoryWire::Planned { data: None },
+            HistoryWire::Planned { data: Some((-5, i64::MAX)) },
+            HistoryWire::Piece { at_ms: 1_700_000_000_000, partial: b"\x07\x08" },
+            HistoryWire::Done { report: &report },
+        ] {
+            let message =
+                ResultsMessage::History { owner: "api", id: "api-1", worker: "w1", event };
+            assert_eq!(ResultsMessage::decode(&message.encode()).unwrap(), message);
+        }
+        let back = ReadReport::from_bytes(&report).unwrap();
+        assert_eq!((back.records_read, back.seen_after), (9, 4));
+        for history in [true, false] {
+            let worker = ResultsMessage::Worker { name: "w1", history };
+            assert_eq!(ResultsMessage::decode(&worker.encode()).unwrap(), worker);
+        }
     }
 
     #[test]
@@ -168,6 +329,14 @@ mod tests {
         assert!(ResultsMessage::decode(&other_kind).is_err());
         let short_progress = [b"NDLM".as_slice(), &[1, 2, 0, 0]].concat();
         assert!(ResultsMessage::decode(&short_progress).is_err());
+        let event = HistoryWire::Planned { data: Some((1, 2)) };
+        let planned = ResultsMessage::History { owner: "a", id: "q", worker: "w", event }.encode();
+        for cut in 0..planned.len() {
+            assert!(ResultsMessage::decode(&planned[..cut]).is_err(), "cut at {cut}");
+        }
+        let worker = ResultsMessage::Worker { name: "w", history: true }.encode();
+        assert!(ResultsMessage::decode(&[worker.as_slice(), &[1]].concat()).is_err());
+        assert!(ReadReport::from_bytes(b"[1,2]").is_err());
     }
 
     #[test]
@@ -181,6 +350,7 @@ mod tests {
             plan: "00".into(),
             received_ms: 1,
             ends_ms: 1001,
+            history: Some((-3_600_000, None)),
         };
         assert_eq!(QueryNotice::from_bytes(&notice.to_bytes()).unwrap(), notice);
         let v2 = QueryNotice { v: 2, ..notice };

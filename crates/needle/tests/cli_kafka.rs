@@ -223,6 +223,90 @@ fn an_api_node_and_two_workers_find_each_needle_once_skip_garbage_and_survive_a_
     assert!(api.log().is_empty() || !api.log().contains("panicked"), "{}", api.log());
 }
 
+/// `POST /api/v1/query` to its end.
+fn query(node: &Serve, text: &str) -> Value {
+    let client =
+        reqwest::blocking::Client::builder().timeout(Duration::from_secs(120)).build().unwrap();
+    client
+        .post(format!("{}/api/v1/query", node.url))
+        .body(text.to_owned())
+        .send()
+        .unwrap()
+        .json()
+        .unwrap()
+}
+
+#[test]
+fn worker_nodes_keep_history_and_an_api_node_reads_it_back_each_record_once() {
+    let broker = Broker::shared();
+    broker.create_topic("hist", 4).unwrap();
+    let config = kafka_config(&broker.bootstrap, "hist");
+    let config = config.path().to_str().unwrap();
+    let api = Serve::start(&["--role", "api", "--config", config]);
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let worker = |dir: &tempfile::TempDir| {
+        let dir = dir.path().to_str().unwrap();
+        Serve::start(&["--role", "worker", "--workers", "1", "--config", config, "--history", dir])
+    };
+    let mut first = worker(&dir_a);
+    let second = worker(&dir_b);
+    wait_until("two partitions each", Duration::from_secs(30), || {
+        first.partitions() == 2.0 && second.partitions() == 2.0
+    });
+    gen_needles(&broker.bootstrap, "hist", 3_000, "needlea", 8, 1);
+    let appended = |w: &Serve| w.metric("needle_history_records_appended_total");
+    wait_until("every record kept", Duration::from_secs(30), || {
+        appended(&first) + appended(&second) >= 3_000.0
+    });
+    assert!(appended(&first) > 0.0 && appended(&second) > 0.0, "each keeps its partitions'");
+
+    // The past, read by both workers and merged by the api node: each record once.
+    let all = query(&api, "SELECT COUNT(*) AS n FROM HISTORY('-1h')");
+    assert_eq!(all["records"][0]["n"], 3_000, "{all}");
+    assert_eq!(all["meta"]["History"]["workers"], 2, "{all}");
+    assert_eq!(all["meta"]["History"]["records_read"], 3_000, "{all}");
+    let needles = query(&api, &BY_ID.replace("STREAM(120000, TIME)", "HISTORY('-1h')"));
+    assert_eq!(counts(&needles).get("needlea"), Some(&8), "{needles}");
+    // Windows by record time over two stores: one bucket's partials from both are merged.
+    let windows =
+        query(&api, "SELECT COUNT(*) AS n FROM HISTORY('-1h') WINDOWING TUMBLING(3600000, TIME)");
+    let emissions = windows.as_array().unwrap_or_else(|| panic!("{windows}"));
+    let total: u64 = emissions.iter().map(|e| e["records"][0]["n"].as_u64().unwrap_or(0)).sum();
+    assert_eq!(total, 3_000, "{windows}");
+    let first_records = query(&api, "SELECT id FROM HISTORY('-1h') WHERE id = 'needlea' LIMIT 3");
+    assert_eq!(first_records["records"].as_array().map(Vec::len), Some(3), "{first_records}");
+
+    // Past and live: each worker makes its own seam; every needle counted once.
+    let since = BY_ID.replace("STREAM(120000, TIME)", "STREAM(120000, TIME) SINCE '-1h'");
+    let (id, result) = run_query(&api, &since);
+    wait_until("the workers learning the query", Duration::from_secs(10), || {
+        first.status(&id).is_some() && second.status(&id).is_some()
+    });
+    gen_needles(&broker.bootstrap, "hist", 2_000, "needleb", 8, 2);
+    wait_until("the live needles", Duration::from_secs(30), || matched(&api, &id) >= 16);
+    settle(&api, &id, &[&first, &second]);
+    kill(&api, &id);
+    let result = result.join().unwrap();
+    let found = counts(&result);
+    assert_eq!(found.get("needlea"), Some(&8), "from the past: {result}");
+    assert_eq!(found.get("needleb"), Some(&8), "live: {result}");
+
+    // A worker gone mid-read: the result goes on without its part and says so.
+    let _ = first.child.kill();
+    let _ = first.child.wait();
+    let partial = query(&api, "SELECT COUNT(*) AS n FROM HISTORY('-1h')");
+    let missing = &partial["meta"]["History"]["workers_missing"];
+    let n = partial["records"][0]["n"].as_u64().unwrap_or(0);
+    if missing.as_array().is_some_and(|m| !m.is_empty()) {
+        assert!(n < 5_000, "{partial}");
+    } else {
+        // (the roster had already dropped it: only the survivor was asked)
+        assert_eq!(partial["meta"]["History"]["workers"], 1, "{partial}");
+    }
+    assert!(n > 0, "the survivor's part: {partial}");
+    assert!(!api.log().contains("panicked"), "{}", api.log());
+}
+
 #[test]
 fn a_broker_restarted_mid_query_is_ridden_out() {
     let broker = Broker::start().expect("a broker of its own");

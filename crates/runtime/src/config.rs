@@ -208,8 +208,9 @@ pub struct KafkaConfig {
     /// Where a group with no committed offset starts: `latest` (queries look forward) or
     /// `earliest`.
     pub start: StartFrom,
-    /// This api node's name: it prefixes the node's query ids, and worker nodes address the
-    /// node's partials to it. Empty: a name made up per process.
+    /// This node's name. An api node's prefixes its query ids, and worker nodes address the
+    /// node's partials to it; a worker node's signs its reads of its history. Empty: a name
+    /// made up per process.
     pub node_id: String,
     /// librdkafka properties given to every Kafka client as they are: security settings
     /// (`security.protocol`, `sasl.mechanism`, `ssl.ca.location`, ...) and tuning

@@ -23,6 +23,8 @@
 //! workers forget it) when it leaves the joiner.
 
 use crate::framing::Receipt;
+use crate::history::replay::record_range;
+use crate::history::{Gather, Gathered, WorkerHistory};
 use crate::metrics::Metrics;
 use crate::registry::QuerySet;
 use crate::remote::QueryAnnouncer;
@@ -50,6 +52,8 @@ pub(crate) enum JoinerMessage {
         results: Arc<ResultQueue>,
         /// It reads live records (every query but `FROM HISTORY(...)`).
         live: bool,
+        /// On an api node, a query that looks back: its worker nodes' reads, to gather.
+        remote: Option<Box<RemotePast>>,
     },
     /// Boxed: partial states are large, the channel's slots should not be.
     Partial {
@@ -84,9 +88,29 @@ pub(crate) enum JoinerMessage {
         end_ms: i64,
         report: Box<crate::history::ReplayReport>,
     },
+    /// On an api node: what a worker node sent of its read of the past for a query.
+    RemoteHistory {
+        id: Arc<str>,
+        worker: Arc<str>,
+        event: Box<WorkerHistory<Vec<u8>>>,
+    },
     /// Finish every query and exit.
     Shutdown,
 }
+
+/// An api node's read of the past for one query: its worker nodes' pieces, gathered in time
+/// order, and the range asked for (the run's windows are placed in it once every worker has
+/// planned its read).
+pub(crate) struct RemotePast {
+    pub gather: Gather<Partial>,
+    pub from_ms: i64,
+    pub to_ms: Option<i64>,
+    /// Where the query ends in record time, once placed.
+    pub end_ms: i64,
+}
+
+/// How often the workers an api node's reads of the past wait for are checked for being alive.
+const WORKERS_CHECK: Duration = Duration::from_secs(1);
 
 /// What the API shows of a running query (`GET /api/v1/queries`).
 #[derive(Debug, Clone, serde::Serialize)]
@@ -148,6 +172,8 @@ struct Running {
     live: bool,
     /// What reading its stored past cost: told in its final emission's metadata.
     past: Option<Box<crate::history::ReplayReport>>,
+    /// On an api node, while its worker nodes read their stores.
+    remote: Option<Box<RemotePast>>,
 }
 
 /// When queries next need a tick (a time window to emit, or their end): (ms, id), earliest
@@ -217,12 +243,15 @@ impl Joiner {
         // Records the workers read, in all (every running query has seen those read after it
         // started).
         let mut records_total = 0u64;
+        // On an api node: the queries whose worker nodes are reading their stores.
+        let mut gathering: Vec<Arc<str>> = Vec::new();
+        let mut last_workers_check = Instant::now();
         loop {
             // The query a message touched: checked for being done (or rescheduled) after it.
             let mut touched: Option<Arc<str>> = None;
             let wait = self.tick.saturating_sub(last_tick.elapsed());
             match self.messages.recv_timeout(wait) {
-                Ok(JoinerMessage::Start { run, results, live }) => {
+                Ok(JoinerMessage::Start { run, results, live, remote }) => {
                     let id: Arc<str> = run.id().into();
                     let held = run.is_on_record_time().then(Vec::new);
                     let now = Instant::now();
@@ -239,7 +268,11 @@ impl Joiner {
                         held,
                         live,
                         past: None,
+                        remote,
                     };
+                    if q.remote.is_some() {
+                        gathering.push(id.clone());
+                    }
                     running.insert(id.clone(), q);
                     touched = Some(id);
                 }
@@ -257,39 +290,21 @@ impl Joiner {
                     if let Some(q) = running.get_mut(&id) {
                         touched = Some(id.clone());
                         let piece = *piece;
-                        self.progress(&id, piece.partial.seen, piece.partial.matched);
-                        match q.run.merge(piece.partial, piece.at_ms) {
-                            Ok(emissions) => self.deliver(&id, q, emissions),
-                            Err(error) => log_unmerged(&id, &error),
-                        }
+                        self.merge_past(&id, q, piece.at_ms, piece.partial);
                     }
                 }
                 Ok(JoinerMessage::HistoryDone { id, end_ms, report }) => {
                     if let Some(q) = running.get_mut(&id) {
                         touched = Some(id.clone());
                         q.credit(records_total);
-                        q.run.add_seen(report.seen_after);
-                        self.progress(&id, report.seen_after, 0);
-                        let mut emissions = Vec::new();
-                        if q.live {
-                            // the past is read: on with the live part, the partials that
-                            // arrived meanwhile first
-                            q.run.continue_live();
-                            let now = now_ms();
-                            for partial in q.held.take().unwrap_or_default() {
-                                match q.run.merge(partial, now) {
-                                    Ok(out) => emissions.extend(out),
-                                    Err(error) => log_unmerged(&id, &error),
-                                }
-                            }
-                            emissions.extend(q.run.tick(now));
-                        } else {
-                            q.held = None;
-                            emissions.extend(q.run.tick(end_ms));
-                            emissions.extend(q.run.finish(end_ms));
-                        }
-                        q.past = Some(report);
-                        self.deliver(&id, q, emissions);
+                        self.past_read(&id, q, end_ms, report);
+                    }
+                }
+                Ok(JoinerMessage::RemoteHistory { id, worker, event }) => {
+                    if let Some(q) = running.get_mut(&id) {
+                        touched = Some(id.clone());
+                        q.credit(records_total);
+                        self.gather(&id, q, &worker, *event);
                     }
                 }
                 Ok(JoinerMessage::Encoded { id, bytes }) => {
@@ -297,7 +312,10 @@ impl Joiner {
                         touched = Some(id.clone());
                         q.credit(records_total);
                         match q.run.query().decode_partial(&bytes) {
-                            Ok(partial) => self.merge(&id, q, partial),
+                            Ok(partial) => match &mut q.held {
+                                Some(held) => held.push(partial),
+                                None => self.merge(&id, q, partial),
+                            },
                             Err(error) => log_unmerged(&id, &error),
                         }
                     }
@@ -347,6 +365,10 @@ impl Joiner {
                     self.settle(&mut running, &mut deadlines, &id, &mut leaving);
                 }
                 last_tick = Instant::now();
+                if !gathering.is_empty() && last_workers_check.elapsed() >= WORKERS_CHECK {
+                    last_workers_check = last_tick;
+                    self.check_workers(&mut running, &mut gathering, &mut deadlines, &mut leaving);
+                }
                 if last_refresh.elapsed() >= STATUS_REFRESH {
                     self.publish_seen(&mut running, records_total);
                     last_refresh = last_tick;
@@ -400,6 +422,116 @@ impl Joiner {
                 }
                 q.seen_unpublished = 0;
             }
+        }
+    }
+
+    /// A piece of the stored past, merged at the record time it belongs at.
+    fn merge_past(&self, id: &str, q: &mut Running, at_ms: i64, partial: Partial) {
+        self.progress(id, partial.seen, partial.matched);
+        match q.run.merge(partial, at_ms) {
+            Ok(emissions) => self.deliver(id, q, emissions),
+            Err(error) => log_unmerged(id, &error),
+        }
+    }
+
+    /// The stored past has been read (up to `end_ms`, record time): a `HISTORY` query ends; a
+    /// `SINCE` query goes on live, the live partials that arrived meanwhile first.
+    fn past_read(
+        &self,
+        id: &str,
+        q: &mut Running,
+        end_ms: i64,
+        report: Box<crate::history::ReplayReport>,
+    ) {
+        q.run.add_seen(report.seen_after);
+        self.progress(id, report.seen_after, 0);
+        let mut emissions = Vec::new();
+        if q.live {
+            q.run.continue_live();
+            let now = now_ms();
+            for partial in q.held.take().unwrap_or_default() {
+                match q.run.merge(partial, now) {
+                    Ok(out) => emissions.extend(out),
+                    Err(error) => log_unmerged(id, &error),
+                }
+            }
+            emissions.extend(q.run.tick(now));
+        } else {
+            q.held = None;
+            emissions.extend(q.run.tick(end_ms));
+            emissions.extend(q.run.finish(end_ms));
+        }
+        q.past = Some(report);
+        self.deliver(id, q, emissions);
+    }
+
+    /// On an api node: takes what a worker node sent of its read of the past, and merges what
+    /// the gather lets go on (see [`Gather`]).
+    fn gather(&self, id: &str, q: &mut Running, worker: &str, event: WorkerHistory<Vec<u8>>) {
+        let event = match event {
+            WorkerHistory::Planned { data } => WorkerHistory::Planned { data },
+            WorkerHistory::Done { report } => WorkerHistory::Done { report },
+            WorkerHistory::Piece { at_ms, partial } => {
+                match q.run.query().decode_partial(&partial) {
+                    Ok(partial) => WorkerHistory::Piece { at_ms, partial },
+                    Err(error) => return log_unmerged(id, &error),
+                }
+            }
+        };
+        let Some(remote) = &mut q.remote else { return };
+        let out = remote.gather.take(worker, event);
+        self.gathered(id, q, out);
+    }
+
+    fn gathered(&self, id: &str, q: &mut Running, out: Vec<Gathered<Partial>>) {
+        for next in out {
+            match next {
+                Gathered::Range(data) => {
+                    let Some(remote) = &mut q.remote else { return };
+                    let (start, end) =
+                        record_range(q.run.query(), data, remote.from_ms, remote.to_ms);
+                    remote.end_ms = end;
+                    q.run.place_on_record_time(start, end);
+                }
+                Gathered::Piece { at_ms, partial } => self.merge_past(id, q, at_ms, partial),
+                Gathered::Done(report) => {
+                    let Some(remote) = q.remote.take() else { return };
+                    self.past_read(id, q, remote.end_ms, report);
+                }
+            }
+        }
+    }
+
+    /// On an api node: gives up on the worker nodes its reads of the past wait for that
+    /// stopped answering; forgets the reads that are over.
+    fn check_workers(
+        &self,
+        running: &mut HashMap<Arc<str>, Running>,
+        gathering: &mut Vec<Arc<str>>,
+        deadlines: &mut Deadlines,
+        leaving: &mut Vec<Arc<str>>,
+    ) {
+        let Some(announcer) = &self.announcer else { return };
+        gathering.retain(|id| running.get(id).is_some_and(|q| q.remote.is_some()));
+        for id in gathering.clone() {
+            let Some(q) = running.get_mut(&id) else { continue };
+            let Some(remote) = &mut q.remote else { continue };
+            let gone: Vec<String> = remote
+                .gather
+                .waiting_for()
+                .filter(|w| !announcer.worker_alive(w))
+                .map(str::to_owned)
+                .collect();
+            for worker in gone {
+                eprintln!(
+                    "needle: query {id}: worker node {worker} stopped answering before its \
+                     history was read; the result goes on without its part"
+                );
+                let Some(remote) = &mut q.remote else { break };
+                let out = remote.gather.lose(&worker);
+                self.gathered(&id, q, out);
+            }
+            self.settle(running, deadlines, &id, leaving);
         }
     }
 

@@ -11,8 +11,15 @@
 //!   encoded partials and progress handed to [`crate::Runtime::remote_partial`] and
 //!   [`crate::Runtime::remote_progress`] exactly as it merges local ones.
 //! - [`Role::All`] is the single process, with neither.
+//!
+//! Queries that look back: each worker node that keeps history reads its own store (the records
+//! it read) and sends its pieces to the outlet ([`PartialOutlet::history`]); the api node waits
+//! for every such worker ([`QueryAnnouncer::history_workers`]) and puts their pieces back in
+//! time order ([`crate::history::Gather`]). For `SINCE`, each worker makes its own seam between
+//! its past and its live records.
 
 use crate::framing::Receipt;
+use crate::history::WorkerHistory;
 use crate::joiner::{JoinerMessage, QueryStatus, StatusTable};
 use crate::metrics::Metrics;
 use crossbeam_channel::Receiver;
@@ -29,6 +36,9 @@ pub trait PartialOutlet: Send + Sync {
     /// receipts are those of the batches read; drop them once this and everything handed on
     /// before it have gone out.
     fn progress(&self, records: u64, receipts: Vec<Receipt>);
+    /// This node's read of its stored past for query `id` (a query that looks back): its
+    /// plan, its pieces (encoded partials) in time order, its end. Must not drop any.
+    fn history(&self, id: &str, event: WorkerHistory<Vec<u8>>);
 }
 
 /// A query an api node admitted, as its workers must learn it.
@@ -47,6 +57,12 @@ pub trait QueryAnnouncer: Send + Sync {
     fn started(&self, query: &Announcement<'_>) -> Result<(), String>;
     /// The query ended (its time, its LIMIT, a kill, a shutdown); workers may forget it.
     fn ended(&self, id: &str);
+    /// The worker nodes that keep history, heard from lately: a query that looks back waits
+    /// for each one's read of its store. An error (none is known) refuses such a query.
+    fn history_workers(&self) -> Result<Vec<String>, String>;
+    /// False once worker node `worker` has not been heard from for a while: a read of the past
+    /// waiting for it goes on without it.
+    fn worker_alive(&self, worker: &str) -> bool;
 }
 
 /// What part of needle a runtime is.
@@ -113,7 +129,8 @@ impl Shipper {
                 | JoinerMessage::End { .. }
                 | JoinerMessage::Encoded { .. }
                 | JoinerMessage::History { .. }
-                | JoinerMessage::HistoryDone { .. } => {}
+                | JoinerMessage::HistoryDone { .. }
+                | JoinerMessage::RemoteHistory { .. } => {}
             }
         }
     }

@@ -17,8 +17,8 @@
 
 use crate::config::NeedleConfig;
 use crate::framing::Batch;
-use crate::history::{HistoryStore, HistoryTap, Replay};
-use crate::joiner::{EndReason, Joiner, JoinerMessage, QueryStatus, StatusTable};
+use crate::history::{Gather, HistoryStore, HistoryTap, Replay, ReplayReport, WorkerHistory};
+use crate::joiner::{EndReason, Joiner, JoinerMessage, QueryStatus, RemotePast, StatusTable};
 use crate::metrics::Metrics;
 use crate::registry::QuerySet;
 use crate::remote::{Announcement, Role, Shipper};
@@ -297,7 +297,10 @@ impl Runtime {
             .map(|compiled| {
                 let (plan, compiled) = compiled?;
                 if plan.history.is_some() {
-                    return self.start_history(&plan, compiled, owner);
+                    return match self.role {
+                        Role::Api { .. } => self.start_remote_history(&plan, compiled, owner),
+                        _ => self.start_history(&plan, compiled, owner),
+                    };
                 }
                 let (handle, id, query) = self.admit(&plan, compiled, owner, None)?;
                 added.push((id, query));
@@ -330,22 +333,18 @@ impl Runtime {
             self.metrics.queries_rejected.inc();
             SubmitError::Invalid { error, text: text.to_owned() }
         })?;
-        if let (Some(past), None) = (&plan.history, &self.history) {
+        // (an api node keeps none: its worker nodes do, and it asks them)
+        let asks_workers = matches!(self.role, Role::Api { .. });
+        if let (Some(past), None, false) = (&plan.history, &self.history, asks_workers) {
             self.metrics.queries_rejected.inc();
             let error = QueryError::semantic(
                 "this query reads history, and this server keeps none",
                 Some(past.span),
             )
-            .with_hint(match self.role {
-                Role::Api { .. } => {
-                    "history is kept by the nodes that read the stream; in the distributed mode \
-                     history queries are not supported yet: run them on a needle serve --role all"
-                }
-                _ => {
-                    "start needle serve with --history DIR (or set history.dir), or read only \
-                      live records: FROM STREAM(...) without SINCE"
-                }
-            });
+            .with_hint(
+                "start needle serve with --history DIR (or set history.dir), or read only live \
+                 records: FROM STREAM(...) without SINCE",
+            );
             return Err(SubmitError::Invalid { error, text: text.to_owned() });
         }
         let compiled = CompiledQuery::compile(&plan).map_err(|e| {
@@ -414,6 +413,11 @@ impl Runtime {
             }
         };
         let live = past.is_none_or(|p| p.live);
+        let remote = past.and_then(|p| {
+            let workers = p.workers.clone()?;
+            let (from_ms, to_ms) = (p.from_ms, p.to_ms);
+            Some(Box::new(RemotePast { gather: Gather::new(workers), from_ms, to_ms, end_ms: 0 }))
+        });
         let results = ResultQueue::new(self.config.runtime.subscriber_buffer);
         let owner = {
             let mut last = self.last_owner.lock().unwrap_or_else(|e| e.into_inner());
@@ -428,13 +432,25 @@ impl Runtime {
         // The joiner learns of the query before any worker can produce a partial for it.
         if self
             .joiner_tx
-            .send(JoinerMessage::Start { run: Box::new(run), results: results.clone(), live })
+            .send(JoinerMessage::Start {
+                run: Box::new(run),
+                results: results.clone(),
+                live,
+                remote,
+            })
             .is_err()
         {
             self.status.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
             return Err(SubmitError::ShuttingDown);
         }
         if let Role::Api { announcer, .. } = &self.role {
+            // a HISTORY query ends when its past is read, which the workers cannot know: they
+            // keep it until its end is announced (or for the longest a query may run)
+            let ends_ms = if live {
+                ends_ms
+            } else {
+                received_ms.saturating_add(self.config.query.max_duration_ms as i64)
+            };
             let announcement = Announcement { id: &id, plan, received_ms, ends_ms };
             if let Err(reason) = announcer.started(&announcement) {
                 self.abandon(&id);
@@ -472,6 +488,9 @@ impl Runtime {
             window_start_ms: replay.window_start_ms,
             end_ms: replay.end_ms,
             live: past.live,
+            from_ms: past.from_ms,
+            to_ms: past.to_ms,
+            workers: None,
         };
         let (handle, id, query) = self.admit(plan, compiled, owner, Some(&read))?;
         if past.live {
@@ -511,6 +530,126 @@ impl Runtime {
             return Err(SubmitError::Unavailable(error.to_string()));
         }
         Ok(handle)
+    }
+
+    /// On an api node: starts a query that looks back. Its worker nodes read their stores
+    /// (and, for `SINCE`, make their own seams); the joiner gathers their pieces in time order
+    /// ([`Gather`]) and places the run's windows once every worker has said where its records
+    /// lie.
+    fn start_remote_history(
+        &self,
+        plan: &Plan,
+        compiled: CompiledQuery,
+        owner: &str,
+    ) -> Result<QueryHandle, SubmitError> {
+        let (Role::Api { announcer, .. }, Some(past)) = (&self.role, &plan.history) else {
+            return Err(SubmitError::Engine("not an api node".into()));
+        };
+        let workers = announcer.history_workers().map_err(|reason| {
+            self.metrics.queries_rejected.inc();
+            SubmitError::Unavailable(format!("this query reads history: {reason}"))
+        })?;
+        let read = PastRead {
+            // placed when the workers have planned their reads
+            window_start_ms: past.from_ms,
+            end_ms: i64::MAX,
+            live: past.live,
+            from_ms: past.from_ms,
+            to_ms: past.to_ms,
+            workers: Some(workers),
+        };
+        let (handle, _, _) = self.admit(plan, compiled, owner, Some(&read))?;
+        self.metrics.queries_started.inc();
+        self.metrics.queries_active.inc();
+        Ok(handle)
+    }
+
+    /// On a worker node: runs a query an api node announced that looks back. With history kept
+    /// here, this node reads its store and sends what it read to the outlet (its plan, its
+    /// pieces in time order, its end); for `SINCE` it first makes the seam that starts the live
+    /// part right after the last stored record. Without history, a `SINCE` query runs live only
+    /// and a `HISTORY` query is not this node's to answer.
+    pub fn adopt_history(
+        &self,
+        id: &str,
+        plan: &Plan,
+        query: Arc<CompiledQuery>,
+        owner: &str,
+        received_ms: i64,
+        ends_ms: i64,
+    ) {
+        let (Role::Worker(outlet), Some(past)) = (&self.role, &plan.history) else { return };
+        let Some(history) = &self.history else {
+            if past.live {
+                self.adopt(id, query, owner, received_ms, ends_ms);
+            }
+            return;
+        };
+        let id: Arc<str> = id.into();
+        let store = history.tap.store();
+        let plan_read = || {
+            let explodes = !plan.stage.explode.is_empty();
+            Replay::plan(
+                store,
+                &query,
+                plan.stage.filter.as_ref(),
+                explodes,
+                past.from_ms,
+                past.to_ms,
+            )
+        };
+        {
+            let _admission = self.admission.lock().unwrap_or_else(|e| e.into_inner());
+            self.queries.remove(&id);
+            let status = QueryStatus::new(
+                id.clone(),
+                query.shared_text(),
+                owner.into(),
+                received_ms,
+                ends_ms,
+            );
+            let mut table = self.status.lock().unwrap_or_else(|e| e.into_inner());
+            let replaced = table.insert(id.clone(), status).is_some();
+            drop(table);
+            if !replaced {
+                self.metrics.queries_started.inc();
+                self.metrics.queries_active.inc();
+            }
+            if past.live {
+                let queries = self.queries.clone();
+                let live = vec![(id.clone(), query.clone())];
+                history.tap.seam(move || queries.add_many(live));
+            }
+        }
+        let replay = match plan_read() {
+            Ok(replay) => Some(replay),
+            Err(error) => {
+                eprintln!("needle: query {id}: history could not be read: {error}");
+                None
+            }
+        };
+        outlet.history(&id, WorkerHistory::Planned { data: replay.as_ref().and_then(|r| r.data) });
+        let Some(replay) = replay else {
+            let report = ReplayReport { blocks_failed: 1, ..ReplayReport::default() };
+            outlet.history(&id, WorkerHistory::Done { report });
+            return;
+        };
+        let cancel = Arc::new(AtomicBool::new(false));
+        self.replays.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone(), cancel.clone());
+        let replays = self.replays.clone();
+        let outlet = outlet.clone();
+        let threads = self.config.worker_threads();
+        let spawned = spawn(format!("needle-replay-{id}"), move || {
+            let report = replay.run(&query, threads, received_ms, &cancel, |piece| {
+                let partial = query.encode_partial(&piece.partial);
+                outlet.history(&id, WorkerHistory::Piece { at_ms: piece.at_ms, partial });
+            });
+            outlet.history(&id, WorkerHistory::Done { report });
+            replays.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+        });
+        if let Err(error) = spawned {
+            eprintln!("needle: a query's history could not be read: {error}");
+        }
     }
 
     /// The history store, when history is on.
@@ -568,15 +707,29 @@ impl Runtime {
         }
     }
 
-    /// On a worker node: stops running an adopted query. False when it was not running.
+    /// On a worker node: stops running an adopted query (and its read of the past). False
+    /// when it was not running.
     pub fn release(&self, id: &str) -> bool {
+        if let Some(cancel) = self.replays.lock().unwrap_or_else(|e| e.into_inner()).get(id) {
+            cancel.store(true, Ordering::Relaxed);
+        }
         let _admission = self.admission.lock().unwrap_or_else(|e| e.into_inner());
-        self.status.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
-        let removed = self.queries.remove(id);
-        if removed {
+        let known = self.status.lock().unwrap_or_else(|e| e.into_inner()).remove(id).is_some();
+        self.queries.remove(id);
+        if known {
             self.metrics.queries_active.dec();
         }
-        removed
+        known
+    }
+
+    /// On an api node: what worker node `worker` sent of its read of the past for query `id`
+    /// (pieces as the engine's partial codec encoded them). Blocks while the joiner is behind.
+    pub fn remote_history(&self, id: &str, worker: &str, event: WorkerHistory<Vec<u8>>) {
+        let _ = self.joiner_tx.send(JoinerMessage::RemoteHistory {
+            id: id.into(),
+            worker: worker.into(),
+            event: Box::new(event),
+        });
     }
 
     /// On an api node: a partial of query `id` from a worker node, as the engine's partial codec
@@ -645,6 +798,11 @@ struct PastRead {
     window_start_ms: i64,
     end_ms: i64,
     live: bool,
+    /// The range asked for (`to`: none for `SINCE`).
+    from_ms: i64,
+    to_ms: Option<i64>,
+    /// On an api node: the worker nodes whose reads of their stores make up the past.
+    workers: Option<Vec<String>>,
 }
 
 /// Opens the store, starts its background work (flushes, merges, retention) and the tap.

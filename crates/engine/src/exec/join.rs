@@ -108,6 +108,14 @@ impl QueryRun {
         run
     }
 
+    /// Moves a record-time run's first window to `window_start_ms` and its end to `end_ms`,
+    /// before anything was merged into it (the distributed mode learns where the stored
+    /// records lie from its workers after the query started).
+    pub fn place_on_record_time(&mut self, window_start_ms: i64, end_ms: i64) {
+        self.clock = WindowClock::new(self.query.window, window_start_ms);
+        self.end_ms = end_ms;
+    }
+
     /// True for a run made by [`QueryRun::on_record_time`].
     pub fn is_on_record_time(&self) -> bool {
         self.record_time

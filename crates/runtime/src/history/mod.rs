@@ -1,5 +1,6 @@
 //! History in the runtime: what the source reads is kept in the store ([`HistoryTap`]), and
-//! queries that look back read it through the engine ([`replay`]).
+//! queries that look back read it through the engine ([`replay`]); in the distributed mode an
+//! api node puts its worker nodes' reads back in time order ([`gather`]).
 //!
 //! # Feeding the store
 //! Every batch a source hands to the workers passes the tap first ([`crate::source::BatchSink`]):
@@ -19,8 +20,10 @@
 //! by workers that did not know the query (so it comes from history: the seam then waits until
 //! the tap has appended all of those); every batch after it reaches the query live.
 
+pub mod gather;
 pub mod replay;
 
+pub use gather::{Gather, Gathered, WorkerHistory};
 pub use needle_history::{Store as HistoryStore, StoreConfig};
 pub use replay::{Piece, Replay, ReplayReport};
 

@@ -43,7 +43,7 @@ pub struct Piece {
 }
 
 /// What reading the past cost, for `explain`, the final emission's metadata and the CLI.
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ReplayReport {
     /// The store's pruning: partitions, parts and blocks in range, skipped, read.
     pub scan: ScanStats,
@@ -56,6 +56,29 @@ pub struct ReplayReport {
     /// Blocks that could not be read (a corrupt part): skipped, logged once each.
     pub blocks_failed: u64,
     pub seconds: f64,
+    /// The distributed mode: how many worker nodes read their stores for the query.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub workers: u64,
+    /// The distributed mode: worker nodes that stopped answering before their read was over
+    /// (their part of the past is missing from the result).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workers_missing: Vec<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl ReplayReport {
+    /// Adds another read's figures (another worker node's): counts add up, the time is the
+    /// longest.
+    pub fn add(&mut self, other: &ReplayReport) {
+        self.scan.add(&other.scan);
+        self.records_read += other.records_read;
+        self.seen_after += other.seen_after;
+        self.blocks_failed += other.blocks_failed;
+        self.seconds = self.seconds.max(other.seconds);
+    }
 }
 
 /// One query's read of a time range of the store, planned ([`Replay::plan`]) then run.
@@ -63,6 +86,8 @@ pub struct Replay {
     blocks: Vec<Block>,
     buffered: Vec<StoredRecord>,
     scan: ScanStats,
+    /// The times of the first and last stored record in range (`None`: nothing stored there).
+    pub data: Option<(i64, i64)>,
     /// Where the run's first time window starts (bucket-aligned), in record time.
     pub window_start_ms: i64,
     /// Where the query ends in record time: the end of the bucket of the last record in range
@@ -100,26 +125,13 @@ impl Replay {
             first = first.min(r.time_ms);
             last = last.max(r.time_ms);
         }
-        let bucket = match query.window() {
-            WindowPlan::Time { every_ms, .. } => every_ms as i64,
-            _ => 1,
-        };
-        let (window_start_ms, end_ms) = if first > last {
-            // nothing stored in range: the query ends at once, with an empty result
-            let start = align(from_ms, bucket);
-            (start, if to_ms.is_some() { start.saturating_add(bucket) } else { i64::MAX })
-        } else {
-            let end = align(last, bucket).saturating_add(bucket);
-            let end = match to_ms {
-                Some(to) => end.min(to.max(align(first, bucket) + 1)),
-                None => i64::MAX,
-            };
-            (align(first, bucket), end)
-        };
+        let data = (first <= last).then_some((first, last));
+        let (window_start_ms, end_ms) = record_range(query, data, from_ms, to_ms);
         Ok(Self {
             blocks: scan.blocks,
             buffered: scan.buffered,
             scan: scan.stats,
+            data,
             window_start_ms,
             end_ms,
         })
@@ -283,6 +295,39 @@ impl Replay {
         }
         report.seconds = started.elapsed().as_secs_f64();
         report
+    }
+}
+
+/// Where a run over stored records starts its windows and ends, in record time, given the
+/// first and last stored record in `[from_ms, to_ms)` (`data`; `None` when there is none):
+/// windows from the bucket of the first record, the end after the bucket of the last one (or at
+/// `to`); with nothing stored, one empty bucket at `from` (or no end, for `SINCE`). The
+/// distributed mode combines its workers' `data` and calls this once, so every worker's
+/// pieces fall in the same buckets.
+pub fn record_range(
+    query: &CompiledQuery,
+    data: Option<(i64, i64)>,
+    from_ms: i64,
+    to_ms: Option<i64>,
+) -> (i64, i64) {
+    let bucket = match query.window() {
+        WindowPlan::Time { every_ms, .. } => every_ms as i64,
+        _ => 1,
+    };
+    match data {
+        None => {
+            // nothing stored in range: the query ends at once, with an empty result
+            let start = align(from_ms, bucket);
+            (start, if to_ms.is_some() { start.saturating_add(bucket) } else { i64::MAX })
+        }
+        Some((first, last)) => {
+            let end = align(last, bucket).saturating_add(bucket);
+            let end = match to_ms {
+                Some(to) => end.min(to.max(align(first, bucket) + 1)),
+                None => i64::MAX,
+            };
+            (align(first, bucket), end)
+        }
     }
 }
 
