@@ -223,6 +223,7 @@ impl Block {
         )
     }
 
+    /// Records in the block (in range or not).
     pub fn rows(&self) -> u64 {
         self.part.parquet().row_group(self.index).num_rows().max(0) as u64
     }

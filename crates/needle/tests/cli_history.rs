@@ -130,6 +130,25 @@ fn ingest_then_query_the_past() {
         .filter(|r| r["temp0"].as_f64().unwrap() > 95.0)
         .count();
     assert_eq!(found, expected.min(500));
+
+    // an aggregate of whole blocks is answered from their statistics, and explain says so
+    let whole = format!("SELECT COUNT(*) AS n, MAX(temp0) AS top FROM HISTORY({T0})");
+    let explained = stdout(&needle(&["explain", "--history", store_arg, &whole]));
+    let answered = explained
+        .split("of which ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("{explained}"));
+    assert!(answered > 0, "{explained}");
+    let out = stdout(&needle(&["query", "--history", store_arg, "--format", "json", &whole]));
+    let last = json_lines(&out).pop().unwrap();
+    let values: Vec<serde_json::Value> =
+        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let top = values.iter().map(|r| r["temp0"].as_f64().unwrap()).fold(f64::MIN, f64::max);
+    assert_eq!(last["records"][0]["n"], values.len(), "{last}");
+    assert_eq!(last["records"][0]["top"].as_f64(), Some(top), "{last}");
+    assert_eq!(last["meta"]["History"]["blocks_from_aggregates"], answered, "{last}");
 }
 
 #[test]

@@ -37,7 +37,26 @@ struct Column {
     name: String,
     function: AggregateFunction,
     input: Option<CompiledExpr>,
+    /// The input is a top-level field as it is (no path, no cast): its statistics answer
+    /// the aggregate ([`Aggregates::from_summary`]).
+    field: Option<String>,
 }
+
+/// What is known of one field over a set of records (a stored block's column statistics):
+/// enough to fold them into an aggregate without reading them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ColumnSummary {
+    /// Records where the field is not NULL.
+    pub count: u64,
+    /// The sum of its values, for a numeric field.
+    pub sum: Option<f64>,
+    /// Its smallest and largest value (`None`: unknown, or every value NULL).
+    pub min: Option<Value>,
+    pub max: Option<Value>,
+}
+
+/// Integers up to this magnitude add up exactly in an `f64`.
+const EXACT_IN_F64: f64 = 9_007_199_254_740_992.0;
 
 /// One aggregate's running value.
 #[derive(Debug, Clone, PartialEq)]
@@ -73,7 +92,15 @@ impl Aggregates {
                         a.function, a.name
                     )));
                 }
-                Ok(Column { name: a.name.clone(), function: a.function, input })
+                let field = match a.input.as_ref().map(|e| &e.kind) {
+                    Some(needle_query::ast::ExprKind::Field(f))
+                        if f.path.is_empty() && f.hint.is_none() =>
+                    {
+                        Some(f.name.clone())
+                    }
+                    _ => None,
+                };
+                Ok(Column { name: a.name.clone(), function: a.function, input, field })
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self { columns })
@@ -81,6 +108,89 @@ impl Aggregates {
 
     pub fn count(&self) -> usize {
         self.columns.len()
+    }
+
+    /// The fields whose statistics answer every aggregate ([`Aggregates::from_summary`]);
+    /// `None` when one of them needs the records (its input is not a plain field).
+    pub fn summary_fields(&self) -> Option<Vec<&str>> {
+        let mut fields = Vec::new();
+        for column in &self.columns {
+            match (&column.input, &column.field) {
+                (None, _) => {} // COUNT(*)
+                (Some(_), Some(field)) => fields.push(field.as_str()),
+                (Some(_), None) => return None,
+            }
+        }
+        Some(fields)
+    }
+
+    /// The accumulators that folding `rows` records would give, from their fields'
+    /// summaries; `None` when a summary cannot stand in for the records exactly: unknown, a
+    /// float column holding NaN (its sum is NaN; the records' NaN are ignored and counted), an
+    /// integer sum too large to be exact in an `f64`, a non-numeric SUM or AVG (its inputs
+    /// would be counted as ignored).
+    pub fn from_summary(
+        &self,
+        rows: u64,
+        summary: &dyn Fn(&str) -> Option<ColumnSummary>,
+    ) -> Option<Vec<Acc>> {
+        self.columns
+            .iter()
+            .map(|column| {
+                let Some(field) = &column.field else {
+                    return (column.input.is_none() && column.function == AggregateFunction::Count)
+                        .then_some(Acc::Count(rows));
+                };
+                let s = summary(field)?;
+                if s.count == 0 {
+                    return Some(match column.function {
+                        AggregateFunction::Count => Acc::Count(0),
+                        AggregateFunction::Sum | AggregateFunction::Avg => {
+                            Acc::Sum { ints: 0, floats: 0.0, n: 0 }
+                        }
+                        AggregateFunction::Min | AggregateFunction::Max => Acc::Extreme(None),
+                    });
+                }
+                let (min, max) = (s.min.as_ref()?, s.max.as_ref()?);
+                let float = match (min, max) {
+                    (Value::Int(_) | Value::Long(_), Value::Int(_) | Value::Long(_)) => false,
+                    (Value::Float(_) | Value::Double(_), Value::Float(_) | Value::Double(_)) => {
+                        true
+                    }
+                    _ if column.function == AggregateFunction::Count => false,
+                    (a, b) if !a.is_numeric() && !b.is_numeric() => {
+                        // text or booleans: MIN and MAX only
+                        return match column.function {
+                            AggregateFunction::Min => Some(Acc::Extreme(Some(min.clone()))),
+                            AggregateFunction::Max => Some(Acc::Extreme(Some(max.clone()))),
+                            _ => None,
+                        };
+                    }
+                    _ => return None,
+                };
+                // a float column's NaN make its sum NaN: then only the records tell
+                if float && s.sum.is_none_or(f64::is_nan) {
+                    return None;
+                }
+                Some(match column.function {
+                    AggregateFunction::Count => Acc::Count(s.count),
+                    AggregateFunction::Min => Acc::Extreme(Some(min.clone())),
+                    AggregateFunction::Max => Acc::Extreme(Some(max.clone())),
+                    AggregateFunction::Sum | AggregateFunction::Avg => {
+                        let sum = s.sum?;
+                        if float {
+                            Acc::Sum { ints: 0, floats: sum, n: s.count }
+                        } else {
+                            let bound = min.as_f64()?.abs().max(max.as_f64()?.abs());
+                            if bound * s.count as f64 >= EXACT_IN_F64 {
+                                return None;
+                            }
+                            Acc::Sum { ints: sum as i128, floats: 0.0, n: s.count }
+                        }
+                    }
+                })
+            })
+            .collect()
     }
 
     pub fn new_accs(&self) -> Vec<Acc> {
@@ -287,6 +397,21 @@ impl GroupAll {
 
     pub fn update(&self, state: &mut GroupAllState, record: &Record, ctx: &EvalContext) {
         self.aggregates.update(&mut state.accs, &mut state.ignored, record, ctx);
+    }
+
+    pub fn aggregates(&self) -> &Aggregates {
+        &self.aggregates
+    }
+
+    /// The state folding `rows` records would give, from their fields' summaries (see
+    /// [`Aggregates::from_summary`]).
+    pub fn state_from_summary(
+        &self,
+        rows: u64,
+        summary: &dyn Fn(&str) -> Option<ColumnSummary>,
+    ) -> Option<GroupAllState> {
+        let accs = self.aggregates.from_summary(rows, summary)?;
+        Some(GroupAllState { accs, ignored: vec![0; self.aggregates.count()] })
     }
 
     pub fn merge(&self, into: &mut GroupAllState, other: &GroupAllState) {

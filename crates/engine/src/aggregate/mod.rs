@@ -196,6 +196,27 @@ impl Aggregator {
         }
     }
 
+    /// For a GROUP ALL whose aggregates read plain fields: those fields (see
+    /// [`group::Aggregates::from_summary`]); `None` for every other aggregation.
+    pub fn summary_fields(&self) -> Option<Vec<&str>> {
+        match &self.kind {
+            Kind::GroupAll(a) => a.aggregates().summary_fields(),
+            _ => None,
+        }
+    }
+
+    /// The state folding `rows` records would give, from their fields' summaries; `None` when
+    /// the summaries cannot stand in for the records.
+    pub fn state_from_summary(
+        &self,
+        rows: u64,
+        summary: &dyn Fn(&str) -> Option<group::ColumnSummary>,
+    ) -> Option<PartialState> {
+        let Kind::GroupAll(a) = &self.kind else { return None };
+        let inner = State::GroupAll(a.state_from_summary(rows, summary)?);
+        Some(PartialState { fingerprint: self.fingerprint, seen: rows, inner })
+    }
+
     pub fn new_state(&self) -> PartialState {
         let inner = match &self.kind {
             Kind::Raw(_) => State::Raw(raw::RawState::default()),

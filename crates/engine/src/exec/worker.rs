@@ -116,6 +116,29 @@ impl CompiledQuery {
         Some(partial)
     }
 
+    /// For reading stored blocks from their statistics: the fields whose summaries answer
+    /// this query without its records — a GROUP ALL of COUNT(*) and COUNT, SUM, AVG, MIN, MAX
+    /// of top-level fields, with no WHERE and nothing exploded; `None` for any other query.
+    pub fn summary_fields(&self) -> Option<Vec<&str>> {
+        if self.inner.filter.is_some() || !self.inner.explode.is_empty() {
+            return None;
+        }
+        self.inner.aggregator.summary_fields()
+    }
+
+    /// The partial a worker would build from `rows` records whose fields have these
+    /// summaries (see [`CompiledQuery::summary_fields`]); `None` when they cannot stand in
+    /// for the records exactly.
+    pub fn partial_from_summary(
+        &self,
+        rows: u64,
+        summary: &dyn Fn(&str) -> Option<crate::aggregate::group::ColumnSummary>,
+    ) -> Option<Partial> {
+        self.summary_fields()?;
+        let state = self.inner.aggregator.state_from_summary(rows, summary)?;
+        Some(Partial { state, seen: rows, matched: rows })
+    }
+
     /// A partial as bytes, for a joiner in another process (the distributed mode):
     /// `seen` and `matched` (8 bytes each, little-endian) then the aggregator's encoding.
     pub fn encode_partial(&self, partial: &Partial) -> Vec<u8> {
@@ -135,5 +158,91 @@ impl CompiledQuery {
         let word = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
         let state = self.inner.aggregator.decode(&bytes[16..])?;
         Ok(Partial { state, seen: word(0), matched: word(8) })
+    }
+}
+
+#[cfg(test)]
+mod summary_tests {
+    use super::*;
+    use crate::aggregate::group::ColumnSummary;
+    use needle_record::{decode_record, Value};
+
+    fn query(text: &str) -> CompiledQuery {
+        let plan = needle_query::compile(text, &needle_query::QueryConfig::default()).unwrap();
+        CompiledQuery::compile(&plan).unwrap()
+    }
+
+    fn by_records(query: &CompiledQuery, lines: &[&str]) -> Partial {
+        let mut worker = query.new_worker();
+        for line in lines {
+            query.process(
+                &mut worker,
+                &decode_record(line.as_bytes()).unwrap(),
+                &EvalContext::new(0),
+            );
+        }
+        query.flush(&mut worker).unwrap()
+    }
+
+    fn longs(count: u64, sum: f64, min: i64, max: i64) -> ColumnSummary {
+        let (min, max) = (Some(Value::Long(min)), Some(Value::Long(max)));
+        ColumnSummary { count, sum: Some(sum), min, max }
+    }
+
+    #[test]
+    fn a_summary_gives_the_partial_its_records_give() {
+        let q = query("SELECT COUNT(*) AS n, SUM(x) AS s, MIN(x) AS lo, MAX(x) AS hi, AVG(x) AS a, MAX(t) AS t FROM STREAM()");
+        assert_eq!(q.summary_fields(), Some(vec!["x", "x", "x", "x", "t"]));
+        let lines = [
+            r#"{"x": 3, "t": "b"}"#,
+            r#"{"x": 9000000000001, "t": "a"}"#,
+            r#"{"x": null}"#,
+            r#"{"x": -4, "t": "c"}"#,
+        ];
+        let text = ColumnSummary {
+            count: 3,
+            sum: None,
+            min: Some(Value::String("a".into())),
+            max: Some(Value::String("c".into())),
+        };
+        let summary = |field: &str| match field {
+            "x" => Some(longs(3, 9_000_000_000_000.0, -4, 9_000_000_000_001)),
+            "t" => Some(text.clone()),
+            _ => None,
+        };
+        let from_summary = q.partial_from_summary(4, &summary).expect("answered");
+        // the same bytes: the same exact integer sum, counts, extremes, seen and matched
+        assert_eq!(q.encode_partial(&from_summary), q.encode_partial(&by_records(&q, &lines)));
+    }
+
+    #[test]
+    fn a_summary_that_cannot_stand_in_exactly_is_not_used() {
+        let q = query("SELECT SUM(x) AS s, MIN(x) AS lo FROM STREAM()");
+        let huge = |_: &str| Some(longs(4, 0.0, -(1 << 62), 1 << 62));
+        assert!(q.partial_from_summary(4, &huge).is_none(), "an integer sum past 2^53");
+        let nan = |_: &str| {
+            let (min, max) = (Some(Value::Double(-1.0)), Some(Value::Double(1.0)));
+            Some(ColumnSummary { count: 3, sum: Some(f64::NAN), min, max })
+        };
+        assert!(q.partial_from_summary(4, &nan).is_none(), "a float column holding NaN");
+        let text = |_: &str| {
+            let (min, max) = (Some(Value::String("a".into())), Some(Value::String("b".into())));
+            Some(ColumnSummary { count: 2, sum: None, min, max })
+        };
+        assert!(q.partial_from_summary(4, &text).is_none(), "SUM of text counts ignored values");
+        assert!(q.partial_from_summary(4, &|_| None).is_none(), "no statistics");
+        for text in [
+            "SELECT SUM(x) AS s FROM STREAM() WHERE x > 1",
+            "SELECT g, SUM(x) AS s FROM STREAM() GROUP BY g",
+            "SELECT SUM(x + 1) AS s FROM STREAM()",
+            "SELECT COUNT(DISTINCT x) FROM STREAM()",
+            "SELECT * FROM STREAM()",
+        ] {
+            assert_eq!(query(text).summary_fields(), None, "{text}");
+        }
+        let nulls = |_: &str| Some(ColumnSummary::default());
+        let all_null = q.partial_from_summary(2, &nulls).expect("every value NULL");
+        let lines = [r#"{"x": null}"#, r#"{"y": 1}"#];
+        assert_eq!(q.encode_partial(&all_null), q.encode_partial(&by_records(&q, &lines)));
     }
 }

@@ -2,7 +2,7 @@
 //! windowed, which sketch and its error). Same input and exit codes as `needle validate`.
 //! With `--history DIR`, a query that reads history also says how much of the store it reads:
 //! partitions, parts and blocks in range, blocks its WHERE rules out by their min/max and bloom
-//! filters, and blocks left to read.
+//! filters, blocks left to read, and how many of those its statistics answer without decoding.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -22,7 +22,7 @@ pub fn run(args: Args) -> ExitCode {
         Err(code) => return code,
     };
     print!("{}", needle_query::explain::explain(&plan));
-    let (Some(dir), Some(past)) = (&args.history, &plan.history) else {
+    let (Some(dir), Some(_)) = (&args.history, &plan.history) else {
         return ExitCode::SUCCESS;
     };
     let read = needle_history::Store::open_read_only(needle_history::StoreConfig::new(dir))
@@ -30,22 +30,18 @@ pub fn run(args: Args) -> ExitCode {
         .and_then(|store| {
             let compiled =
                 needle_engine::CompiledQuery::compile(&plan).map_err(|e| e.to_string())?;
-            needle_runtime::history::Replay::plan(
-                &store,
-                &compiled,
-                plan.stage.filter.as_ref(),
-                !plan.stage.explode.is_empty(),
-                past.from_ms,
-                past.to_ms,
-            )
-            .map_err(|e| e.to_string())
+            let replay = needle_runtime::history::Replay::of_plan(&store, &plan, &compiled)
+                .expect("a plan that reads history")
+                .map_err(|e| e.to_string())?;
+            Ok((replay.blocks_from_aggregates(&compiled), replay))
         });
     match read {
-        Ok(replay) => {
+        Ok((from_aggregates, replay)) => {
             let s = replay.scan_stats();
             println!(
                 "In {}: {} partition(s) and {} part(s) in range, {} block(s); {} skipped by \
-                 min/max, {} by bloom filters; {} to read, and {} buffered record(s).",
+                 min/max, {} by bloom filters; {} to read, of which {} answered from their \
+                 statistics (count, sum, min, max) without decoding; and {} buffered record(s).",
                 dir.display(),
                 s.partitions,
                 s.parts,
@@ -53,6 +49,7 @@ pub fn run(args: Args) -> ExitCode {
                 s.blocks_skipped_minmax,
                 s.blocks_skipped_bloom,
                 s.blocks_to_read,
+                from_aggregates,
                 s.buffered_records
             );
             ExitCode::SUCCESS

@@ -24,6 +24,7 @@
 //!   skipped). A time window's emission counts the records of the buckets so far.
 
 use crate::history::HistoryStore;
+use needle_engine::aggregate::group::ColumnSummary;
 use needle_engine::exec::{CompiledQuery, Partial, QueryRun, WindowPlan, WorkerState};
 use needle_engine::EvalContext;
 use needle_history::{Block, ScanRequest, ScanStats, StoredRecord};
@@ -53,6 +54,9 @@ pub struct ReplayReport {
     /// adds them to "Records Seen" when the past is read.
     #[serde(skip)]
     pub seen_after: u64,
+    /// Blocks answered from their statistics (count, sum, min, max) without being decoded.
+    #[serde(default)]
+    pub blocks_from_aggregates: u64,
     /// Blocks that could not be read (a corrupt part): skipped, logged once each.
     pub blocks_failed: u64,
     pub seconds: f64,
@@ -75,6 +79,7 @@ impl ReplayReport {
     pub fn add(&mut self, other: &ReplayReport) {
         self.scan.add(&other.scan);
         self.records_read += other.records_read;
+        self.blocks_from_aggregates += other.blocks_from_aggregates;
         self.seen_after += other.seen_after;
         self.blocks_failed += other.blocks_failed;
         self.seconds = self.seconds.max(other.seconds);
@@ -160,6 +165,15 @@ impl Replay {
         &self.scan
     }
 
+    /// Of the blocks to read, those `query` would answer from their statistics alone (for
+    /// `explain`).
+    pub fn blocks_from_aggregates(&self, query: &CompiledQuery) -> u64 {
+        if query.summary_fields().is_none() {
+            return 0;
+        }
+        self.blocks.iter().filter(|block| answer(query, block).is_some()).count() as u64
+    }
+
     /// A run on record time for this read: windows from [`Replay::window_start_ms`], the end
     /// at [`Replay::end_ms`].
     pub fn new_run(&self, query: Arc<CompiledQuery>, id: &str, receive_ms: i64) -> QueryRun {
@@ -195,6 +209,8 @@ impl Replay {
             }
             _ => None,
         };
+        let summarizes = query.summary_fields().is_some();
+        let summarized = |block: &Block| summarizes.then(|| answer(query, block)).flatten();
         // the write buffer's records are one more unit of work, after the blocks
         let units = self.blocks.len() + usize::from(!self.buffered.is_empty());
         let next = AtomicUsize::new(0);
@@ -237,7 +253,16 @@ impl Replay {
                             }
                             row += 1;
                         };
-                        if unit < self.blocks.len() {
+                        if let Some((bucket, last_ms, partial)) =
+                            self.blocks.get(unit).and_then(&summarized)
+                        {
+                            mine.read += partial.seen;
+                            mine.from_aggregates += 1;
+                            let slot =
+                                mine.summarized.entry(bucket).or_insert((i64::MIN, Vec::new()));
+                            slot.0 = slot.0.max(last_ms);
+                            slot.1.push(partial);
+                        } else if unit < self.blocks.len() {
                             if let Err(error) = self.blocks[unit].for_each(&mut handle) {
                                 eprintln!("needle: history: a block could not be read: {error}");
                                 mine.failed += 1;
@@ -259,6 +284,12 @@ impl Replay {
         for mut r in results {
             report.records_read += r.read;
             report.blocks_failed += r.failed;
+            report.blocks_from_aggregates += r.from_aggregates;
+            for (bucket, (last_ms, partials)) in std::mem::take(&mut r.summarized) {
+                let slot = buckets.entry(bucket).or_insert((i64::MIN, Vec::new()));
+                slot.0 = slot.0.max(last_ms);
+                slot.1.extend(partials);
+            }
             hits.extend(r.hits.drain().map(|h| h.0));
             for (bucket, mut state) in r.buckets {
                 let slot = buckets.entry(bucket).or_insert((i64::MIN, Vec::new()));
@@ -296,6 +327,36 @@ impl Replay {
         report.seconds = started.elapsed().as_secs_f64();
         report
     }
+}
+
+/// A block answered from its statistics, when the query allows it ([`CompiledQuery::
+/// summary_fields`]), the block is wholly in the range, in one time bucket, and its statistics
+/// stand in for its records exactly: (bucket, last record time, partial).
+fn answer(query: &CompiledQuery, block: &Block) -> Option<(i64, i64, Partial)> {
+    if !block.fully_in_range() {
+        return None;
+    }
+    let (lo, hi) = block.time_range();
+    let bucket = match query.window() {
+        WindowPlan::None => 0,
+        WindowPlan::Time { every_ms, include_ms, .. } => {
+            let (every, include) = (every_ms as i64, include_ms as i64);
+            let bucket = bucket_of(lo, every, include);
+            if bucket_of(hi, every, include) != bucket {
+                return None; // the block spans buckets
+            }
+            bucket
+        }
+        _ => return None,
+    };
+    let partial = query.partial_from_summary(block.rows(), &|field| summary(block, field))?;
+    Some((bucket, hi, partial))
+}
+
+/// What a block's column statistics say of `field`, as the engine takes it.
+fn summary(block: &Block, field: &str) -> Option<ColumnSummary> {
+    let stats = block.column_stats(field)?;
+    Some(ColumnSummary { count: stats.count, sum: stats.sum, min: stats.min, max: stats.max })
 }
 
 /// Where a run over stored records starts its windows and ends, in record time, given the
@@ -352,6 +413,10 @@ fn bucket_of(t: i64, every: i64, include: i64) -> i64 {
 struct ThreadResult {
     read: u64,
     failed: u64,
+    /// Blocks answered from their statistics, and their partials by bucket (with the last
+    /// record time of the bucket's blocks).
+    from_aggregates: u64,
+    summarized: BTreeMap<i64, (i64, Vec<Partial>)>,
     /// RAW matches; a max-heap by time when only the earliest `n` are kept.
     hits: BinaryHeap<HeapHit>,
     buckets: BTreeMap<i64, Bucket>,
