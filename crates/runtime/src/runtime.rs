@@ -822,13 +822,16 @@ pub fn history_filter(text: &str) -> Result<Option<CompiledExpr>, RuntimeError> 
     if text.trim().is_empty() {
         return Ok(None);
     }
-    let query = format!("SELECT * FROM STREAM() WHERE {text}");
+    const PREFIX: &str = "SELECT * FROM STREAM() WHERE ";
+    let query = format!("{PREFIX}{text}");
     let plan =
-        needle_query::compile(&query, &needle_query::QueryConfig::default()).map_err(|e| {
-            RuntimeError::History(format!(
-                "history.filter {text:?}: {}",
-                e.render(&query).trim_end()
-            ))
+        needle_query::compile(&query, &needle_query::QueryConfig::default()).map_err(|mut e| {
+            // told against the condition as the user wrote it, not the query made around it
+            e.span = e.span.map(|s| {
+                let shift = |at: usize| at.saturating_sub(PREFIX.len()).min(text.len());
+                needle_query::ast::Span::new(shift(s.start), shift(s.end))
+            });
+            RuntimeError::History(format!("history.filter {text:?}: {}", e.render(text).trim_end()))
         })?;
     let Some(filter) = plan.stage.filter else { return Ok(None) };
     CompiledExpr::compile(&filter)
@@ -841,4 +844,19 @@ fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<(
         .name(name.clone())
         .spawn(f)
         .map_err(|e| RuntimeError::io(format!("starting thread {name}"), e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::history_filter;
+
+    #[test]
+    fn a_bad_history_filter_is_shown_where_it_is_in_the_condition_written() {
+        assert!(history_filter("  ").unwrap().is_none());
+        assert!(history_filter("k = 'a' AND v > 3").unwrap().is_some());
+        let error = history_filter("k = 'a' AND CONT(v) > 1").unwrap_err().to_string();
+        assert!(error.contains("at line 1, column 13"), "{error}");
+        assert!(error.contains("k = 'a' AND CONT(v) > 1\n"), "{error}");
+        assert!(!error.contains("SELECT"), "{error}");
+    }
 }
