@@ -250,3 +250,59 @@ fn a_websocket_client_runs_queries_and_a_client_that_leaves_ends_its_queries() {
     drop(raw);
     wait_for_queries(&server.url, 0);
 }
+
+#[test]
+fn results_nobody_reads_are_held_within_the_configured_bytes() {
+    // 50 queries keeping 500 records of ~1.8 KB a second each, started and never read: without
+    // a bound in bytes their results grow by ~45 MB a second.
+    let mut config = tempfile::NamedTempFile::new().unwrap();
+    let bound: u64 = 16 << 20;
+    write!(
+        config,
+        "[runtime]\nmax_result_bytes = {bound}\nmax_result_bytes_per_query = {}\n",
+        bound / 8
+    )
+    .unwrap();
+    let server = Serve::start(&[
+        "--workers",
+        "2",
+        "--config",
+        config.path().to_str().unwrap(),
+        "--source",
+        "gen:bullet?rate=5000&seed=9",
+    ]);
+    let query = "SELECT * FROM STREAM(30000, TIME) WINDOWING TUMBLING(1000, TIME) LIMIT 500";
+    let mut ids = Vec::new();
+    for _ in 0..50 {
+        let (status, body) = post(&format!("{}/api/v1/queries", server.url), query);
+        assert_eq!(status, 201, "{body}");
+        ids.push(body["id"].as_str().unwrap().to_owned());
+    }
+    let mut peak: f64 = 0.0;
+    for _ in 0..16 {
+        std::thread::sleep(Duration::from_millis(500));
+        peak = peak.max(server.metric("needle_result_bytes"));
+    }
+    assert!(peak > 0.0, "results were held");
+    assert!(peak <= bound as f64, "{peak} bytes waiting, past the bound of {bound}");
+    assert!(server.metric("needle_results_dropped_total") > 0.0, "the oldest were dropped");
+
+    // a subscriber that comes late gets what was kept, told how much it missed
+    let events = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .unwrap()
+        .get(format!("{}/api/v1/queries/{}/events", server.url, ids[0]))
+        .send()
+        .unwrap();
+    let mut first = String::new();
+    for line in std::io::BufRead::lines(std::io::BufReader::new(events)) {
+        let line = line.unwrap();
+        if let Some(data) = line.strip_prefix("data:") {
+            first = data.trim().to_owned();
+            break;
+        }
+    }
+    let first: serde_json::Value = serde_json::from_str(&first).unwrap();
+    assert!(first["meta"]["Dropped Emissions"].as_u64().is_some_and(|n| n > 0), "{first}");
+}

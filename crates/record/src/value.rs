@@ -35,7 +35,29 @@ pub enum Value {
     Map(Map),
 }
 
+/// What a map, a map entry and a value take beside their contents (a close enough estimate).
+const MAP_BYTES: usize = 64;
+const ENTRY_BYTES: usize = 40;
+const VALUE_BYTES: usize = 32;
+
 impl Value {
+    /// Roughly the memory the value holds, in bytes (see [`Record::approx_bytes`]).
+    pub fn approx_bytes(&self) -> usize {
+        VALUE_BYTES
+            + match self {
+                Value::String(s) => s.len(),
+                Value::List(items) => items.iter().map(Value::approx_bytes).sum(),
+                Value::Map(map) => {
+                    MAP_BYTES
+                        + map
+                            .iter()
+                            .map(|(k, v)| ENTRY_BYTES + k.len() + v.approx_bytes())
+                            .sum::<usize>()
+                }
+                _ => 0,
+            }
+    }
+
     /// The value's type, or `None` for NULL. A list's or map's element type is taken from its
     /// first non-null element (STRING when empty).
     pub fn type_of(&self) -> Option<Type> {
@@ -186,6 +208,17 @@ pub struct Record {
 impl Record {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Roughly the memory the record holds, in bytes (its fields' names and values, with the
+    /// containers' overhead): what bounds on buffered results count.
+    pub fn approx_bytes(&self) -> usize {
+        MAP_BYTES
+            + self
+                .fields
+                .iter()
+                .map(|(k, v)| ENTRY_BYTES + k.len() + v.approx_bytes())
+                .sum::<usize>()
     }
 
     pub fn from_map(fields: Map) -> Self {

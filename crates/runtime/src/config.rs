@@ -152,6 +152,13 @@ pub struct RuntimeConfig {
     pub raw_records_per_sec: u64,
     /// Emissions buffered for a slow subscriber before older ones are dropped (and reported).
     pub subscriber_buffer: usize,
+    /// Bytes of one query's results buffered for a slow (or absent) subscriber before older
+    /// emissions are dropped (and reported); the newest emission is always kept.
+    pub max_result_bytes_per_query: usize,
+    /// Bytes of results buffered for slow subscribers in all, over every query: past it, the
+    /// queries whose subscribers are behind drop their oldest emissions (those keeping up lose
+    /// nothing).
+    pub max_result_bytes: usize,
     /// How much of each record is checked as JSON: `line` (the whole line; a line with an error
     /// anywhere is malformed, counted and skipped) or `fields` (only the fields queries read;
     /// faster on wide records, but an error elsewhere in a line goes unnoticed).
@@ -168,6 +175,8 @@ impl Default for RuntimeConfig {
             max_queries: 100_000,
             raw_records_per_sec: 10_000,
             subscriber_buffer: 256,
+            max_result_bytes_per_query: 32 << 20,
+            max_result_bytes: 256 << 20,
             validate: Validation::Line,
         }
     }

@@ -36,6 +36,8 @@ pub struct Metrics {
     pub source_queue_depth: Gauge,
     /// Emissions dropped because a subscriber read too slowly.
     pub results_dropped: Counter,
+    /// Bytes of results waiting for their subscribers (bounded by `runtime.max_result_bytes`).
+    pub result_bytes: Gauge,
     /// RAW records not emitted because a query's emission rate limit was reached.
     pub raw_records_rate_limited: Counter,
     /// Partials that crossed a process boundary: shipped by a worker node, or received by an api
@@ -91,6 +93,7 @@ impl Metrics {
             query_first_result_seconds: latency(),
             source_queue_depth: Gauge::default(),
             results_dropped: Counter::default(),
+            result_bytes: Gauge::default(),
             raw_records_rate_limited: Counter::default(),
             partials_remote: Counter::default(),
             source_partitions: Gauge::default(),
@@ -140,6 +143,11 @@ impl Metrics {
             "results_dropped",
             "Emissions dropped because a subscriber read too slowly",
             m.results_dropped.clone(),
+        );
+        registry.register(
+            "result_bytes",
+            "Bytes of results waiting for their subscribers",
+            m.result_bytes.clone(),
         );
         registry.register(
             "raw_records_rate_limited",

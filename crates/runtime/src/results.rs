@@ -2,12 +2,23 @@
 //! an SSE stream, a WebSocket, the CLI).
 //!
 //! The joiner must never wait for a subscriber, so the queue is bounded and pushing never
-//! blocks: when a subscriber reads too slowly and the queue is full, the oldest emission is
+//! blocks: when a subscriber reads too slowly and the queue is full, the oldest emissions are
 //! dropped, counted, and the next emission the subscriber does read carries
 //! `"Dropped Emissions": n` in its metadata. The final emission is never dropped (it is always
 //! the newest).
+//!
+//! "Full" is counted three ways: emissions (`runtime.subscriber_buffer`), bytes of this query's
+//! waiting emissions (`runtime.max_result_bytes_per_query`), and bytes waiting in every queue of
+//! the process ([`ResultBudget`], `runtime.max_result_bytes`). Past a bound, the oldest
+//! emissions of the queue being pushed to go first; an emission that still does not fit is
+//! dropped too — unless its subscriber is waiting for it (it has read everything before:
+//! handed over at once, it is not kept long), or it is the final one (which ends the query, and
+//! is kept until read, or until the server forgets results nobody claimed). So a subscriber
+//! that keeps up loses nothing however far behind the others are, and slow or absent ones
+//! hold at most the bounds, plus their final emissions.
 
 use needle_engine::exec::Emission;
+use prometheus_client::metrics::gauge::Gauge;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -15,51 +26,122 @@ use std::sync::{Arc, Mutex};
 /// The metadata key telling a subscriber how many emissions it missed.
 pub const DROPPED_EMISSIONS: &str = "Dropped Emissions";
 
+/// The bytes of results waiting in all the queues of a process, and the most there may be.
+#[derive(Debug)]
+pub struct ResultBudget {
+    /// Shared with the `needle_result_bytes` metric.
+    used: Gauge,
+    limit: usize,
+}
+
+impl ResultBudget {
+    /// At most `limit` bytes waiting in all; `used` counts them (a metric's gauge).
+    pub fn new(limit: usize, used: Gauge) -> Arc<Self> {
+        Arc::new(Self { used, limit })
+    }
+
+    /// No bound (tests, embedded uses that bound nothing).
+    pub fn unbounded() -> Arc<Self> {
+        Self::new(usize::MAX, Gauge::default())
+    }
+
+    /// Bytes waiting now.
+    pub fn used(&self) -> usize {
+        self.used.get().max(0) as usize
+    }
+
+    fn take(&self, bytes: usize) {
+        self.used.inc_by(bytes as i64);
+    }
+
+    fn give_back(&self, bytes: usize) {
+        self.used.dec_by(bytes as i64);
+    }
+}
+
 #[derive(Debug)]
 pub struct ResultQueue {
     state: Mutex<QueueState>,
     notify: tokio::sync::Notify,
     capacity: usize,
+    max_bytes: usize,
+    budget: Arc<ResultBudget>,
     dropped_total: AtomicU64,
 }
 
 #[derive(Debug, Default)]
 struct QueueState {
-    items: VecDeque<Emission>,
+    /// Each emission with its size.
+    items: VecDeque<(Emission, usize)>,
+    bytes: usize,
     dropped_unreported: u64,
     closed: bool,
+    /// The subscriber found the queue empty and waits for the next emission.
+    waiting: bool,
 }
 
 impl ResultQueue {
+    /// A queue of at most `capacity` emissions, with no bound in bytes.
     pub fn new(capacity: usize) -> Arc<Self> {
+        Self::bounded(capacity, usize::MAX, ResultBudget::unbounded())
+    }
+
+    /// A queue of at most `capacity` emissions and `max_bytes` bytes, its bytes counted in
+    /// `budget` too (see the module doc).
+    pub fn bounded(capacity: usize, max_bytes: usize, budget: Arc<ResultBudget>) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(QueueState::default()),
             notify: tokio::sync::Notify::new(),
             capacity: capacity.max(1),
+            max_bytes,
+            budget,
             dropped_total: AtomicU64::new(0),
         })
     }
 
     /// Adds an emission; never blocks. Returns how many older emissions were dropped to make
-    /// room (0 or 1). A final emission closes the queue.
+    /// room. A final emission closes the queue.
     pub fn push(&self, emission: Emission) -> u64 {
+        let size = emission.approx_bytes();
         let mut dropped = 0;
         {
             let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
             if state.closed {
                 return 0;
             }
-            if state.items.len() >= self.capacity {
-                state.items.pop_front();
+            while !state.items.is_empty()
+                && (state.items.len() >= self.capacity
+                    || state.bytes + size > self.max_bytes
+                    || self.budget.used() + size > self.budget.limit)
+            {
+                if let Some((_, bytes)) = state.items.pop_front() {
+                    state.bytes -= bytes;
+                    self.budget.give_back(bytes);
+                }
                 state.dropped_unreported += 1;
-                dropped = 1;
+                dropped += 1;
             }
-            state.closed = emission.is_final;
-            state.items.push_back(emission);
+            let fits = state.bytes + size <= self.max_bytes
+                && self.budget.used() + size <= self.budget.limit;
+            if fits || emission.is_final || state.waiting {
+                state.closed = emission.is_final;
+                state.items.push_back((emission, size));
+                state.bytes += size;
+                state.waiting = false;
+                self.budget.take(size);
+            } else {
+                state.dropped_unreported += 1;
+                dropped += 1;
+            }
         }
         self.dropped_total.fetch_add(dropped, Ordering::Relaxed);
         self.notify.notify_one();
         dropped
+    }
+
+    /// Bytes of this query's emissions waiting to be read.
+    pub fn bytes(&self) -> usize {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).bytes
     }
 
     /// Ends the stream without a final emission (the query was removed abnormally).
@@ -84,7 +166,9 @@ impl ResultQueue {
     pub fn try_next(&self) -> Option<Option<Emission>> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         match state.items.pop_front() {
-            Some(mut emission) => {
+            Some((mut emission, bytes)) => {
+                state.bytes -= bytes;
+                self.budget.give_back(bytes);
                 if state.dropped_unreported > 0 {
                     emission.meta.insert(DROPPED_EMISSIONS.into(), state.dropped_unreported.into());
                     state.dropped_unreported = 0;
@@ -92,13 +176,24 @@ impl ResultQueue {
                 Some(Some(emission))
             }
             None if state.closed => Some(None),
-            None => None,
+            None => {
+                state.waiting = true;
+                None
+            }
         }
     }
 
     /// Emissions dropped so far because the reader was slow.
     pub fn dropped(&self) -> u64 {
         self.dropped_total.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for ResultQueue {
+    /// Emissions nobody read leave the budget with their queue.
+    fn drop(&mut self) {
+        let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        self.budget.give_back(state.bytes);
     }
 }
 
@@ -129,6 +224,76 @@ mod tests {
         assert!(q.try_next().unwrap().is_none(), "over after the final emission");
         q.push(emission(6, false));
         assert!(q.try_next().unwrap().is_none(), "nothing is accepted after the end");
+    }
+
+    fn sized(n: u64, records: usize) -> Emission {
+        let mut e = emission(n, false);
+        let mut record = needle_record::Record::new();
+        record.insert("payload", needle_record::Value::String("x".repeat(1000)));
+        e.records = vec![record; records];
+        e
+    }
+
+    #[test]
+    fn a_slow_reader_keeps_at_most_its_bytes_and_a_waiting_one_gets_what_comes() {
+        let budget = ResultBudget::unbounded();
+        let one = sized(0, 10).approx_bytes();
+        let q = ResultQueue::bounded(1000, one * 3, budget.clone());
+        for n in 0..10 {
+            q.push(sized(n, 10));
+            assert!(q.bytes() <= one * 3, "{} > {}", q.bytes(), one * 3);
+        }
+        assert_eq!(budget.used(), q.bytes());
+        assert_eq!(q.dropped(), 7);
+        let first = q.try_next().unwrap().unwrap();
+        assert_eq!(
+            (first.meta["n"].as_u64(), first.meta[DROPPED_EMISSIONS].as_u64()),
+            (Some(7), Some(7))
+        );
+        for n in 8..10 {
+            assert_eq!(q.try_next().unwrap().unwrap().meta["n"], n);
+        }
+        // one emission past the bound on its own: dropped while nobody waits for it, handed
+        // over when the subscriber waits (it read everything before)
+        q.push(sized(10, 40));
+        assert_eq!(q.dropped(), 8);
+        assert!(q.try_next().is_none(), "nothing waiting: the subscriber now waits");
+        q.push(sized(11, 40));
+        let got = q.try_next().unwrap().unwrap();
+        assert_eq!(
+            (got.meta["n"].as_u64(), got.meta[DROPPED_EMISSIONS].as_u64()),
+            (Some(11), Some(1))
+        );
+        // the final emission is always kept
+        q.push(sized(12, 40));
+        let mut last = sized(13, 40);
+        last.is_final = true;
+        q.push(last);
+        assert!(q.try_next().unwrap().unwrap().is_final);
+        drop(q);
+        assert_eq!(budget.used(), 0, "a queue dropped unread gives its bytes back");
+    }
+
+    #[test]
+    fn past_the_process_bound_only_queues_holding_unread_emissions_drop() {
+        let one = sized(0, 10).approx_bytes();
+        let budget = ResultBudget::new(one * 4, Gauge::default());
+        let stalled: Vec<_> =
+            (0..3).map(|_| ResultQueue::bounded(1000, usize::MAX, budget.clone())).collect();
+        let fast = ResultQueue::bounded(1000, usize::MAX, budget.clone());
+        for n in 0..20 {
+            for q in &stalled {
+                q.push(sized(n, 10));
+            }
+            // (it waits for each emission, as a reader that keeps up does)
+            assert!(fast.try_next().is_none());
+            fast.push(sized(n, 10));
+            let got = fast.try_next().unwrap().unwrap();
+            assert_eq!(got.meta["n"], n, "the reader that keeps up loses nothing");
+            assert!(!got.meta.contains_key(DROPPED_EMISSIONS));
+            assert!(budget.used() <= one * 4, "the bound");
+        }
+        assert!(stalled.iter().all(|q| q.dropped() > 0));
     }
 
     #[test]

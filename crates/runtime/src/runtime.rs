@@ -22,7 +22,7 @@ use crate::joiner::{EndReason, Joiner, JoinerMessage, QueryStatus, RemotePast, S
 use crate::metrics::Metrics;
 use crate::registry::QuerySet;
 use crate::remote::{Announcement, Role, Shipper};
-use crate::results::ResultQueue;
+use crate::results::{ResultBudget, ResultQueue};
 use crate::schema::{SchemaReport, SchemaTracker};
 use crate::source::{BatchSink, Source, SourceCounters, StopSignal};
 use crate::worker::{now_ms, Worker};
@@ -99,6 +99,8 @@ pub struct Runtime {
     history: Option<History>,
     /// Replays of the stored past under way, by query id: raised to stop one (a kill).
     replays: Arc<Mutex<HashMap<Arc<str>, Arc<AtomicBool>>>>,
+    /// The bytes of results waiting for subscribers, over every query.
+    result_budget: Arc<ResultBudget>,
 }
 
 /// History in a running runtime.
@@ -193,6 +195,8 @@ impl Runtime {
             Role::Api { node, .. } => format!("{node}-{started}"),
             _ => started,
         };
+        let result_budget =
+            ResultBudget::new(config.runtime.max_result_bytes, metrics.result_bytes.clone());
         Ok(Arc::new(Self {
             config,
             metrics,
@@ -213,6 +217,7 @@ impl Runtime {
             schema,
             history,
             replays: Arc::default(),
+            result_budget,
         }))
     }
 
@@ -418,7 +423,12 @@ impl Runtime {
             let (from_ms, to_ms) = (p.from_ms, p.to_ms);
             Some(Box::new(RemotePast { gather: Gather::new(workers), from_ms, to_ms, end_ms: 0 }))
         });
-        let results = ResultQueue::new(self.config.runtime.subscriber_buffer);
+        let limits = &self.config.runtime;
+        let results = ResultQueue::bounded(
+            limits.subscriber_buffer,
+            limits.max_result_bytes_per_query,
+            self.result_budget.clone(),
+        );
         let owner = {
             let mut last = self.last_owner.lock().unwrap_or_else(|e| e.into_inner());
             match &*last {

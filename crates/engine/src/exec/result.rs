@@ -91,6 +91,13 @@ impl Emission {
         Json::Object(out)
     }
 
+    /// Roughly the memory the emission holds, in bytes: its records' and its metadata's (what
+    /// the bounds on results waiting for a subscriber count).
+    pub fn approx_bytes(&self) -> usize {
+        let meta: usize = self.meta.iter().map(|(k, v)| 40 + k.len() + json_bytes(v)).sum();
+        64 + meta + self.records.iter().map(Record::approx_bytes).sum::<usize>()
+    }
+
     /// [`Emission::to_json`] as compact text (one line).
     pub fn to_json_string(&self) -> String {
         self.to_json().to_string()
@@ -103,6 +110,16 @@ impl Emission {
             .and_then(|w| w.get(keys::NUMBER))
             .and_then(Json::as_u64)
             .unwrap_or(0)
+    }
+}
+
+/// Roughly the memory a JSON value holds.
+fn json_bytes(value: &Json) -> usize {
+    32 + match value {
+        Json::String(s) => s.len(),
+        Json::Array(items) => items.iter().map(json_bytes).sum(),
+        Json::Object(map) => map.iter().map(|(k, v)| 40 + k.len() + json_bytes(v)).sum(),
+        _ => 0,
     }
 }
 

@@ -15,6 +15,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::stream::{self, Stream};
+use needle_runtime::results::DROPPED_EMISSIONS;
 use needle_runtime::{QueryHandle, QueryStatus, ResultQueue, Runtime};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -57,11 +58,35 @@ pub async fn run_query(
     let (_, handle) = submit(&state, &owner, &headers, &body)?;
     let mut guard =
         KillOnDrop { runtime: state.runtime().clone(), id: handle.id.clone(), armed: true };
-    let mut emissions = Vec::new();
+    // A windowed query answers with every emission, held here within the bytes one query's
+    // results may take (the oldest go first, and the first kept says how many); any other
+    // query with its last.
+    let max_bytes = state.config().runtime.max_result_bytes_per_query;
+    let mut emissions: std::collections::VecDeque<(needle_engine::exec::Emission, usize)> =
+        std::collections::VecDeque::new();
+    let dropped_before = |e: &needle_engine::exec::Emission| {
+        e.meta.get(DROPPED_EMISSIONS).and_then(Value::as_u64).unwrap_or(0)
+    };
+    let (mut held, mut dropped) = (0usize, 0u64);
     while let Some(emission) = handle.results.next().await {
-        emissions.push(emission.to_json());
+        if !handle.windowed {
+            emissions.clear();
+        }
+        let bytes = emission.approx_bytes();
+        while held + bytes > max_bytes {
+            let Some((old, old_bytes)) = emissions.pop_front() else { break };
+            held -= old_bytes;
+            dropped += 1 + dropped_before(&old);
+        }
+        held += bytes;
+        emissions.push_back((emission, bytes));
     }
     guard.armed = false;
+    if let (true, Some((first, _))) = (dropped > 0, emissions.front_mut()) {
+        let total = dropped + dropped_before(first);
+        first.meta.insert(DROPPED_EMISSIONS.into(), total.into());
+    }
+    let mut emissions: Vec<Value> = emissions.into_iter().map(|(e, _)| e.to_json()).collect();
     if handle.windowed {
         return Ok(Json(Value::Array(emissions)).into_response());
     }
