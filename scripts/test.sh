@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything `make test` does: install what the tests need, check formatting and lints, run every
 # test: the Bullet peer's JUnit tests (Maven fetches its jars from Maven Central), DuckDB from PyPI
-# (it must read the history store's files), then the Rust
+# (it must read the history store's files), Schemathesis from PyPI (the API conformance run, last),
+# then the Rust
 # workspace's (units, golden files, property tests, integration tests against the real binary,
 # and the Kafka tests against a real broker run from Apache Kafka's jars, also from Maven
 # Central).
@@ -16,9 +17,13 @@ echo "== clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== the Bullet peer (bench/peers/bullet: Maven, JUnit)"
 (cd bench/peers/bullet && mvn -B -q package)
-echo "== DuckDB from PyPI (the history tests check that it reads needle's files; needle bench history's peer)"
-python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore "duckdb==2.0.1"
+echo "== DuckDB and Schemathesis from PyPI (DuckDB must read the history's files and is needle bench history's peer; Schemathesis checks the API against its OpenAPI document)"
+python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+    "duckdb==2.0.1" "schemathesis==4.32.5"
 echo "== Apache Kafka's jars (scripts/kafka/broker.sh: a real broker for the Kafka tests)"
 bash scripts/kafka/broker.sh fetch
 echo "== tests"
 cargo test --workspace --locked
+echo "== the HTTP API against its OpenAPI document (scripts/api/conformance.sh: Schemathesis, every check, stateful links)"
+cargo build --locked --bin needle
+NEEDLE=target/debug/needle bash scripts/api/conformance.sh

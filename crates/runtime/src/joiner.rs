@@ -125,6 +125,9 @@ pub struct QueryStatus {
     pub records_seen: u64,
     pub records_matched: u64,
     pub emissions: u64,
+    /// When it ended (ms since the epoch); `None` while it runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_ms: Option<i64>,
 }
 
 impl QueryStatus {
@@ -145,11 +148,44 @@ impl QueryStatus {
             records_seen: 0,
             records_matched: 0,
             emissions: 0,
+            ended_ms: None,
         }
     }
 }
 
 pub(crate) type StatusTable = Arc<Mutex<HashMap<Arc<str>, QueryStatus>>>;
+
+/// The last statuses of the queries that ended most recently, so a client asking about one
+/// after its end gets its final figures rather than "no such query".
+#[derive(Debug, Default)]
+pub(crate) struct Ended {
+    by_id: HashMap<Arc<str>, QueryStatus>,
+    order: std::collections::VecDeque<Arc<str>>,
+}
+
+/// How many ended queries' statuses are kept.
+const ENDED_KEPT: usize = 10_000;
+
+impl Ended {
+    fn keep(&mut self, mut status: QueryStatus, ended_ms: i64) {
+        status.ended_ms = Some(ended_ms);
+        let id = status.id.clone();
+        if self.by_id.insert(id.clone(), status).is_none() {
+            self.order.push_back(id);
+        }
+        while self.order.len() > ENDED_KEPT {
+            if let Some(old) = self.order.pop_front() {
+                self.by_id.remove(&old);
+            }
+        }
+    }
+
+    pub fn get(&self, id: &str) -> Option<&QueryStatus> {
+        self.by_id.get(id)
+    }
+}
+
+pub(crate) type EndedTable = Arc<Mutex<Ended>>;
 
 struct Running {
     /// Boxed: the running table has a slot for every query and some to spare.
@@ -223,6 +259,7 @@ pub(crate) struct Joiner {
     pub messages: Receiver<JoinerMessage>,
     pub queries: Arc<QuerySet>,
     pub status: StatusTable,
+    pub ended: EndedTable,
     pub metrics: Arc<Metrics>,
     pub tick: Duration,
     /// RAW records a query may emit per second.
@@ -611,7 +648,10 @@ impl Joiner {
         if let Some(announcer) = &self.announcer {
             announcer.ended(id);
         }
-        self.status.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
+        let status = self.status.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
+        if let Some(status) = status {
+            self.ended.lock().unwrap_or_else(|e| e.into_inner()).keep(status, now_ms());
+        }
         self.metrics.queries_active.dec();
     }
 }

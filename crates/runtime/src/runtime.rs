@@ -18,7 +18,9 @@
 use crate::config::NeedleConfig;
 use crate::framing::Batch;
 use crate::history::{Gather, HistoryStore, HistoryTap, Replay, ReplayReport, WorkerHistory};
-use crate::joiner::{EndReason, Joiner, JoinerMessage, QueryStatus, RemotePast, StatusTable};
+use crate::joiner::{
+    EndReason, EndedTable, Joiner, JoinerMessage, QueryStatus, RemotePast, StatusTable,
+};
 use crate::metrics::Metrics;
 use crate::registry::QuerySet;
 use crate::remote::{Announcement, Role, Shipper};
@@ -78,6 +80,8 @@ pub struct Runtime {
     metrics: Arc<Metrics>,
     queries: Arc<QuerySet>,
     status: StatusTable,
+    /// The last statuses of the queries that ended lately.
+    ended: EndedTable,
     joiner_tx: Sender<JoinerMessage>,
     stop: StopSignal,
     source_counters: Arc<SourceCounters>,
@@ -139,6 +143,7 @@ impl Runtime {
         let queries = Arc::new(QuerySet::with_validation(config.runtime.validate));
         let schema = Arc::new(SchemaTracker::new());
         let status: StatusTable = Arc::default();
+        let ended: EndedTable = Arc::default();
         let stop = StopSignal::new();
         let source_counters = Arc::new(SourceCounters::default());
 
@@ -178,6 +183,7 @@ impl Runtime {
                     messages: joiner_rx,
                     queries: queries.clone(),
                     status: status.clone(),
+                    ended: ended.clone(),
                     metrics: metrics.clone(),
                     tick,
                     raw_records_per_sec: config.runtime.raw_records_per_sec,
@@ -202,6 +208,7 @@ impl Runtime {
             metrics,
             queries,
             status,
+            ended,
             joiner_tx,
             stop,
             source_counters,
@@ -770,7 +777,8 @@ impl Runtime {
     }
 
     pub fn query(&self, id: &str) -> Option<QueryStatus> {
-        self.status.lock().unwrap_or_else(|e| e.into_inner()).get(id).cloned()
+        let running = self.status.lock().unwrap_or_else(|e| e.into_inner()).get(id).cloned();
+        running.or_else(|| self.ended.lock().unwrap_or_else(|e| e.into_inner()).get(id).cloned())
     }
 
     /// Stops the source, lets the workers drain what was already read, ends every running query

@@ -39,6 +39,37 @@ pub struct ApiDoc;
 /// This document.
 #[utoipa::path(get, path = "/api/v1/openapi.json", tag = "operations",
     responses((status = 200, description = "The OpenAPI 3 document")))]
-pub async fn openapi_json() -> Json<utoipa::openapi::OpenApi> {
-    Json(ApiDoc::openapi())
+pub async fn openapi_json() -> Json<serde_json::Value> {
+    Json(document())
+}
+
+/// The document as JSON. utoipa 5.5 writes a link's fields in snake case (`operation_id`);
+/// OpenAPI spells them `operationId`, `operationRef`, `requestBody`, so they are renamed here.
+pub fn document() -> serde_json::Value {
+    let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
+    if let Some(paths) = doc.get_mut("paths").and_then(serde_json::Value::as_object_mut) {
+        let responses = paths
+            .values_mut()
+            .filter_map(serde_json::Value::as_object_mut)
+            .flat_map(|operations| operations.values_mut())
+            .filter_map(|operation| operation.get_mut("responses"))
+            .filter_map(serde_json::Value::as_object_mut)
+            .flat_map(|responses| responses.values_mut());
+        for response in responses {
+            let links = response.get_mut("links").and_then(serde_json::Value::as_object_mut);
+            for link in links.into_iter().flat_map(|l| l.values_mut()) {
+                let Some(link) = link.as_object_mut() else { continue };
+                for (from, to) in [
+                    ("operation_id", "operationId"),
+                    ("operation_ref", "operationRef"),
+                    ("request_body", "requestBody"),
+                ] {
+                    if let Some(value) = link.remove(from) {
+                        link.insert(to.into(), value);
+                    }
+                }
+            }
+        }
+    }
+    doc
 }

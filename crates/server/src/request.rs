@@ -9,6 +9,38 @@ use axum::http::{header, HeaderMap, StatusCode};
 use needle_runtime::SubmitError;
 use std::net::SocketAddr;
 
+/// A query as `text/plain`: BQL, not blank (for the OpenAPI document).
+pub struct QueryText;
+
+impl utoipa::PartialSchema for QueryText {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .min_length(Some(1))
+            .pattern(Some("\\S"))
+            .examples([serde_json::json!(EXAMPLE)])
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for QueryText {}
+
+const EXAMPLE: &str = "SELECT * FROM STREAM(10000, TIME) LIMIT 5";
+
+/// A query as `application/json`: `{"query": "<BQL>"}`, or a Bullet JSON query object (whose
+/// fields are Bullet's: `filters`, `projection`, `aggregation`, `window`, `duration`).
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)] // (only its schema is used)
+pub struct QueryJson {
+    /// BQL; without it, the object is a Bullet JSON query.
+    #[schema(
+        min_length = 1,
+        pattern = "\\S",
+        example = "SELECT * FROM STREAM(10000, TIME) LIMIT 5"
+    )]
+    query: Option<String>,
+}
+
 /// The query in a request body.
 pub fn query_text(headers: &HeaderMap, body: &[u8]) -> Result<String, ApiError> {
     let text = std::str::from_utf8(body)

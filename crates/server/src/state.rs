@@ -24,8 +24,18 @@ struct Inner {
 }
 
 struct Pending {
-    results: Arc<ResultQueue>,
+    /// `None` once a subscriber took them.
+    results: Option<Arc<ResultQueue>>,
     ends: Instant,
+}
+
+/// Why a started query's results cannot be followed.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Unclaimable {
+    /// No such query was started here (or its results were forgotten).
+    Unknown,
+    /// Another subscriber follows them.
+    Taken,
 }
 
 impl AppState {
@@ -57,11 +67,13 @@ impl AppState {
         let mut pending = self.inner.pending.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
         pending.retain(|_, p| p.ends + UNCLAIMED_RESULTS_KEPT > now);
-        pending.insert(id.to_owned(), Pending { results, ends: now + ends_in });
+        pending.insert(id.to_owned(), Pending { results: Some(results), ends: now + ends_in });
     }
 
-    /// Takes a started query's results for one subscriber; `None` when unknown or already taken.
-    pub fn claim(&self, id: &str) -> Option<Arc<ResultQueue>> {
-        self.inner.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(id).map(|p| p.results)
+    /// Takes a started query's results for one subscriber.
+    pub fn claim(&self, id: &str) -> Result<Arc<ResultQueue>, Unclaimable> {
+        let mut pending = self.inner.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = pending.get_mut(id).ok_or(Unclaimable::Unknown)?;
+        entry.results.take().ok_or(Unclaimable::Taken)
     }
 }

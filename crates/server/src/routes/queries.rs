@@ -7,7 +7,7 @@
 
 use crate::error::ApiError;
 use crate::request::{query_text, submit_error, Owner};
-use crate::state::AppState;
+use crate::state::{AppState, Unclaimable};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -41,7 +41,8 @@ impl Drop for KillOnDrop {
 /// Runs a query and answers when it ends: its result `{"records": [...], "meta": {...}}`, or for
 /// a windowed query the list of every emission.
 #[utoipa::path(post, path = "/api/v1/query", tag = "queries",
-    request_body(content = String, description = "BQL (text/plain), {\"query\": \"...\"} or a Bullet JSON query"),
+    request_body(description = "BQL (text/plain), {\"query\": \"...\"} or a Bullet JSON query (application/json)",
+        content((crate::request::QueryText = "text/plain"), (crate::request::QueryJson = "application/json"))),
     responses(
         (status = 200, description = "The result, or the list of emissions of a windowed query"),
         (status = 400, description = "The query is invalid", body = crate::error::ErrorBody),
@@ -119,9 +120,14 @@ pub struct Urls {
 /// Starts a query and answers at once with its id and URLs; follow it with
 /// `GET /api/v1/queries/{id}/events`.
 #[utoipa::path(post, path = "/api/v1/queries", tag = "queries",
-    request_body(content = String, description = "BQL (text/plain), {\"query\": \"...\"} or a Bullet JSON query"),
+    request_body(description = "BQL (text/plain), {\"query\": \"...\"} or a Bullet JSON query (application/json)",
+        content((crate::request::QueryText = "text/plain"), (crate::request::QueryJson = "application/json"))),
     responses(
-        (status = 201, description = "Started", body = Started),
+        (status = 201, description = "Started", body = Started, links(
+            ("status" = (operation_id = "query_status", parameters(("id" = "$response.body#/id")),
+                description = "The query's progress")),
+            ("kill" = (operation_id = "kill_query", parameters(("id" = "$response.body#/id")),
+                description = "Kill the query")))),
         (status = 400, description = "The query is invalid", body = crate::error::ErrorBody),
         (status = 422, description = "The query is past a limit", body = crate::error::ErrorBody),
         (status = 429, description = "Too many queries running", body = crate::error::ErrorBody),
@@ -156,12 +162,17 @@ pub struct QueryProgress {
     pub records_seen: u64,
     pub records_matched: u64,
     pub emissions: u64,
+    /// False once the query ended (its figures are then final).
+    pub running: bool,
+    /// When it ended, for a query that did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_ms: Option<i64>,
 }
 
 impl From<QueryStatus> for QueryProgress {
     fn from(s: QueryStatus) -> Self {
         Self {
-            time_left_ms: (s.ends_ms - now_ms()).max(0),
+            time_left_ms: if s.ended_ms.is_some() { 0 } else { (s.ends_ms - now_ms()).max(0) },
             id: s.id.to_string(),
             query: s.query.to_string(),
             received_ms: s.received_ms,
@@ -169,6 +180,8 @@ impl From<QueryStatus> for QueryProgress {
             records_seen: s.records_seen,
             records_matched: s.records_matched,
             emissions: s.emissions,
+            running: s.ended_ms.is_none(),
+            ended_ms: s.ended_ms,
         }
     }
 }
@@ -182,7 +195,8 @@ pub async fn list_queries(State(state): State<AppState>) -> Json<Value> {
     Json(json!({ "queries": queries }))
 }
 
-/// One running query's progress.
+/// One query's progress: a running one, or one that ended lately (its final figures, with
+/// `running: false`).
 #[utoipa::path(get, path = "/api/v1/queries/{id}", tag = "queries",
     params(("id" = String, Path, description = "The query id")),
     responses((status = 200, body = QueryProgress), (status = 404, body = crate::error::ErrorBody)))]
@@ -193,18 +207,24 @@ pub async fn query_status(
     state.runtime().query(&id).map(|s| Json(s.into())).ok_or_else(|| not_running(&id))
 }
 
-/// Kills a running query; its subscriber gets a final emission saying so.
+/// Kills a running query; its subscriber gets a final emission saying so. A query that already
+/// ended is left as it was.
 #[utoipa::path(delete, path = "/api/v1/queries/{id}", tag = "queries",
     params(("id" = String, Path, description = "The query id")),
-    responses((status = 200, description = "Killed"), (status = 404, body = crate::error::ErrorBody)))]
+    responses((status = 200, description = "Killed (`killed: true`), or it had already ended (`killed: false`)"),
+        (status = 404, description = "No such query", body = crate::error::ErrorBody)))]
 pub async fn kill_query(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     if state.runtime().kill(&id) {
-        Ok(Json(json!({ "id": id, "killed": true })))
-    } else {
-        Err(not_running(&id))
+        return Ok(Json(json!({ "id": id, "killed": true })));
+    }
+    match state.runtime().query(&id) {
+        Some(status) if status.ended_ms.is_some() => {
+            Ok(Json(json!({ "id": id, "killed": false, "ended_ms": status.ended_ms })))
+        }
+        _ => Err(not_running(&id)),
     }
 }
 
@@ -214,14 +234,22 @@ pub async fn kill_query(
 #[utoipa::path(get, path = "/api/v1/queries/{id}/events", tag = "queries",
     params(("id" = String, Path, description = "The query id")),
     responses((status = 200, description = "text/event-stream"),
-        (status = 404, body = crate::error::ErrorBody)))]
+        (status = 404, description = "No such query was started here", body = crate::error::ErrorBody),
+        (status = 409, description = "Another client follows this query's events", body = crate::error::ErrorBody)))]
 pub async fn query_events(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    let results = state.claim(&id).ok_or_else(|| {
-        ApiError::new(StatusCode::NOT_FOUND, format!("no events to follow for query '{id}'"))
-            .with_hint("start a query with POST /api/v1/queries; its events can be followed once")
+    let results = state.claim(&id).map_err(|why| match why {
+        Unclaimable::Unknown => {
+            ApiError::new(StatusCode::NOT_FOUND, format!("no query '{id}' was started here"))
+                .with_hint("start a query with POST /api/v1/queries, then follow its events")
+        }
+        Unclaimable::Taken => ApiError::new(
+            StatusCode::CONFLICT,
+            format!("another client follows the events of query '{id}'"),
+        )
+        .with_hint("a started query's events can be followed once; start another query"),
     })?;
     let guard = KillOnDrop { runtime: state.runtime().clone(), id: id.clone(), armed: true };
     Ok(Sse::new(event_stream(id, results, guard)).keep_alive(KeepAlive::default()))

@@ -12,7 +12,8 @@ use serde_json::{json, Value};
 /// The plan (as `needle validate` prints it) and its explanation in words, or the error with
 /// line, column and hint.
 #[utoipa::path(post, path = "/api/v1/validate", tag = "queries",
-    request_body(content = String, description = "BQL (text/plain), {\"query\": \"...\"} or a Bullet JSON query"),
+    request_body(description = "BQL (text/plain), {\"query\": \"...\"} or a Bullet JSON query (application/json)",
+        content((crate::request::QueryText = "text/plain"), (crate::request::QueryJson = "application/json"))),
     responses((status = 200, description = "Valid: the plan and its explanation"),
         (status = 400, description = "Invalid", body = crate::error::ErrorBody),
         (status = 422, description = "Past a limit", body = crate::error::ErrorBody)))]

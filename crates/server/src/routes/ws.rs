@@ -27,7 +27,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 #[utoipa::path(get, path = "/api/v1/ws", tag = "queries",
-    responses((status = 101, description = "Switching to the WebSocket protocol described in the module doc")))]
+    responses((status = 101, description = "Switching to the WebSocket protocol described in the module doc"),
+        (status = 400, description = "Not a WebSocket handshake (a plain GET)")))]
 pub async fn websocket(
     State(state): State<AppState>,
     Owner(owner): Owner,
