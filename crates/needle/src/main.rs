@@ -22,7 +22,7 @@ enum Command {
     Explain(commands::explain::Args),
     /// Run one query over a finite NDJSON input.
     Query(commands::query::Args),
-    /// Write a workload of WORKLOADS.md as NDJSON.
+    /// Write a generated workload (bullet, iot, small; see docs/workloads.md) as NDJSON.
     Gen(commands::gen::Args),
     /// Read a live stream and answer queries over HTTP.
     Serve(commands::serve::Args),
@@ -37,7 +37,7 @@ enum Command {
     Queries(commands::queries::Args),
     /// Kill a query running on a server.
     Kill(commands::kill::Args),
-    /// Run a benchmark scenario of WORKLOADS.md, with a same-run baseline.
+    /// Run a benchmark scenario (see docs/workloads.md), with a same-run baseline.
     Bench(commands::bench::Args),
 }
 

@@ -1,4 +1,4 @@
-//! The workloads of WORKLOADS.md, generated deterministically from a seed: `bullet` (Bullet-shaped
+//! The workloads of docs/workloads.md, generated deterministically from a seed: `bullet` (Bullet-shaped
 //! 1.8 KiB records, with needle records injected on demand), `iot` (the Akumuli sensor readings)
 //! and `small` (~100-byte events).
 //!

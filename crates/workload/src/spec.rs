@@ -19,7 +19,7 @@
 
 use crate::WorkloadError;
 
-/// One of the workloads of WORKLOADS.md.
+/// One of the workloads (docs/workloads.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WorkloadKind {
     Bullet,

@@ -1,4 +1,4 @@
-//! The benchmark scenarios of WORKLOADS.md (`needle bench SCENARIO`), one file each. A scenario
+//! The benchmark scenarios of docs/workloads.md (`needle bench SCENARIO`), one file each. A scenario
 //! measures needle and, in the same run, a baseline (a peer, or the bare cost of the same work
 //! without needle), and reports both with their ratio, because this machine is shared and
 //! absolute figures drift from run to run.

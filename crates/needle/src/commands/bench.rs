@@ -1,4 +1,4 @@
-//! `needle bench SCENARIO`: the reference experiments of WORKLOADS.md, each with a same-run
+//! `needle bench SCENARIO`: the reference experiments (docs/workloads.md), each with a same-run
 //! baseline and ratio. One clap subcommand per scenario; each scenario's options, measurement
 //! and table live in its own file under `src/bench/`, and all of them report through
 //! [`crate::bench::report`]: a table (default) or one JSON object per line (`--format json`),

@@ -1,4 +1,4 @@
-//! `needle gen`: writes a workload of WORKLOADS.md (bullet, iot, small) as NDJSON to stdout,
+//! `needle gen`: writes a workload of docs/workloads.md (bullet, iot, small) as NDJSON to stdout,
 //! deterministically for a seed, optionally with needle records (bullet) or at a target rate.
 //! `--to kafka://HOST:PORT/TOPIC` produces it into a Kafka topic instead, one record per
 //! message, round-robin over the topic's partitions (created with `--partitions` when missing).

@@ -1,4 +1,4 @@
-//! The `gen:` source: a workload of WORKLOADS.md generated in-process (`gen:bullet?rate=20000`,
+//! The `gen:` source: a workload of docs/workloads.md generated in-process (`gen:bullet?rate=20000`,
 //! `gen:iot?sensors=1000`, `gen:small`; the spec syntax is the workload crate's `parse_spec`),
 //! paced to a rate or as fast as the workers take it, with needle records injected on request.
 //! Batches hold up to 64 KiB of lines, fewer when the rate makes records trickle, so latency
