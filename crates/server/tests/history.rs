@@ -23,15 +23,8 @@ async fn a_history_query_over_http_reads_what_the_server_kept() {
     // wait until the server has read them all (the history tap appends what the workers get)
     let mut n = 0;
     for _ in 0..100 {
-        let body: Value = client
-            .post(server.url("/api/v1/query"))
-            .body("SELECT COUNT(*) AS n FROM HISTORY(0) WHERE k = 'k3'")
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let text = "SELECT COUNT(*) AS n FROM HISTORY(0) WHERE k = 'k3'";
+        let body = server.post_json("/api/v1/query", text).await;
         n = body["records"][0]["n"].as_i64().unwrap_or(0);
         if n == 100 {
             assert!(body["meta"]["History"].is_object(), "{body}");

@@ -200,14 +200,7 @@ async fn a_started_query_streams_events_lists_progress_and_can_be_killed() {
     let r = client.get(server.url("/api/v1/queries/nope/events")).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
     // a query that ended still tells its last figures
-    let status: serde_json::Value = client
-        .get(server.url(&format!("/api/v1/queries/{id}")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let status = server.get_json(&format!("/api/v1/queries/{id}")).await;
     assert_eq!(status["running"], false, "{status}");
     assert!(status["ended_ms"].as_i64().is_some() && status["time_left_ms"] == 0, "{status}");
     server.shutdown().await;

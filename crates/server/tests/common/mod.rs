@@ -49,6 +49,17 @@ impl Server {
         reqwest::Client::new().post(self.url(path)).body(body).send().await.unwrap()
     }
 
+    /// GETs `path` and returns its JSON body.
+    pub async fn get_json(&self, path: &str) -> serde_json::Value {
+        let r = reqwest::Client::new().get(self.url(path)).send().await.unwrap();
+        r.json().await.unwrap()
+    }
+
+    /// POSTs `body` to `path` and returns its JSON body.
+    pub async fn post_json(&self, path: &str, body: impl Into<reqwest::Body>) -> serde_json::Value {
+        self.post(path, body).await.json().await.unwrap()
+    }
+
     /// Sends NDJSON lines to the data source (from a blocking thread).
     pub async fn send(&self, lines: Vec<String>) {
         let addr = self.data;
