@@ -253,14 +253,16 @@ fn a_websocket_client_runs_queries_and_a_client_that_leaves_ends_its_queries() {
 
 #[test]
 fn results_nobody_reads_are_held_within_the_configured_bytes() {
-    // 50 queries keeping 500 records of ~1.8 KB a second each, started and never read: without
-    // a bound in bytes their results grow by ~45 MB a second.
+    // 50 queries keeping up to 500 records of ~1.8 KB a second each (~8 MB an emission, as
+    // decoded records), started and never read: without a bound in bytes their results grow by
+    // up to 400 MB a second. The bounds let one query hold an emission or so, and all of them a
+    // few.
     let mut config = tempfile::NamedTempFile::new().unwrap();
-    let bound: u64 = 16 << 20;
+    let bound: u64 = 24 << 20;
     write!(
         config,
         "[runtime]\nmax_result_bytes = {bound}\nmax_result_bytes_per_query = {}\n",
-        bound / 8
+        bound / 2
     )
     .unwrap();
     let server = Serve::start(&[
