@@ -374,7 +374,7 @@ function queriesPage(): HTMLElement {
         return;
       }
       const table = h('table', { class: 'list' });
-      const keys = Object.keys(r.queries[0]).filter((k) => typeof r.queries[0][k] !== 'object').slice(0, 6);
+      const keys = ['id', 'query', 'records_seen', 'records_matched', 'emissions', 'time_left_ms'];
       table.append(h('tr', {}, ...keys.map((k) => h('th', {}, k)), h('th', {}, 'progress'), h('th', {})));
       for (const q of r.queries) {
         const kill = h('button', { class: 'danger small', 'data-kill': String(q.id) }, 'Kill');
@@ -386,9 +386,11 @@ function queriesPage(): HTMLElement {
           }
           renderServer();
         };
-        const started = Number(q.started_ms ?? q.receive_time ?? 0);
-        const dur = Number(q.duration_ms ?? durationOf(String(q.query ?? '')));
-        const prog = h('progress', { max: '1', value: started && dur ? String(Math.min(1, (Date.now() - started) / dur)) : '0' });
+        // Progress from the server's own clock: time left of the whole duration.
+        const total = Number(q.ends_ms) - Number(q.received_ms);
+        const left = Number(q.time_left_ms);
+        const fraction = total > 0 && Number.isFinite(left) ? Math.min(1, Math.max(0, 1 - left / total)) : 0;
+        const prog = h('progress', { max: '1', value: String(fraction), title: `${Math.round(fraction * 100)}%` });
         table.append(h('tr', { 'data-query': String(q.id) }, ...keys.map((k) => h('td', {}, String(q[k] ?? ''))), h('td', {}, prog), h('td', {}, kill)));
       }
       server.replaceChildren(table);
@@ -504,5 +506,9 @@ api<Health>('/healthz')
 loadSchema()
   .then(() => forceLinting(editor))
   .catch(() => undefined);
-(window as unknown as { needleReady: number }).needleReady = performance.now();
+// For the end-to-end tests and the console: read and write the editor's text.
+Object.assign(window, {
+  needle: { get: () => editor.state.doc.toString(), set: setQuery },
+  needleReady: performance.now(),
+});
 document.body.dataset.ready = 'true';

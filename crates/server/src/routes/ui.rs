@@ -10,7 +10,7 @@ use rust_embed::Embed;
 
 /// `ui/dist`, as it was when this crate was compiled (`build.rs` recompiles when it changes).
 #[derive(Embed)]
-#[folder = "$CARGO_MANIFEST_DIR/../../ui/dist"]
+#[folder = "../../ui/dist"]
 #[allow_missing = true]
 struct Dist;
 
