@@ -29,4 +29,4 @@ echo "== tests"
 cargo test --workspace --locked
 echo "== the web UI in chromium (vitest, then Playwright against the needle binary built here)"
 cargo build --locked --bin needle
-NEEDLE_BIN="$PWD/target/debug/needle" bash scripts/ui.sh test
+UI_TEST_BIN="$PWD/target/debug/needle" bash scripts/ui.sh test

@@ -1,8 +1,8 @@
 // End-to-end tests of the web UI: a real `needle serve` reading a generated stream on a free
 // loopback port, driven by Debian's chromium (headless) through playwright-core. Screenshots go
-// to e2e/out/ (git-ignored); with NEEDLE_UI_DOC_IMAGES=1 they also refresh docs/img/.
+// to e2e/out/ (git-ignored); with UI_DOC_IMAGES=1 they also refresh docs/img/.
 //
-// NEEDLE_BIN: the needle binary (default ../target/debug/needle); CHROMIUM: the browser.
+// UI_TEST_BIN (not a NEEDLE_* name, which needle reads as config): the needle binary (default ../target/debug/needle); CHROMIUM: the browser.
 
 import { chromium } from 'playwright-core';
 import { spawn } from 'node:child_process';
@@ -14,9 +14,9 @@ import { gzipSync } from 'node:zlib';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '../..');
-const bin = process.env.NEEDLE_BIN ?? resolve(root, 'target/debug/needle');
+const bin = process.env.UI_TEST_BIN ?? resolve(root, 'target/debug/needle');
 const out = resolve(here, 'out');
-const docImages = process.env.NEEDLE_UI_DOC_IMAGES === '1';
+const docImages = process.env.UI_DOC_IMAGES === '1';
 mkdirSync(out, { recursive: true });
 
 const freePort = () =>
@@ -29,7 +29,11 @@ const freePort = () =>
 
 const port = await freePort();
 const base = `http://127.0.0.1:${port}`;
-const server = spawn(bin, ['serve', '--source', 'gen:bullet?rate=500', '--listen', `127.0.0.1:${port}`, '--workers', '1'], { stdio: ['ignore', 'ignore', 'pipe'] });
+const server = spawn(bin, ['serve', '--source', 'gen:bullet?rate=500', '--listen', `127.0.0.1:${port}`, '--workers', '1'], {
+  stdio: ['ignore', 'ignore', 'pipe'],
+  // needle reads NEEDLE_* variables as configuration: give it none of the caller's.
+  env: Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('NEEDLE_'))),
+});
 let serverLog = '';
 server.stderr.on('data', (d) => (serverLog += d));
 const stop = () => server.kill('SIGTERM');

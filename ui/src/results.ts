@@ -183,7 +183,8 @@ export class Chart {
         width,
         height: 320,
         series: [{ label: shape === 'lines' ? 'window' : shape === 'bars' ? 'group' : 'x' }, ...series],
-        scales: { x: { time: false } },
+        // Bars sit on whole numbers: half a step of room on each side keeps the end ones whole.
+        scales: { x: shape === 'bars' ? { time: false, range: (_u: uPlot, min: number, max: number) => [min - 0.5, max + 0.5] } : { time: false } },
         axes: [
           {
             values:
