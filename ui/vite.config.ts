@@ -6,8 +6,8 @@ export default defineConfig({
   build: { target: 'es2020', outDir: 'dist', assetsDir: 'assets', chunkSizeWarningLimit: 800 },
   server: {
     proxy: {
-      '/api': { target: process.env.NEEDLE_URL ?? 'http://127.0.0.1:9900', ws: true },
-      '/healthz': process.env.NEEDLE_URL ?? 'http://127.0.0.1:9900',
+      '/api': { target: process.env.UI_NEEDLE_URL ?? 'http://127.0.0.1:9900', ws: true },
+      '/healthz': process.env.UI_NEEDLE_URL ?? 'http://127.0.0.1:9900',
     },
   },
   test: { include: ['test/**/*.test.ts'] },

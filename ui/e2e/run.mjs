@@ -129,12 +129,13 @@ await test('an error is underlined with its line and column', async (page) => {
   expect(/line 3, column 1/.test(text) && /WHERE/.test(text), `error said: ${text}`);
   const underlined = await page.locator('.cm-lintRange-error').first().textContent();
   expect(underlined.startsWith('WHER'), `underlined ${underlined}`);
+  await shot(page, 'error');
   await setQuery(page, 'SELECT devce FROM STREAM(1000, TIME)');
   await page.waitForSelector('.cm-lintRange-warning', { timeout: 5000 });
   await page.locator('.cm-lintRange-warning').first().hover();
   const tip = await page.locator('.cm-tooltip-lint').textContent({ timeout: 3000 });
   expect(/never seen.*did you mean `device`/.test(tip), `warning said: ${tip}`);
-  await shot(page, 'error');
+  await shot(page, 'warning');
 });
 
 await test('a GROUP BY made in the builder is drawn as bars', async (page) => {
