@@ -4,16 +4,25 @@
 CARGO ?= cargo
 NEEDLE := target/release/needle
 
-.PHONY: demo test test-kafka build lint fmt bench clean
+.PHONY: demo test test-kafka build ui test-ui lint fmt bench clean
 
 build:
 	$(CARGO) build --release --bin needle
 
-demo: build
+# The web UI first: the binary embeds ui/dist when it is compiled.
+demo: ui build
 	bash scripts/demo.sh
 
 test:
 	bash scripts/test.sh
+
+ui:
+	bash scripts/ui.sh build
+
+# Only the web UI's tests (vitest, then chromium against target/debug/needle).
+test-ui: ui
+	$(CARGO) build --bin needle
+	bash scripts/ui.sh test
 
 # Only the tests against a real Kafka broker (scripts/kafka/broker.sh fetches Kafka's jars).
 test-kafka:

@@ -40,6 +40,7 @@ if ! start "$listen"; then
   start 127.0.0.1:0
 fi
 url=$(sed -n 's/^needle listening on //p' "$out")
+echo "Open $url/ in a browser: the web UI (query editor, builder, live charts, schema)"
 echo "needle is serving at $url"
 sed -n 's/^source: /reading: /p' "$out"
 cat <<EXAMPLES

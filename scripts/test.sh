@@ -5,11 +5,16 @@
 # then the Rust
 # workspace's (units, golden files, property tests, integration tests against the real binary,
 # and the Kafka tests against a real broker run from Apache Kafka's jars, also from Maven
-# Central).
+# Central), and the web UI's (vitest, and Playwright driving Debian's chromium against a real
+# needle serve).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
+
+# First, so every build below embeds the web UI.
+echo "== the web UI (ui/: npm ci, vite build)"
+bash scripts/ui.sh build
 
 echo "== fmt"
 cargo fmt --all -- --check
@@ -24,6 +29,8 @@ echo "== Apache Kafka's jars (scripts/kafka/broker.sh: a real broker for the Kaf
 bash scripts/kafka/broker.sh fetch
 echo "== tests"
 cargo test --workspace --locked
-echo "== the HTTP API against its OpenAPI document (scripts/api/conformance.sh: Schemathesis, every check, stateful links)"
 cargo build --locked --bin needle
+echo "== the HTTP API against its OpenAPI document (scripts/api/conformance.sh: Schemathesis, every check, stateful links)"
 NEEDLE=target/debug/needle bash scripts/api/conformance.sh
+echo "== the web UI in chromium (vitest, then Playwright against the needle binary built here)"
+UI_TEST_BIN="$PWD/target/debug/needle" bash scripts/ui.sh test

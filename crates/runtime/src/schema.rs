@@ -2,8 +2,9 @@
 //! often each appears (`GET /api/v1/schema`), so a user can write a query without reading raw
 //! records first.
 //!
-//! Workers decode one line in [`SAMPLE_EVERY`] whole just for this (they otherwise decode only
-//! the fields their queries read). Top-level fields and the
+//! Workers decode their first [`SAMPLE_FIRST`] lines, then one line in [`SAMPLE_EVERY`], whole
+//! just for this (they otherwise decode only the fields their queries read): the schema is known
+//! as soon as a stream starts, and costs nothing after. Top-level fields and the
 //! keys of top-level maps (`demographics.country`) are tracked, at most [`MAX_FIELDS`] names, so
 //! a stream with ever-new keys cannot grow this without bound.
 
@@ -13,6 +14,8 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 pub const SAMPLE_EVERY: u64 = 1024;
+/// Lines each worker samples one by one when it starts.
+pub const SAMPLE_FIRST: u64 = 16;
 pub const MAX_FIELDS: usize = 10_000;
 
 #[derive(Debug, Default)]

@@ -22,7 +22,7 @@ use crate::framing::{Batch, Receipt};
 use crate::joiner::JoinerMessage;
 use crate::metrics::Metrics;
 use crate::registry::{QuerySet, Snapshot};
-use crate::schema::{SchemaTracker, SAMPLE_EVERY};
+use crate::schema::{SchemaTracker, SAMPLE_EVERY, SAMPLE_FIRST};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use needle_engine::exec::Partial;
 use needle_engine::matching::{MatchWorker, Member};
@@ -89,7 +89,9 @@ impl Worker {
         for line in batch.lines() {
             records += 1;
             self.lines += 1;
-            if self.lines.is_multiple_of(SAMPLE_EVERY) {
+            // the first lines each, so the schema is there as soon as a stream starts; then
+            // one in SAMPLE_EVERY
+            if self.lines <= SAMPLE_FIRST || self.lines.is_multiple_of(SAMPLE_EVERY) {
                 if let Ok(record) = needle_record::decode_record(line) {
                     self.schema.observe(&record);
                 }

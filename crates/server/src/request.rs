@@ -97,12 +97,8 @@ impl<S: Send + Sync> FromRequestParts<S> for Owner {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        let token = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(|t| format!("token:{}", t.trim().chars().take(8).collect::<String>()));
+        let token = crate::auth::presented_token(&parts.headers, &parts.uri)
+            .map(|t| format!("token:{}", t.chars().take(8).collect::<String>()));
         let address = parts
             .extensions
             .get::<ConnectInfo<SocketAddr>>()

@@ -91,3 +91,41 @@ async fn cors_is_off_by_default_and_on_when_configured() {
     assert_eq!(r.unwrap().headers()["access-control-allow-origin"], "http://a.example");
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_page_and_its_assets_are_served_even_with_tokens() {
+    let mut config = NeedleConfig::default();
+    config.server.tokens = vec!["s3cret".into()];
+    let server = Server::start(config).await;
+    let client = reqwest::Client::new();
+
+    let r = client.get(server.url("/")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let ct = r.headers()[reqwest::header::CONTENT_TYPE].to_str().unwrap().to_owned();
+    assert!(ct.starts_with("text/html"), "content type {ct}");
+    let page = r.text().await.unwrap();
+    assert!(page.contains("<html"), "{page}");
+    assert_eq!(needle_server::routes::ui::embedded(), !page.contains("npm run build"));
+
+    // Every script and stylesheet the page names is served with its content type.
+    let assets: Vec<&str> =
+        page.split('"').filter(|s| s.starts_with("/assets/") && !s.contains(' ')).collect();
+    assert_eq!(needle_server::routes::ui::embedded(), !assets.is_empty(), "{page}");
+    for asset in assets {
+        let r = client.get(server.url(asset)).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{asset}");
+        let ct = r.headers()[reqwest::header::CONTENT_TYPE].to_str().unwrap().to_owned();
+        let expected = if asset.ends_with(".js") { "text/javascript" } else { "text/css" };
+        assert!(ct.starts_with(expected), "{asset}: {ct}");
+        assert!(!r.bytes().await.unwrap().is_empty());
+    }
+
+    let r = client.get(server.url("/assets/nope-123.js")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    assert_eq!(json(r).await["error"], "no such asset: /assets/nope-123.js");
+
+    // The API behind the page still wants the token.
+    let r = client.get(server.url("/api/v1/queries")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    server.shutdown().await;
+}

@@ -4,6 +4,7 @@ pub mod health;
 pub mod metrics;
 pub mod queries;
 pub mod schema;
+pub mod ui;
 pub mod validate;
 pub mod ws;
 
@@ -23,4 +24,6 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/validate", post(validate::validate))
         .route("/api/v1/schema", get(schema::schema))
         .route("/api/v1/ws", get(ws::websocket))
+        .route("/", get(ui::index))
+        .route("/assets/{*path}", get(ui::asset))
 }

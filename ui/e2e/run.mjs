@@ -1,0 +1,212 @@
+// End-to-end tests of the web UI: a real `needle serve` reading a generated stream on a free
+// loopback port, driven by Debian's chromium (headless) through playwright-core. Screenshots go
+// to e2e/out/ (git-ignored); with UI_DOC_IMAGES=1 they also refresh docs/img/.
+//
+// UI_TEST_BIN (not a NEEDLE_* name, which needle reads as config): the needle binary (default ../target/debug/needle); CHROMIUM: the browser.
+
+import { chromium } from 'playwright-core';
+import { spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+import { mkdirSync, copyFileSync, existsSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { gzipSync } from 'node:zlib';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = resolve(here, '../..');
+const bin = process.env.UI_TEST_BIN ?? resolve(root, 'target/debug/needle');
+const out = resolve(here, 'out');
+const docImages = process.env.UI_DOC_IMAGES === '1';
+mkdirSync(out, { recursive: true });
+
+const freePort = () =>
+  new Promise((ok) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => ok(port));
+    });
+  });
+
+const port = await freePort();
+const base = `http://127.0.0.1:${port}`;
+const server = spawn(bin, ['serve', '--source', 'gen:bullet?rate=500', '--listen', `127.0.0.1:${port}`, '--workers', '1'], {
+  stdio: ['ignore', 'ignore', 'pipe'],
+  // needle reads NEEDLE_* variables as configuration: give it none of the caller's.
+  env: Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('NEEDLE_'))),
+});
+let serverLog = '';
+server.stderr.on('data', (d) => (serverLog += d));
+const stop = () => server.kill('SIGTERM');
+process.on('exit', stop);
+
+for (let i = 0; ; i++) {
+  try {
+    if ((await fetch(`${base}/healthz`)).ok) break;
+  } catch {}
+  if (i > 100) throw new Error(`needle serve did not start:\n${serverLog}`);
+  await new Promise((r) => setTimeout(r, 100));
+}
+
+const browser = await chromium.launch({ executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium', headless: true, args: ['--no-sandbox'] });
+const context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+const results = [];
+let failed = 0;
+
+async function test(name, body) {
+  const page = await context.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  const t0 = Date.now();
+  try {
+    await body(page);
+    if (errors.length) throw new Error(`errors in the page: ${errors.join('; ')}`);
+    results.push(`ok   ${name} (${Date.now() - t0} ms)`);
+  } catch (e) {
+    failed++;
+    results.push(`FAIL ${name}: ${e.message.split('\n').slice(0, 6).join('\n')}`);
+    await page.screenshot({ path: resolve(out, `FAILED-${name.replace(/\W+/g, '-')}.png`) }).catch(() => {});
+  } finally {
+    await page.close();
+  }
+  console.log(results[results.length - 1]);
+}
+
+async function shot(page, name) {
+  const path = resolve(out, `${name}.png`);
+  await page.screenshot({ path });
+  if (docImages) {
+    mkdirSync(resolve(root, 'docs/img'), { recursive: true });
+    copyFileSync(path, resolve(root, 'docs/img', `ui-${name}.png`));
+  }
+}
+
+async function setQuery(page, text) {
+  await page.waitForSelector('body[data-ready="true"]');
+  await page.evaluate((t) => window.needle.set(t), text);
+}
+
+const expect = (cond, message) => {
+  if (!cond) throw new Error(message);
+};
+
+await test('budgets: JavaScript under 300 KB gzipped, interactive under 1 s', async (page) => {
+  const scripts = [];
+  page.on('response', async (r) => {
+    if (r.url().endsWith('.js')) scripts.push(r.body().then((b) => gzipSync(b).length));
+  });
+  const t0 = Date.now();
+  await page.goto(base + '/');
+  await page.waitForSelector('body[data-ready="true"] .cm-content');
+  const wall = Date.now() - t0;
+  const nav = await page.evaluate(() => {
+    const n = performance.getEntriesByType('navigation')[0];
+    return { interactive: n.domInteractive, ready: window.needleReady };
+  });
+  const gz = (await Promise.all(scripts)).reduce((a, b) => a + b, 0);
+  console.log(`     JavaScript ${(gz / 1024).toFixed(1)} KB gzipped; app ready at ${nav.ready.toFixed(0)} ms (DOM interactive ${nav.interactive.toFixed(0)} ms, wall ${wall} ms)`);
+  expect(gz > 0 && gz < 300 * 1024, `JavaScript is ${gz} bytes gzipped`);
+  expect(nav.ready < 1000, `ready after ${nav.ready} ms`);
+});
+
+await test('a query run from the editor fills the table', async (page) => {
+  await page.goto(base + '/');
+  await setQuery(page, "SELECT id, device, timespent FROM STREAM(20000, TIME) WHERE timespent > 10 LIMIT 30");
+  await page.click('.cm-content');
+  await page.keyboard.press('Control+Enter');
+  await page.waitForFunction(() => Number(document.querySelector('[data-testid=table]')?.dataset.rows) >= 30, null, { timeout: 20000 });
+  const cells = await page.locator('.vt-row').first().locator('.vt-td').allTextContents();
+  expect(cells.length === 3 && Number(cells[2]) > 10, `first row ${cells}`);
+  await page.waitForSelector('[data-testid=status]:has-text("Done")');
+  await page.click('.vt-th[data-col=timespent]');
+  await shot(page, 'query');
+});
+
+await test('an error is underlined with its line and column', async (page) => {
+  await page.goto(base + '/');
+  await setQuery(page, 'SELECT *\nFROM STREAM(1000, TIME)\nWHER devce = 1');
+  await page.waitForSelector('.cm-lintRange-error', { timeout: 5000 });
+  const text = await page.locator('[data-testid=error]').textContent();
+  expect(/line 3, column 1/.test(text) && /WHERE/.test(text), `error said: ${text}`);
+  const underlined = await page.locator('.cm-lintRange-error').first().textContent();
+  expect(underlined.startsWith('WHER'), `underlined ${underlined}`);
+  await shot(page, 'error');
+  await setQuery(page, 'SELECT devce FROM STREAM(1000, TIME)');
+  await page.waitForSelector('.cm-lintRange-warning', { timeout: 5000 });
+  await page.locator('.cm-lintRange-warning').first().hover();
+  const tip = await page.locator('.cm-tooltip-lint').textContent({ timeout: 3000 });
+  expect(/never seen.*did you mean `device`/.test(tip), `warning said: ${tip}`);
+  await shot(page, 'warning');
+});
+
+await test('a GROUP BY made in the builder is drawn as bars', async (page) => {
+  await page.goto(base + '/');
+  await page.click('[data-testid=builder-toggle]');
+  await page.selectOption('[data-testid=output-kind]', 'groupBy');
+  await page.fill('[data-testid=group-fields]', 'device');
+  await page.fill('[data-testid=duration]', '3');
+  const text = await page.evaluate(() => window.needle.get());
+  expect(text.includes('GROUP BY device') && text.includes('COUNT(*) AS count'), `builder wrote ${text}`);
+  await page.click('[data-testid=run]');
+  await page.click('[role=tab][data-tab=chart]');
+  await page.waitForFunction(() => document.querySelector('[data-testid=chart]')?.dataset.shape === 'bars', null, { timeout: 15000 });
+  await page.waitForSelector('[data-testid=status]:has-text("Done")', { timeout: 15000 });
+  await shot(page, 'builder-bars');
+});
+
+await test("a windowed query's chart updates with each window", async (page) => {
+  await page.goto(base + '/');
+  await setQuery(page, 'SELECT COUNT(*) AS events, AVG(timespent) AS mean_time FROM STREAM(6000, TIME) WINDOWING TUMBLING(1000, TIME)');
+  await page.click('[role=tab][data-tab=chart]');
+  await page.click('[data-testid=run]');
+  await page.waitForFunction(() => Number(document.querySelector('[data-testid=chart]')?.dataset.updates) >= 3, null, { timeout: 15000 });
+  expect((await page.getAttribute('[data-testid=chart]', 'data-shape')) === 'lines', 'lines over windows');
+  await shot(page, 'windowed-chart');
+});
+
+await test('a query is killed from the queries page', async (page) => {
+  await page.goto(base + '/');
+  await setQuery(page, 'SELECT COUNT(*) FROM STREAM(120000, TIME) WINDOWING TUMBLING(1000, TIME)');
+  await page.click('[data-testid=run]');
+  await page.waitForSelector('[data-testid=status]:has-text("Running")');
+  const other = await context.newPage();
+  await other.goto(base + '/#/queries');
+  const kill = other.locator('[data-kill]').first();
+  await kill.waitFor({ timeout: 10000 });
+  await other.waitForTimeout(300);
+  await shot(other, 'queries');
+  await kill.click();
+  await other.waitForSelector('text=Nothing running.', { timeout: 10000 });
+  await other.close();
+  await page.waitForSelector('[data-testid=status]:has-text("Done")', { timeout: 10000 });
+});
+
+await test('a shared link reopens the query', async (page) => {
+  const query = "SELECT device, COUNT(*) AS n FROM STREAM(2000, TIME) WHERE browser_name = 'chrome' GROUP BY device";
+  await page.goto(`${base}/#/query?q=${encodeURIComponent(query)}`);
+  await page.waitForSelector('.cm-content');
+  const text = await page.evaluate(() => window.needle.get());
+  expect(text === query, `opened ${text}`);
+});
+
+await test('saved queries survive a reload', async (page) => {
+  await page.goto(base + '/');
+  await setQuery(page, 'SELECT * FROM STREAM(1000, TIME) LIMIT 1');
+  page.once('dialog', (d) => d.accept('my saved query'));
+  await page.click('[data-testid=save]');
+  await page.goto(base + '/#/queries');
+  await page.reload();
+  await page.waitForSelector('[data-saved="my saved query"]');
+});
+
+await test('the schema page lists fields, types and nested keys', async (page) => {
+  await page.goto(base + '/#/schema');
+  await page.waitForSelector('tr.nested', { timeout: 10000 });
+  const text = await page.locator('[data-testid=schema]').textContent();
+  expect(text.includes('device') && text.includes('STRING'), 'device STRING');
+  await shot(page, 'schema');
+});
+
+await browser.close();
+stop();
+console.log(`\n${results.length - failed} passed, ${failed} failed; screenshots in ${out}`);
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,288 @@
+// Results: a virtualized sortable table, the chart chosen by the result's shape (uPlot), and
+// downloads (JSON, CSV, flattened CSV).
+
+import uPlot from 'uplot';
+import type { Emission } from './api';
+
+export type Row = Record<string, unknown>;
+
+export function cell(v: unknown): string {
+  if (v === null || v === undefined) return '';
+  if (typeof v === 'object') return JSON.stringify(v);
+  return String(v);
+}
+
+/** Columns of rows: keys in order of first appearance (looking at up to 1000 rows). */
+export function columns(rows: Row[]): string[] {
+  const seen = new Set<string>();
+  for (const r of rows.slice(0, 1000)) for (const k of Object.keys(r)) seen.add(k);
+  return [...seen];
+}
+
+/** A table that renders only the rows in view, so 100,000 rows scroll smoothly. */
+export class VirtualTable {
+  private rows: Row[] = [];
+  private cols: string[] = [];
+  private sortBy: string | null = null;
+  private desc = false;
+  private readonly rowHeight = 26;
+  private head: HTMLElement;
+  private viewport: HTMLElement;
+  private spacer: HTMLElement;
+  private body: HTMLElement;
+  private frame = 0;
+
+  constructor(private root: HTMLElement) {
+    root.classList.add('vtable');
+    root.innerHTML = '<div class="vt-head"></div><div class="vt-viewport"><div class="vt-spacer"></div><div class="vt-body"></div></div>';
+    this.head = root.querySelector('.vt-head')!;
+    this.viewport = root.querySelector('.vt-viewport')!;
+    this.spacer = root.querySelector('.vt-spacer')!;
+    this.body = root.querySelector('.vt-body')!;
+    this.viewport.addEventListener('scroll', () => this.schedule(), { passive: true });
+    this.head.addEventListener('click', (e) => {
+      const col = (e.target as HTMLElement).closest<HTMLElement>('[data-col]')?.dataset.col;
+      if (!col) return;
+      this.desc = this.sortBy === col ? !this.desc : false;
+      this.sortBy = col;
+      this.applySort();
+      this.renderHead();
+      this.schedule();
+    });
+  }
+
+  set(rows: Row[]): void {
+    this.rows = rows.slice();
+    const cols = columns(rows);
+    if (cols.join('\u0000') !== this.cols.join('\u0000')) {
+      this.cols = cols;
+      this.renderHead();
+    }
+    if (this.sortBy) this.applySort();
+    this.spacer.style.height = `${this.rows.length * this.rowHeight}px`;
+    this.root.dataset.rows = String(this.rows.length);
+    this.schedule();
+  }
+
+  private applySort(): void {
+    const c = this.sortBy!;
+    const dir = this.desc ? -1 : 1;
+    this.rows.sort((a, b) => {
+      const x = a[c];
+      const y = b[c];
+      if (x === y) return 0;
+      if (x === undefined || x === null) return 1;
+      if (y === undefined || y === null) return -1;
+      if (typeof x === 'number' && typeof y === 'number') return (x - y) * dir;
+      return cell(x).localeCompare(cell(y)) * dir;
+    });
+  }
+
+  private template(): string {
+    return this.cols.map(() => 'minmax(8em, 1fr)').join(' ');
+  }
+
+  private renderHead(): void {
+    this.head.style.gridTemplateColumns = this.template();
+    this.head.innerHTML = '';
+    for (const c of this.cols) {
+      const th = document.createElement('div');
+      th.className = 'vt-th';
+      th.dataset.col = c;
+      th.setAttribute('role', 'columnheader');
+      th.textContent = c + (this.sortBy === c ? (this.desc ? ' ▼' : ' ▲') : '');
+      th.title = `sort by ${c}`;
+      this.head.appendChild(th);
+    }
+  }
+
+  private schedule(): void {
+    if (this.frame) return;
+    this.frame = requestAnimationFrame(() => {
+      this.frame = 0;
+      this.render();
+    });
+  }
+
+  private render(): void {
+    const top = this.viewport.scrollTop;
+    const height = this.viewport.clientHeight || 400;
+    const first = Math.max(0, Math.floor(top / this.rowHeight) - 5);
+    const last = Math.min(this.rows.length, Math.ceil((top + height) / this.rowHeight) + 5);
+    const template = this.template();
+    const frag = document.createDocumentFragment();
+    for (let i = first; i < last; i++) {
+      const r = document.createElement('div');
+      r.className = 'vt-row';
+      r.style.transform = `translateY(${i * this.rowHeight}px)`;
+      r.style.gridTemplateColumns = template;
+      for (const c of this.cols) {
+        const d = document.createElement('div');
+        d.className = 'vt-td';
+        const text = cell(this.rows[i][c]);
+        d.textContent = text;
+        if (text.length > 30) d.title = text;
+        r.appendChild(d);
+      }
+      frag.appendChild(r);
+    }
+    this.body.replaceChildren(frag);
+  }
+}
+
+export type Shape = 'none' | 'lines' | 'bars' | 'curve';
+
+const NUMERIC = (v: unknown) => typeof v === 'number' && Number.isFinite(v);
+
+/** Which chart fits a result: lines over windows for windowed aggregates, bars for groups and
+ * TOP K, a curve for distributions. */
+export function shapeOf(emissions: Emission[], windowed: boolean): Shape {
+  const last = emissions[emissions.length - 1];
+  if (!last || last.records.length === 0) return 'none';
+  const keys = Object.keys(last.records[0]);
+  if (keys.includes('Quantile') || keys.includes('Range')) return 'curve';
+  const numeric = keys.filter((k) => NUMERIC(last.records[0][k]));
+  if (numeric.length === 0) return 'none';
+  if (windowed && last.records.length <= 12) return 'lines';
+  if (keys.length > numeric.length && last.records.length <= 200) return 'bars';
+  if (windowed) return 'lines';
+  return 'none';
+}
+
+const COLORS = ['#2563eb', '#dc2626', '#16a34a', '#d97706', '#7c3aed', '#0891b2', '#db2777', '#65a30d', '#475569', '#ea580c', '#4f46e5', '#059669'];
+
+/** The chart of a running query; `update` redraws with every emission. */
+export class Chart {
+  private plot: uPlot | null = null;
+  private key = '';
+  updates = 0;
+  constructor(private root: HTMLElement) {}
+
+  clear(): void {
+    this.plot?.destroy();
+    this.plot = null;
+    this.key = '';
+    this.updates = 0;
+    this.root.innerHTML = '<p class="muted">No chart yet: aggregates are drawn as they arrive.</p>';
+    this.root.dataset.updates = '0';
+    delete this.root.dataset.shape;
+  }
+
+  update(emissions: Emission[], windowed: boolean): void {
+    const shape = shapeOf(emissions, windowed);
+    if (shape === 'none') return;
+    const { data, series, labels } = this.build(shape, emissions);
+    if (data[0].length === 0) return;
+    const key = shape + '|' + series.map((s) => s.label).join('|');
+    const width = Math.max(320, this.root.clientWidth || 720);
+    if (!this.plot || key !== this.key) {
+      this.plot?.destroy();
+      this.root.innerHTML = '';
+      this.key = key;
+      const opts: uPlot.Options = {
+        width,
+        height: 320,
+        series: [{ label: shape === 'lines' ? 'window' : shape === 'bars' ? 'group' : 'x' }, ...series],
+        // Bars sit on whole numbers: half a step of room on each side keeps the end ones whole.
+        scales: { x: shape === 'bars' ? { time: false, range: (_u: uPlot, min: number, max: number) => [min - 0.5, max + 0.5] } : { time: false } },
+        axes: [
+          {
+            values:
+              shape === 'bars' ? (_u: uPlot, ticks: number[]) => ticks.map((t) => (Number.isInteger(t) ? labels[t] ?? '' : '')) : undefined,
+            rotate: 0,
+          } as uPlot.Axis,
+          {},
+        ],
+        legend: { show: true },
+      };
+      this.plot = new uPlot(opts, data as uPlot.AlignedData, this.root);
+    } else {
+      this.plot.setData(data as uPlot.AlignedData);
+    }
+    this.updates++;
+    this.root.dataset.updates = String(this.updates);
+    this.root.dataset.shape = shape;
+  }
+
+  private build(shape: Shape, emissions: Emission[]): { data: (number | null)[][]; series: uPlot.Series[]; labels: string[] } {
+    const last = emissions[emissions.length - 1];
+    const first = last.records[0];
+    const keys = Object.keys(first);
+    const numeric = keys.filter((k) => NUMERIC(first[k]));
+    const label = (r: Row) => keys.filter((k) => !numeric.includes(k)).map((k) => cell(r[k])).join(' / ') || '(all)';
+    if (shape === 'bars') {
+      const rows = last.records;
+      const x = rows.map((_, i) => i);
+      const bars = uPlot.paths.bars!({ size: [0.6, 60] });
+      const series = numeric.slice(0, 4).map((k, i) => ({ label: k, stroke: COLORS[i], fill: COLORS[i] + '99', paths: bars, points: { show: false } }));
+      return { data: [x, ...numeric.slice(0, 4).map((k) => rows.map((r) => (NUMERIC(r[k]) ? (r[k] as number) : null)))], series, labels: rows.map(label) };
+    }
+    if (shape === 'curve') {
+      const rows = last.records;
+      const xKey = keys.includes('Quantile') ? 'Quantile' : null;
+      const yKeys = xKey ? ['Value'] : ['Probability', 'Count'].filter((k) => keys.includes(k)).slice(0, 1);
+      const x = rows.map((r, i) => (xKey ? (r[xKey] as number) : i));
+      const series = yKeys.map((k, i) => ({ label: k, stroke: COLORS[i], width: 2 }));
+      const labels = rows.map((r) => cell(r['Range']));
+      return { data: [x, ...yKeys.map((k) => rows.map((r) => (NUMERIC(r[k]) ? (r[k] as number) : null)))], series, labels };
+    }
+    // lines: one point per window; a series per (group, metric), up to 12.
+    const names: string[] = [];
+    const points: Map<string, (number | null)[]> = new Map();
+    emissions.forEach((e, w) => {
+      for (const r of e.records) {
+        for (const k of numeric) {
+          const name = e.records.length > 1 || keys.length > numeric.length ? `${label(r)} ${k}` : k;
+          if (!points.has(name)) {
+            if (points.size >= 12) continue;
+            points.set(name, new Array(emissions.length).fill(null));
+            names.push(name);
+          }
+          const arr = points.get(name)!;
+          while (arr.length < emissions.length) arr.push(null);
+          arr[w] = NUMERIC(r[k]) ? (r[k] as number) : null;
+        }
+      }
+    });
+    const x = emissions.map((e, i) => {
+      const n = (e.meta?.['Window'] as Record<string, unknown> | undefined)?.['Number'];
+      return typeof n === 'number' ? n : i + 1;
+    });
+    return {
+      data: [x, ...names.map((n) => points.get(n)!)],
+      series: names.map((n, i) => ({ label: n, stroke: COLORS[i % COLORS.length], width: 2 })),
+      labels: [],
+    };
+  }
+}
+
+/** A CSV of rows; nested values as JSON, or flattened into `a.b` columns. */
+export function toCsv(rows: Row[], flatten: boolean): string {
+  const flat = flatten ? rows.map((r) => flattenRow(r)) : rows;
+  const cols = columns(flat);
+  const esc = (s: string) => (/[",\n\r]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s);
+  const lines = [cols.map(esc).join(',')];
+  for (const r of flat) lines.push(cols.map((c) => esc(cell(r[c]))).join(','));
+  return lines.join('\n') + '\n';
+}
+
+export function flattenRow(r: Row, prefix = '', out: Row = {}): Row {
+  for (const [k, v] of Object.entries(r)) {
+    const key = prefix ? `${prefix}.${k}` : k;
+    if (v && typeof v === 'object' && !Array.isArray(v)) flattenRow(v as Row, key, out);
+    else if (Array.isArray(v)) v.forEach((item, i) => (item && typeof item === 'object' ? flattenRow(item as Row, `${key}.${i}`, out) : (out[`${key}.${i}`] = item)));
+    else out[key] = v;
+  }
+  return out;
+}
+
+export function download(name: string, text: string, type: string): void {
+  const url = URL.createObjectURL(new Blob([text], { type }));
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = name;
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 1000);
+}
