@@ -494,11 +494,12 @@ impl Runtime {
             return Err(SubmitError::Engine("history is off".into()));
         };
         let store = history.tap.store();
-        let plan_read = |compiled: &CompiledQuery| {
-            let explodes = !plan.stage.explode.is_empty();
-            let filter = plan.stage.filter.as_ref();
-            Replay::plan(store, compiled, filter, explodes, past.from_ms, past.to_ms)
-                .map_err(|e| SubmitError::Unavailable(format!("history could not be read: {e}")))
+        let plan_read = |compiled: &CompiledQuery| match Replay::of_plan(store, plan, compiled) {
+            Some(Ok(replay)) => Ok(replay),
+            Some(Err(e)) => {
+                Err(SubmitError::Unavailable(format!("history could not be read: {e}")))
+            }
+            None => Err(SubmitError::Engine("the query reads no history".into())),
         };
         let mut replay = plan_read(&compiled)?;
         let read = PastRead {
@@ -604,17 +605,6 @@ impl Runtime {
         };
         let id: Arc<str> = id.into();
         let store = history.tap.store();
-        let plan_read = || {
-            let explodes = !plan.stage.explode.is_empty();
-            Replay::plan(
-                store,
-                &query,
-                plan.stage.filter.as_ref(),
-                explodes,
-                past.from_ms,
-                past.to_ms,
-            )
-        };
         {
             let _admission = self.admission.lock().unwrap_or_else(|e| e.into_inner());
             self.queries.remove(&id);
@@ -638,8 +628,9 @@ impl Runtime {
                 history.tap.seam(move || queries.add_many(live));
             }
         }
-        let replay = match plan_read() {
-            Ok(replay) => Some(replay),
+        // (the plan has a range: this is only called for plans that read history)
+        let replay = match Replay::of_plan(store, plan, &query).transpose() {
+            Ok(replay) => replay,
             Err(error) => {
                 eprintln!("needle: query {id}: history could not be read: {error}");
                 None
