@@ -76,7 +76,7 @@ impl Kind {
         })
     }
 
-    fn data_type(self) -> DataType {
+    pub(crate) fn data_type(self) -> DataType {
         match self {
             Kind::Bool => DataType::Boolean,
             Kind::Int => DataType::Int32,
@@ -86,6 +86,36 @@ impl Kind {
             Kind::Text | Kind::Json => DataType::Utf8,
         }
     }
+}
+
+/// The kind of a part's field column of type `data_type` (`json`: named in
+/// [`META_JSON_COLUMNS`]); `None` for a type needle does not write.
+pub(crate) fn kind_of_column(data_type: &DataType, json: bool) -> Option<Kind> {
+    Some(match data_type {
+        DataType::Boolean => Kind::Bool,
+        DataType::Int32 => Kind::Int,
+        DataType::Int64 => Kind::Long,
+        DataType::Float32 => Kind::Float,
+        DataType::Float64 => Kind::Double,
+        DataType::Utf8 if json => Kind::Json,
+        DataType::Utf8 => Kind::Text,
+        _ => return None,
+    })
+}
+
+/// A column of `kind` as a JSON column holding the same values (each as its JSON text, nulls
+/// as nulls): what a merge writes when its inputs stored a field with different kinds.
+pub(crate) fn as_json_column(array: &dyn Array, kind: Kind) -> Result<ArrayRef, ArrowError> {
+    let column = Column::of(array, kind)
+        .ok_or_else(|| ArrowError::InvalidArgumentError(format!("not a {kind:?} column")))?;
+    let mut builder = StringBuilder::with_capacity(array.len(), array.len() * 8);
+    for row in 0..array.len() {
+        match column.value(row) {
+            Value::Null => builder.append_null(),
+            value => builder.append_value(value.to_json()),
+        }
+    }
+    Ok(Arc::new(builder.finish()))
 }
 
 /// The column a field is stored in.
@@ -98,7 +128,7 @@ pub(crate) fn column_name(field: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// The field a (non-reserved or escaped) column holds.
-fn field_name(column: &str) -> &str {
+pub(crate) fn field_name(column: &str) -> &str {
     column.strip_prefix(ESCAPE).unwrap_or(column)
 }
 
@@ -288,7 +318,20 @@ enum Column<'a> {
     Json(&'a StringArray),
 }
 
-impl Column<'_> {
+impl<'a> Column<'a> {
+    fn of(array: &'a dyn Array, kind: Kind) -> Option<Self> {
+        let array = array.as_any();
+        match kind {
+            Kind::Bool => array.downcast_ref().map(Column::Bool),
+            Kind::Int => array.downcast_ref().map(Column::Int),
+            Kind::Long => array.downcast_ref().map(Column::Long),
+            Kind::Float => array.downcast_ref().map(Column::Float),
+            Kind::Double => array.downcast_ref().map(Column::Double),
+            Kind::Text => array.downcast_ref().map(Column::Text),
+            Kind::Json => array.downcast_ref().map(Column::Json),
+        }
+    }
+
     /// Puts row `row`'s value in `slot`, reusing a string's buffer where it can.
     fn fill(&self, row: usize, slot: &mut Value) {
         if let (Column::Text(a), Value::String(s)) = (self, &mut *slot) {
@@ -369,18 +412,9 @@ pub(crate) fn visit(
         if name == TIME_COLUMN || name == LAYOUT_COLUMN {
             continue;
         }
-        let array = batch.column(i).as_any();
         let json = json_columns.iter().any(|c| c == name);
-        let column = match field.data_type() {
-            DataType::Boolean => array.downcast_ref().map(Column::Bool),
-            DataType::Int32 => array.downcast_ref().map(Column::Int),
-            DataType::Int64 => array.downcast_ref().map(Column::Long),
-            DataType::Float32 => array.downcast_ref().map(Column::Float),
-            DataType::Float64 => array.downcast_ref().map(Column::Double),
-            DataType::Utf8 if json => array.downcast_ref().map(Column::Json),
-            DataType::Utf8 => array.downcast_ref().map(Column::Text),
-            _ => None,
-        };
+        let column = kind_of_column(field.data_type(), json)
+            .and_then(|kind| Column::of(batch.column(i).as_ref(), kind));
         if let Some(column) = column {
             columns.insert(field_name(name), column);
         }

@@ -16,6 +16,7 @@
 pub mod columns;
 pub mod config;
 pub mod error;
+mod merge;
 pub mod part;
 pub mod prune;
 pub mod store;

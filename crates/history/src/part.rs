@@ -19,6 +19,7 @@ use crate::columns::{
 };
 use crate::config::StoreConfig;
 use crate::HistoryError;
+use arrow_array::RecordBatch;
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
 };
@@ -87,78 +88,159 @@ pub(crate) fn write(
     config: &StoreConfig,
     header: &PartHeader,
 ) -> Result<Part, HistoryError> {
-    let name = file_name(header.sequence, header.level);
-    let path = dir.join(&name);
-    let temporary = dir.join(format!(".tmp-{name}"));
+    let path = dir.join(file_name(header.sequence, header.level));
     let encoded = columns::encode(rows).map_err(|e| HistoryError::parquet(&path, e))?;
-    let block_rows = config.block_rows.max(1);
-    let mut metadata = vec![
-        KeyValue::new(META_LAYOUTS.into(), json(&encoded.layouts)),
-        KeyValue::new(META_JSON_COLUMNS.into(), json(&encoded.json_columns)),
-        KeyValue::new(META_BLOCK_SUMS.into(), block_sums(&encoded.batch, block_rows)),
-        KeyValue::new(META_LEVEL.into(), header.level.to_string()),
-        KeyValue::new(META_SEQUENCE.into(), header.sequence.to_string()),
-        KeyValue::new(META_REPLACES.into(), json(&header.replaces)),
-    ];
-    if let Some(position) = &header.position {
-        metadata.push(KeyValue::new(META_POSITION.into(), position.clone()));
+    let mut writer = PartWriter::create(
+        dir,
+        config,
+        header,
+        encoded.batch.schema(),
+        &encoded.kinds,
+        &encoded.layouts,
+        &encoded.json_columns,
+    )?;
+    let block_rows = writer.block_rows;
+    let mut offset = 0;
+    while offset < encoded.batch.num_rows() {
+        let length = block_rows.min(encoded.batch.num_rows() - offset);
+        writer.write_block(&encoded.batch.slice(offset, length))?;
+        offset += length;
     }
-    let mut props = WriterProperties::builder()
-        .set_writer_version(WriterVersion::PARQUET_2_0)
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).unwrap_or_default()))
-        .set_statistics_enabled(EnabledStatistics::Page)
-        .set_max_row_group_row_count(Some(block_rows))
-        .set_key_value_metadata(Some(metadata));
-    let delta_columns = std::iter::once(TIME_COLUMN.to_owned()).chain(
-        config
-            .time_field
-            .iter()
-            .filter(|f| encoded.kinds.iter().any(|(n, k)| n == *f && *k == Kind::Long))
-            .map(|f| columns::column_name(f).into_owned()),
-    );
-    for column in delta_columns {
-        let column = ColumnPath::from(column.as_str());
-        props = props
-            .set_column_dictionary_enabled(column.clone(), false)
-            .set_column_encoding(column, Encoding::DELTA_BINARY_PACKED);
-    }
-    for field in &config.bloom_fields {
-        if encoded.kinds.iter().any(|(n, k)| n == field && *k != Kind::Json) {
-            let column = ColumnPath::from(columns::column_name(field).as_ref());
+    writer.finish()
+}
+
+/// A part being written block by block: to a temporary name, made durable and renamed into
+/// place by [`PartWriter::finish`]; dropped unfinished, it removes its temporary file.
+pub(crate) struct PartWriter {
+    dir: PathBuf,
+    path: PathBuf,
+    temporary: PathBuf,
+    writer: Option<ArrowWriter<File>>,
+    /// Rows in a block: [`PartWriter::write_block`] takes at most this many.
+    pub block_rows: usize,
+    /// Per numeric field column (in schema order), each block's count and sum.
+    sums: Vec<(String, Vec<(u64, f64)>)>,
+}
+
+impl PartWriter {
+    /// Starts the part `header` names in `dir`, whose columns are `schema` (the time, the
+    /// layout, then the field columns of `kinds`), with the records' `layouts` and
+    /// `json_columns` in its metadata.
+    pub(crate) fn create(
+        dir: &Path,
+        config: &StoreConfig,
+        header: &PartHeader,
+        schema: arrow_schema::SchemaRef,
+        kinds: &[(String, Kind)],
+        layouts: &[Vec<String>],
+        json_columns: &[String],
+    ) -> Result<Self, HistoryError> {
+        let name = file_name(header.sequence, header.level);
+        let path = dir.join(&name);
+        let temporary = dir.join(format!(".tmp-{name}"));
+        let mut metadata = vec![
+            KeyValue::new(META_LAYOUTS.into(), json(&layouts)),
+            KeyValue::new(META_JSON_COLUMNS.into(), json(&json_columns)),
+            KeyValue::new(META_LEVEL.into(), header.level.to_string()),
+            KeyValue::new(META_SEQUENCE.into(), header.sequence.to_string()),
+            KeyValue::new(META_REPLACES.into(), json(&header.replaces)),
+        ];
+        if let Some(position) = &header.position {
+            metadata.push(KeyValue::new(META_POSITION.into(), position.clone()));
+        }
+        let block_rows = config.block_rows.max(1);
+        let mut props = WriterProperties::builder()
+            .set_writer_version(WriterVersion::PARQUET_2_0)
+            .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).unwrap_or_default()))
+            .set_statistics_enabled(EnabledStatistics::Page)
+            .set_max_row_group_row_count(Some(block_rows))
+            .set_key_value_metadata(Some(metadata));
+        let delta_columns = std::iter::once(TIME_COLUMN.to_owned()).chain(
+            config
+                .time_field
+                .iter()
+                .filter(|f| kinds.iter().any(|(n, k)| n == *f && *k == Kind::Long))
+                .map(|f| columns::column_name(f).into_owned()),
+        );
+        for column in delta_columns {
+            let column = ColumnPath::from(column.as_str());
             props = props
-                .set_column_bloom_filter_enabled(column.clone(), true)
-                .set_column_bloom_filter_fpp(column, 0.01);
+                .set_column_dictionary_enabled(column.clone(), false)
+                .set_column_encoding(column, Encoding::DELTA_BINARY_PACKED);
+        }
+        for field in &config.bloom_fields {
+            if kinds.iter().any(|(n, k)| n == field && *k != Kind::Json) {
+                let column = ColumnPath::from(columns::column_name(field).as_ref());
+                props = props
+                    .set_column_bloom_filter_enabled(column.clone(), true)
+                    .set_column_bloom_filter_fpp(column, 0.01);
+            }
+        }
+        let file = File::create(&temporary).map_err(|e| HistoryError::io(&temporary, e))?;
+        let writer = match ArrowWriter::try_new(file, schema.clone(), Some(props.build())) {
+            Ok(writer) => writer,
+            Err(e) => {
+                let _ = std::fs::remove_file(&temporary);
+                return Err(HistoryError::parquet(&path, e));
+            }
+        };
+        let sums = schema
+            .fields()
+            .iter()
+            .filter(|f| f.name() != TIME_COLUMN && f.name() != LAYOUT_COLUMN)
+            .filter(|f| f.data_type().is_numeric())
+            .map(|f| (f.name().clone(), Vec::new()))
+            .collect();
+        Ok(Self { dir: dir.to_owned(), path, temporary, writer: Some(writer), block_rows, sums })
+    }
+
+    /// Writes `batch` (at most `block_rows` rows, of the part's schema) as one block.
+    pub(crate) fn write_block(&mut self, batch: &RecordBatch) -> Result<(), HistoryError> {
+        let Some(writer) = self.writer.as_mut() else {
+            return Err(HistoryError::parquet(&self.path, "the part is already finished"));
+        };
+        // one row group per block, exactly
+        writer
+            .write(batch)
+            .and_then(|()| writer.flush())
+            .map_err(|e| HistoryError::parquet(&self.path, e))?;
+        for (name, blocks) in &mut self.sums {
+            if let Some(column) = batch.column_by_name(name) {
+                blocks.push(count_and_sum(column.as_ref()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes the file, makes it durable and renames it into place; returns the part, read
+    /// back from its own metadata.
+    pub(crate) fn finish(mut self) -> Result<Part, HistoryError> {
+        let Some(mut writer) = self.writer.take() else {
+            return Err(HistoryError::parquet(&self.path, "the part is already finished"));
+        };
+        let sums: serde_json::Map<String, serde_json::Value> = std::mem::take(&mut self.sums)
+            .into_iter()
+            .map(|(name, blocks)| (name, serde_json::json!(blocks)))
+            .collect();
+        writer.append_key_value_metadata(KeyValue::new(META_BLOCK_SUMS.into(), json(&sums)));
+        let mut file = writer.into_inner().map_err(|e| HistoryError::parquet(&self.path, e))?;
+        file.flush()
+            .and_then(|()| file.sync_all())
+            .map_err(|e| HistoryError::io(&self.temporary, e))?;
+        drop(file);
+        std::fs::rename(&self.temporary, &self.path)
+            .map_err(|e| HistoryError::io(&self.path, e))?;
+        sync_dir(&self.dir)?;
+        Part::open(&self.path)
+    }
+}
+
+impl Drop for PartWriter {
+    fn drop(&mut self) {
+        if self.writer.is_some() || self.temporary.exists() {
+            let _ = std::fs::remove_file(&self.temporary);
         }
     }
-    let file = File::create(&temporary).map_err(|e| HistoryError::io(&temporary, e))?;
-    let result = (|| -> Result<File, parquet::errors::ParquetError> {
-        let mut writer = ArrowWriter::try_new(file, encoded.batch.schema(), Some(props.build()))?;
-        let mut offset = 0;
-        while offset < encoded.batch.num_rows() {
-            let length = block_rows.min(encoded.batch.num_rows() - offset);
-            writer.write(&encoded.batch.slice(offset, length))?;
-            // one row group per block, exactly
-            writer.flush()?;
-            offset += length;
-        }
-        writer.into_inner()
-    })();
-    let mut file = match result {
-        Ok(file) => file,
-        Err(e) => {
-            let _ = std::fs::remove_file(&temporary);
-            return Err(HistoryError::parquet(&path, e));
-        }
-    };
-    let synced = file.flush().and_then(|()| file.sync_all());
-    if let Err(e) = synced {
-        let _ = std::fs::remove_file(&temporary);
-        return Err(HistoryError::io(&temporary, e));
-    }
-    drop(file);
-    std::fs::rename(&temporary, &path).map_err(|e| HistoryError::io(&path, e))?;
-    sync_dir(dir)?;
-    Part::open(&path)
 }
 
 /// fsyncs a directory, so a rename or removal in it is durable.
@@ -170,47 +252,24 @@ fn json<T: serde::Serialize>(value: &T) -> Option<String> {
     serde_json::to_string(value).ok()
 }
 
-/// Each block's count and sum of every numeric field column, from the built columns.
-fn block_sums(batch: &arrow_array::RecordBatch, block_rows: usize) -> Option<String> {
+/// A block's count of non-null values and their sum, of a numeric column.
+fn count_and_sum(column: &dyn arrow_array::Array) -> (u64, f64) {
     use arrow_array::cast::AsArray;
     use arrow_array::types::{Float32Type, Float64Type, Int32Type, Int64Type};
-    use arrow_array::Array;
     use arrow_schema::DataType;
-    let mut sums: serde_json::Map<String, serde_json::Value> = serde_json::Map::new();
-    let schema = batch.schema();
-    for (i, field) in schema.fields().iter().enumerate() {
-        let name = field.name();
-        if name == TIME_COLUMN || name == LAYOUT_COLUMN {
-            continue;
+    let count = (column.len() - column.null_count()) as u64;
+    let sum: f64 = match column.data_type() {
+        DataType::Int32 => column.as_primitive::<Int32Type>().iter().flatten().map(f64::from).sum(),
+        DataType::Int64 => {
+            column.as_primitive::<Int64Type>().iter().flatten().map(|v| v as f64).sum()
         }
-        let column = batch.column(i);
-        let mut blocks = Vec::new();
-        let mut offset = 0;
-        while offset < batch.num_rows() {
-            let length = block_rows.min(batch.num_rows() - offset);
-            let slice = column.slice(offset, length);
-            let count = (slice.len() - slice.null_count()) as u64;
-            let sum: f64 = match field.data_type() {
-                DataType::Int32 => {
-                    slice.as_primitive::<Int32Type>().iter().flatten().map(f64::from).sum()
-                }
-                DataType::Int64 => {
-                    slice.as_primitive::<Int64Type>().iter().flatten().map(|v| v as f64).sum()
-                }
-                DataType::Float32 => {
-                    slice.as_primitive::<Float32Type>().iter().flatten().map(f64::from).sum()
-                }
-                DataType::Float64 => slice.as_primitive::<Float64Type>().iter().flatten().sum(),
-                _ => break,
-            };
-            blocks.push(serde_json::json!([count, sum]));
-            offset += length;
+        DataType::Float32 => {
+            column.as_primitive::<Float32Type>().iter().flatten().map(f64::from).sum()
         }
-        if !blocks.is_empty() {
-            sums.insert(name.clone(), serde_json::Value::Array(blocks));
-        }
-    }
-    json(&sums)
+        DataType::Float64 => column.as_primitive::<Float64Type>().iter().flatten().sum(),
+        _ => 0.0,
+    };
+    (count, sum)
 }
 
 /// A part on disk, with its footer read once.

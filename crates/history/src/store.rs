@@ -38,8 +38,10 @@ use std::time::{Duration, Instant};
 
 /// Parts of one level a merge combines.
 pub const MERGE_FANIN: usize = 4;
-/// A merge never reads more records than this at once: it holds them in memory (larger
-/// partitions keep more parts).
+/// Parts one merge of [`Store::compact`] combines (each input holds a batch in memory).
+pub const COMPACT_FANIN: usize = 64;
+/// A merge that cannot stream (a sort field holding values of mixed types) never reads more
+/// records than this at once: it holds them in memory (larger partitions keep more parts).
 pub const MERGE_MAX_RECORDS: u64 = 2_000_000;
 
 /// What the store has done, for metrics.
@@ -617,6 +619,35 @@ impl Store {
         Ok(report)
     }
 
+    /// Merges each partition's parts into one (a loaded store reads fastest and is smallest
+    /// so): up to [`COMPACT_FANIN`] parts a merge, again until one is left. Partitions whose
+    /// parts cannot be merged block by block get [`Store::maintain`]'s merges instead.
+    pub fn compact(&self) -> Result<MaintainReport, HistoryError> {
+        if self.inner.read_only {
+            return Err(HistoryError::ReadOnly);
+        }
+        let mut report = MaintainReport::default();
+        loop {
+            let candidate = {
+                let state = self.state();
+                state.parts.iter().find_map(|(start, parts)| {
+                    let inputs: Vec<Part> = parts.iter().take(COMPACT_FANIN).cloned().collect();
+                    (inputs.len() > 1 && crate::merge::streams(&inputs, &self.inner.config.sort_by))
+                        .then_some((*start, inputs))
+                })
+            };
+            let Some((start, inputs)) = candidate else { break };
+            self.merge(start, &inputs)?;
+            report.merges += 1;
+            report.parts_removed += inputs.len() as u64;
+        }
+        let rest = self.maintain()?;
+        report.merges += rest.merges;
+        report.parts_removed += rest.parts_removed;
+        report.partitions_dropped += rest.partitions_dropped;
+        Ok(report)
+    }
+
     /// Removes the parts merges replaced, once no scan can read them.
     fn remove_doomed(&self) {
         let mut doomed = self.inner.doomed.lock().unwrap_or_else(|e| e.into_inner());
@@ -639,8 +670,10 @@ impl Store {
                 if same.len() >= MERGE_FANIN {
                     let mut inputs: Vec<Part> = Vec::new();
                     let mut rows = 0;
+                    // a merge that streams holds one batch per input, whatever their size
+                    let bounded = !crate::merge::streams(&same, &self.inner.config.sort_by);
                     for p in same {
-                        if rows + p.rows > MERGE_MAX_RECORDS {
+                        if bounded && rows + p.rows > MERGE_MAX_RECORDS {
                             break;
                         }
                         rows += p.rows;
@@ -659,12 +692,6 @@ impl Store {
     fn merge(&self, start: i64, inputs: &[Part]) -> Result<(), HistoryError> {
         let _writing = self.inner.writing.lock().unwrap_or_else(|e| e.into_inner());
         let config = &self.inner.config;
-        let mut records = Vec::new();
-        for p in inputs {
-            records.extend(p.read_all()?);
-        }
-        let mut rows: Vec<&StoredRecord> = records.iter().collect();
-        part::sort(&mut rows, &config.sort_by);
         let header = PartHeader {
             sequence: self.take_sequence(),
             level: inputs.iter().map(|p| p.level).max().unwrap_or(0) + 1,
@@ -677,7 +704,18 @@ impl Store {
                 .and_then(|p| p.position.clone()),
         };
         let dir = partition_dir(&config.dir, start);
-        let merged = part::write(&dir, &rows, config, &header)?;
+        let merged = match crate::merge::merge(&dir, inputs, config, &header)? {
+            Some(merged) => merged,
+            None => {
+                let mut records = Vec::new();
+                for p in inputs {
+                    records.extend(p.read_all()?);
+                }
+                let mut rows: Vec<&StoredRecord> = records.iter().collect();
+                part::sort(&mut rows, &config.sort_by);
+                part::write(&dir, &rows, config, &header)?
+            }
+        };
         self.inner.counters.bytes_written.fetch_add(merged.bytes, Ordering::Relaxed);
         {
             let mut state = self.state();

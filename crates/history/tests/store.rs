@@ -86,7 +86,8 @@ fn record() -> impl Strategy<Value = (i64, Record)> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
-    /// Whatever goes in comes back exactly, from the buffer, from parts, and after merges.
+    /// Whatever goes in comes back exactly, from the buffer, from parts, after merges and after
+    /// compaction.
     #[test]
     fn records_come_back_exactly(rows in prop::collection::vec(record(), 0..60), flushes in 0usize..5) {
         let dir = tempfile::tempdir().unwrap();
@@ -104,6 +105,11 @@ proptest! {
         prop_assert_eq!(&everything(&store), &want, "all in parts");
         store.maintain().unwrap();
         prop_assert_eq!(&everything(&store), &want, "merged");
+        // then one part per partition (the config sorts by nothing: every merge streams)
+        store.compact().unwrap();
+        prop_assert_eq!(&everything(&store), &want, "compacted");
+        let info = store.info().unwrap();
+        prop_assert_eq!(info.parts, info.partitions, "{:?}", info);
         // and after reopening the directory
         let again = Store::open(config(dir.path())).unwrap();
         prop_assert_eq!(&everything(&again), &want, "reopened");

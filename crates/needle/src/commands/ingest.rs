@@ -7,7 +7,8 @@
 //! ```
 //! Lines are read on one thread and decoded and appended on the others (one per core, each
 //! appending batches of records to the store's write buffer); the store is flushed at the end,
-//! so when the command exits 0 every record is in a renamed, fsynced part. A progress bar shows
+//! so when the command exits 0 every record is in a renamed, fsynced part, and each partition's
+//! parts are merged into one. A progress bar shows
 //! on a terminal. The summary: records, points (numeric top-level values other than the time
 //! field: the readings of a time series), bytes on disk, bytes per point, seconds; with `--format
 //! json` one JSON object on one line. Lines that are not JSON objects are counted, skipped, and
@@ -223,8 +224,9 @@ pub fn ingest(
         return Err(format!("the store refused records: {e}"));
     }
     store.flush().map_err(|e| format!("history could not be made durable: {e}"))?;
-    // one round of merges, so what was loaded in many small parts reads as few
-    store.maintain().map_err(|e| format!("history could not be merged: {e}"))?;
+    // what was loaded in many parts becomes one part per partition: the smallest store, and
+    // the fastest to read
+    store.compact().map_err(|e| format!("history could not be merged: {e}"))?;
     let (malformed_count, samples) = malformed.into_inner().unwrap_or_else(|e| e.into_inner());
     if malformed_count > 0 {
         eprintln!("warning: skipped {malformed_count} malformed input line(s):");
