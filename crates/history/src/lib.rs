@@ -21,7 +21,7 @@ pub mod part;
 pub mod prune;
 pub mod store;
 
-pub use columns::StoredRecord;
+pub use columns::{ColumnBuffer, StoredRecord};
 pub use config::StoreConfig;
 pub use error::HistoryError;
 pub use prune::ColumnStats;

@@ -15,14 +15,11 @@
 //! needle does not write, or whose inputs cannot be read this way is not done here:
 //! [`merge`] answers `Ok(None)` and the store merges those parts by reading their records.
 
-use crate::columns::{self, Kind, LAYOUT_COLUMN, META_LAYOUTS, TIME_COLUMN};
+use crate::columns::{self, Kind, SortKey, LAYOUT_COLUMN, META_LAYOUTS, TIME_COLUMN};
 use crate::config::StoreConfig;
 use crate::part::{Part, PartHeader, PartWriter};
 use crate::HistoryError;
-use arrow_array::{
-    new_null_array, Array, ArrayRef, BooleanArray, Float32Array, Float64Array, Int32Array,
-    Int64Array, RecordBatch, StringArray,
-};
+use arrow_array::{new_null_array, Array, ArrayRef, Int32Array, RecordBatch};
 use arrow_schema::{Field, Schema, SchemaRef};
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 use std::borrow::Borrow;
@@ -302,7 +299,11 @@ impl Plan {
             arrays.push(match source {
                 None => new_null_array(&kind.data_type(), rows),
                 Some((i, mine)) if mine == kind => batch.column(*i).clone(),
-                Some((i, mine)) => columns::as_json_column(batch.column(*i).as_ref(), *mine)?,
+                Some((i, mine)) if *kind == Kind::Json => {
+                    columns::as_json_column(batch.column(*i).as_ref(), *mine)?
+                }
+                // a column of another kind that did not vote: it holds only nulls
+                Some(_) => new_null_array(&kind.data_type(), rows),
             });
         }
         RecordBatch::try_new(self.schema.clone(), arrays)
@@ -330,7 +331,7 @@ struct Cursor {
     reader: ParquetRecordBatchReader,
     batch: Option<RecordBatch>,
     /// The sort columns of `batch`, then its times.
-    keys: Vec<KeyColumn>,
+    keys: Vec<SortKey>,
     row: usize,
     /// Where `batch` is in the sources of the block being built.
     slot: usize,
@@ -358,11 +359,11 @@ impl Cursor {
             let batch = plan.conform(self.input, &batch)?;
             for column in &plan.sort_columns {
                 self.keys.push(match column {
-                    Some(c) => KeyColumn::of(batch.column(*c))?,
-                    None => KeyColumn::Absent,
+                    Some(c) => SortKey::of(batch.column(*c))?,
+                    None => SortKey::Absent,
                 });
             }
-            self.keys.push(KeyColumn::of(batch.column(0))?);
+            self.keys.push(SortKey::of(batch.column(0))?);
             self.slot = sources.len();
             sources.push(batch.clone());
             self.batch = Some(batch);
@@ -380,77 +381,6 @@ impl Cursor {
             }
         }
         self.input.cmp(&other.input)
-    }
-}
-
-/// A sort column of a batch, typed.
-enum KeyColumn {
-    Absent,
-    Bool(BooleanArray),
-    Int(Int32Array),
-    Long(Int64Array),
-    Float(Float32Array),
-    Double(Float64Array),
-    Text(StringArray),
-}
-
-impl KeyColumn {
-    fn of(array: &ArrayRef) -> Result<Self, arrow_schema::ArrowError> {
-        let any = array.as_any();
-        let column = if let Some(a) = any.downcast_ref::<BooleanArray>() {
-            KeyColumn::Bool(a.clone())
-        } else if let Some(a) = any.downcast_ref::<Int32Array>() {
-            KeyColumn::Int(a.clone())
-        } else if let Some(a) = any.downcast_ref::<Int64Array>() {
-            KeyColumn::Long(a.clone())
-        } else if let Some(a) = any.downcast_ref::<Float32Array>() {
-            KeyColumn::Float(a.clone())
-        } else if let Some(a) = any.downcast_ref::<Float64Array>() {
-            KeyColumn::Double(a.clone())
-        } else if let Some(a) = any.downcast_ref::<StringArray>() {
-            KeyColumn::Text(a.clone())
-        } else {
-            return Err(arrow_schema::ArrowError::InvalidArgumentError(format!(
-                "cannot sort by a column of {}",
-                array.data_type()
-            )));
-        };
-        Ok(column)
-    }
-
-    fn is_null(&self, row: usize) -> bool {
-        match self {
-            KeyColumn::Absent => true,
-            KeyColumn::Bool(a) => a.is_null(row),
-            KeyColumn::Int(a) => a.is_null(row),
-            KeyColumn::Long(a) => a.is_null(row),
-            KeyColumn::Float(a) => a.is_null(row),
-            KeyColumn::Double(a) => a.is_null(row),
-            KeyColumn::Text(a) => a.is_null(row),
-        }
-    }
-
-    /// Row `a` of this column against row `b` of `other` (a column of the same field, so of
-    /// the same kind or absent), as [`crate::prune::compare_values`] orders their values.
-    fn cmp(&self, a: usize, other: &KeyColumn, b: usize) -> Ordering {
-        match (self.is_null(a), other.is_null(b)) {
-            (true, true) => return Ordering::Equal,
-            (true, false) => return Ordering::Less,
-            (false, true) => return Ordering::Greater,
-            (false, false) => {}
-        }
-        match (self, other) {
-            (KeyColumn::Bool(x), KeyColumn::Bool(y)) => x.value(a).cmp(&y.value(b)),
-            (KeyColumn::Int(x), KeyColumn::Int(y)) => x.value(a).cmp(&y.value(b)),
-            (KeyColumn::Long(x), KeyColumn::Long(y)) => x.value(a).cmp(&y.value(b)),
-            (KeyColumn::Float(x), KeyColumn::Float(y)) => {
-                f64::from(x.value(a)).total_cmp(&f64::from(y.value(b)))
-            }
-            (KeyColumn::Double(x), KeyColumn::Double(y)) => x.value(a).total_cmp(&y.value(b)),
-            (KeyColumn::Text(x), KeyColumn::Text(y)) => x.value(a).cmp(y.value(b)),
-            // one field has one kind in the merged part
-            _ => Ordering::Equal,
-        }
     }
 }
 
@@ -531,10 +461,9 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, records)| {
-                let mut rows: Vec<&StoredRecord> = records.iter().collect();
-                part::sort(&mut rows, &config.sort_by);
+                let encoded = columns::encode(records, &config.sort_by).unwrap();
                 let header = PartHeader { sequence: i as u64, ..PartHeader::default() };
-                part::write(dir, &rows, config, &header).unwrap()
+                part::write(dir, &encoded, config, &header).unwrap()
             })
             .collect()
     }

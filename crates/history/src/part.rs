@@ -15,7 +15,7 @@
 //!   after its last record.
 
 use crate::columns::{
-    self, Kind, StoredRecord, LAYOUT_COLUMN, META_JSON_COLUMNS, META_LAYOUTS, TIME_COLUMN,
+    self, Encoded, Kind, StoredRecord, LAYOUT_COLUMN, META_JSON_COLUMNS, META_LAYOUTS, TIME_COLUMN,
 };
 use crate::config::StoreConfig;
 use crate::HistoryError;
@@ -60,7 +60,9 @@ pub(crate) fn file_name(sequence: u64, level: u32) -> String {
 }
 
 /// Sorts rows as a part stores them: by the `sort_by` fields, then time (stable: records of
-/// one series and time keep their arrival order). Each row's keys are looked up once.
+/// one series and time keep their arrival order), record by record: what the column sort of
+/// [`columns::ColumnBuffer`] must agree with.
+#[cfg(test)]
 pub(crate) fn sort(rows: &mut Vec<&StoredRecord>, sort_by: &[String]) {
     if sort_by.is_empty() {
         rows.sort_by_key(|r| r.time_ms);
@@ -80,16 +82,14 @@ pub(crate) fn sort(rows: &mut Vec<&StoredRecord>, sort_by: &[String]) {
     *rows = keyed.into_iter().map(|(_, r)| r).collect();
 }
 
-/// Writes `rows` (sorted) as the part `dir/name`: temporary file, fsync, rename, fsync of the
+/// Writes `encoded` (sorted) as the part `dir/name`: temporary file, fsync, rename, fsync of the
 /// directory. Returns the part, read back from its own metadata.
 pub(crate) fn write(
     dir: &Path,
-    rows: &[&StoredRecord],
+    encoded: &Encoded,
     config: &StoreConfig,
     header: &PartHeader,
 ) -> Result<Part, HistoryError> {
-    let path = dir.join(file_name(header.sequence, header.level));
-    let encoded = columns::encode(rows).map_err(|e| HistoryError::parquet(&path, e))?;
     let mut writer = PartWriter::create(
         dir,
         config,

@@ -22,7 +22,7 @@
 //!   store [`Health::WritesStopped`], and is tried again on the next flush; the buffer is then
 //!   bounded (`max_buffer_records`), and what does not fit is dropped and counted.
 
-use crate::columns::StoredRecord;
+use crate::columns::{ColumnBuffer, StoredRecord};
 use crate::config::StoreConfig;
 use crate::part::{self, Part, PartHeader};
 use crate::prune::{self, ColumnStats, Zone};
@@ -564,16 +564,27 @@ impl Store {
         records: &[StoredRecord],
         position: Option<String>,
     ) -> Result<(Vec<(i64, Part)>, FlushReport), HistoryError> {
-        let config = &self.inner.config;
-        let mut by_partition: BTreeMap<i64, Vec<&StoredRecord>> = BTreeMap::new();
+        let mut buffer = ColumnBuffer::new();
         for r in records {
-            by_partition.entry(partition_of(r.time_ms, config.partition_ms)).or_default().push(r);
+            buffer.push(r.time_ms, &r.record);
         }
+        self.write_buffer(buffer, position)
+    }
+
+    /// Writes `buffer` as one sorted part per partition its records fall in.
+    fn write_buffer(
+        &self,
+        buffer: ColumnBuffer,
+        position: Option<String>,
+    ) -> Result<(Vec<(i64, Part)>, FlushReport), HistoryError> {
+        let config = &self.inner.config;
+        let by_partition = buffer
+            .sorted_by_partition(&config.sort_by, Some(config.partition_ms))
+            .map_err(|e| HistoryError::parquet(&config.dir, e))?;
         let mut written = Vec::new();
         let mut report = FlushReport::default();
         let count = by_partition.len();
-        for (i, (start, mut rows)) in by_partition.into_iter().enumerate() {
-            part::sort(&mut rows, &config.sort_by);
+        for (i, (start, encoded)) in by_partition.into_iter().enumerate() {
             let dir = partition_dir(&config.dir, start);
             std::fs::create_dir_all(&dir).map_err(|e| HistoryError::io(&dir, e))?;
             if i == 0 {
@@ -587,13 +598,60 @@ impl Store {
                 replaces: Vec::new(),
                 position: if i + 1 == count { position.clone() } else { None },
             };
-            let part = part::write(&dir, &rows, config, &header)?;
-            report.records += rows.len() as u64;
+            let rows = encoded.batch.num_rows() as u64;
+            let part = part::write(&dir, &encoded, config, &header)?;
+            report.records += rows;
             report.parts += 1;
             report.bytes += part.bytes;
             written.push((start, part));
         }
         Ok((written, report))
+    }
+
+    /// Writes records gathered as columns (a [`ColumnBuffer`] of records [`Store::prepare`]d) straight into parts,
+    /// one per partition they fall in, durable when this returns: the way to load a lot at
+    /// once (`needle ingest`), with no write buffer of records in between.
+    pub fn write_columns(&self, buffer: ColumnBuffer) -> Result<FlushReport, HistoryError> {
+        if self.inner.read_only {
+            return Err(HistoryError::ReadOnly);
+        }
+        if buffer.is_empty() {
+            return Ok(FlushReport::default());
+        }
+        let _writing = self.inner.writing.lock().unwrap_or_else(|e| e.into_inner());
+        let (parts, report) = self.write_buffer(buffer, None)?;
+        let mut state = self.state();
+        for (start, part) in parts {
+            state.parts.entry(start).or_default().push(part);
+        }
+        drop(state);
+        let c = &self.inner.counters;
+        c.records_written.fetch_add(report.records, Ordering::Relaxed);
+        c.bytes_written.fetch_add(report.bytes, Ordering::Relaxed);
+        c.parts_flushed.fetch_add(report.parts, Ordering::Relaxed);
+        Ok(report)
+    }
+
+    /// The time [`Store::write_columns`] and [`Store::append`] give `record` (its time field,
+    /// else `arrival_ms`), and the record as the store keeps it (`fields` applied).
+    pub fn prepare<'r>(
+        &self,
+        record: &'r Record,
+        arrival_ms: i64,
+    ) -> (i64, std::borrow::Cow<'r, Record>) {
+        let time_ms = self.time_of(record, arrival_ms);
+        match self.inner.config.fields.as_ref() {
+            None => (time_ms, std::borrow::Cow::Borrowed(record)),
+            Some(keep) => {
+                let time_field = self.inner.config.time_field.as_ref();
+                let fields: needle_record::Map = record
+                    .iter()
+                    .filter(|(k, _)| keep.contains(k) || time_field == Some(k))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                (time_ms, std::borrow::Cow::Owned(Record::from_map(fields)))
+            }
+        }
     }
 
     fn take_sequence(&self) -> u64 {
@@ -707,13 +765,15 @@ impl Store {
         let merged = match crate::merge::merge(&dir, inputs, config, &header)? {
             Some(merged) => merged,
             None => {
-                let mut records = Vec::new();
+                let mut buffer = ColumnBuffer::new();
                 for p in inputs {
-                    records.extend(p.read_all()?);
+                    for r in p.read_all()? {
+                        buffer.push(r.time_ms, &r.record);
+                    }
                 }
-                let mut rows: Vec<&StoredRecord> = records.iter().collect();
-                part::sort(&mut rows, &config.sort_by);
-                part::write(&dir, &rows, config, &header)?
+                let encoded =
+                    buffer.sorted(&config.sort_by).map_err(|e| HistoryError::parquet(&dir, e))?;
+                part::write(&dir, &encoded, config, &header)?
             }
         };
         self.inner.counters.bytes_written.fetch_add(merged.bytes, Ordering::Relaxed);
@@ -1025,7 +1085,7 @@ pub struct ColumnInfo {
 }
 
 /// The start of the partition holding time `t`.
-fn partition_of(t: i64, partition_ms: u64) -> i64 {
+pub(crate) fn partition_of(t: i64, partition_ms: u64) -> i64 {
     let size = partition_ms.max(1) as i64;
     t.div_euclid(size).saturating_mul(size)
 }

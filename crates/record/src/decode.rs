@@ -41,6 +41,15 @@ pub fn decode_record(bytes: &[u8]) -> Result<Record, RecordError> {
     }
 }
 
+/// [`decode_record`] into `record`, which held an earlier line: where the fields come in the
+/// same order as last time (records from one producer do), their names, strings and positions
+/// are reused instead of allocated anew. The result equals [`decode_record`]'s, and it fails
+/// exactly when that does; after an error, `record` holds some fields of this line or of
+/// earlier ones.
+pub fn decode_record_into(bytes: &[u8], record: &mut Record) -> Result<(), RecordError> {
+    stream_object(bytes, FillSeed { names: &AllKeys, map: record.map_mut() })
+}
+
 /// Decodes any JSON value.
 pub fn decode_value(bytes: &[u8]) -> Result<Value, RecordError> {
     sonic_rs::from_slice::<Value>(bytes).map_err(|e| malformed(&e))
@@ -89,6 +98,14 @@ fn fill_streamed<N: Names + ?Sized>(
     names: &N,
     map: &mut Map,
 ) -> Result<(), RecordError> {
+    stream_object(bytes, FillSeed { names, map })
+}
+
+/// Runs `seed` over the object `bytes` holds, as a stream, held to the whole line's rules.
+fn stream_object<S>(bytes: &[u8], seed: S) -> Result<(), RecordError>
+where
+    S: for<'de> DeserializeSeed<'de, Value = ()>,
+{
     starts_an_object(bytes)?;
     // sonic-rs checks UTF-8 up front only for `&str` input; check it here (std's check is fast
     // on ASCII), so skipped strings are held to the same rule as in the full decode.
@@ -97,7 +114,7 @@ fn fill_streamed<N: Names + ?Sized>(
         offset: Some(e.valid_up_to()),
     })?;
     let mut de = sonic_rs::Deserializer::from_str(text);
-    FillSeed { names, map }.deserialize(&mut de).map_err(|e| malformed(&e))?;
+    seed.deserialize(&mut de).map_err(|e| malformed(&e))?;
     de.end().map_err(|e| malformed(&e))
 }
 
@@ -875,6 +892,52 @@ impl<'de> Visitor<'de> for ValueInto<'_> {
     }
 }
 
+/// Every key of an object, by its own name: [`decode_record_into`].
+struct AllKeys;
+
+impl<'de> DeserializeSeed<'de> for FillSeed<'_, AllKeys> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for FillSeed<'_, AllKeys> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<(), A::Error> {
+        let map = self.map;
+        // entries before `next` are this line's; from `next` on, the previous line's
+        let mut next = 0;
+        while let Some(key) = access.next_key::<std::borrow::Cow<'de, str>>()? {
+            let same_place = map.get_index(next).is_some_and(|(k, _)| **k == *key);
+            let at = match if same_place { Some(next) } else { map.get_index_of(key.as_ref()) } {
+                // the key again (last value wins, first position stays)
+                Some(at) if at < next => at,
+                // the key where the previous line had it
+                Some(at) if at == next => {
+                    next += 1;
+                    at
+                }
+                _ => {
+                    map.truncate(next);
+                    map.insert(key.into_owned(), Value::Null);
+                    next += 1;
+                    next - 1
+                }
+            };
+            access.next_value_seed(ValueInto { target: &mut map[at], depth: 2, parts: None })?;
+        }
+        map.truncate(next);
+        Ok(())
+    }
+}
+
 /// A map key, as the index in `names` of the name it equals (or `None`).
 struct KeyFilter<'a, N: ?Sized> {
     names: &'a N,
@@ -1201,6 +1264,18 @@ mod tests {
 
     fn fast_agrees(bytes: &[u8]) -> Result<(), TestCaseError> {
         let full = decode_record(bytes);
+        // the whole record into a kept one: what decode_record gives, whatever it held before
+        let other = br#"{"b":{"a":"y"},"a":"old","cd":"x","zz":1,"a2":[1]}"#;
+        for earlier in [&other[..], bytes, b"{}"] {
+            let mut kept = decode_record(earlier).unwrap_or_default();
+            let again = decode_record_into(bytes, &mut kept).map(|()| kept);
+            prop_assert_eq!(full.as_ref().ok(), again.as_ref().ok());
+            prop_assert_eq!(full.is_ok(), again.is_ok());
+            if let (Ok(full), Ok(again)) = (&full, &again) {
+                let order = |r: &Record| r.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+                prop_assert_eq!(order(full), order(again));
+            }
+        }
         for names in
             [&["a"][..], &["b", "cd"], &[], &["a", "b", "c", "d", "e", "f", "g", "h", "cd"]]
         {

@@ -11,8 +11,8 @@ pub mod types;
 pub mod value;
 
 pub use decode::{
-    decode_fields, decode_record, decode_value, FieldSet, Validation, FAST_SKIP_MAX_OPENINGS,
-    MAX_DEPTH, STREAM_MAX_BYTES,
+    decode_fields, decode_record, decode_record_into, decode_value, FieldSet, Validation,
+    FAST_SKIP_MAX_OPENINGS, MAX_DEPTH, STREAM_MAX_BYTES,
 };
 pub use error::RecordError;
 pub use types::Type;

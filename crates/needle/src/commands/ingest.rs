@@ -5,11 +5,12 @@
 //! needle ingest --source file:iot.ndjson --history /data/needle --time-field ts --sort-by sensor
 //! needle gen iot --sensors 300 --minutes 1440 | needle ingest --source stdin --history /data/needle --format json
 //! ```
-//! Lines are read on one thread and decoded and appended on the others (one per core, each
-//! appending batches of records to the store's write buffer); the store is flushed at the end,
-//! so when the command exits 0 every record is in a renamed, fsynced part, and each partition's
-//! parts are merged into one. A progress bar shows
-//! on a terminal. The summary: records, points (numeric top-level values other than the time
+//! Lines are read on one thread and decoded on the others (one per core), each line into the
+//! record kept from the line before and from it straight into columns
+//! ([`needle_history::ColumnBuffer`]); every [`INGEST_PART_RECORDS`] records a thread writes what
+//! it gathered as sorted parts, durable at once. At the end each partition's parts are merged
+//! into one, so when the command exits 0 every record is in a renamed, fsynced part. A progress
+//! bar shows on a terminal. The summary: records, points (numeric top-level values other than the time
 //! field: the readings of a time series), bytes on disk, bytes per point, seconds; with `--format
 //! json` one JSON object on one line. Lines that are not JSON objects are counted, skipped, and
 //! the first few reported on stderr. Exit codes: 0 durable, 1 the input or the store failed,
@@ -29,7 +30,8 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// Bytes of whole lines handed to a decoding thread at a time.
 const CHUNK_BYTES: usize = 1 << 20;
-/// Records decoded before they are written as a part (bounds the memory an ingest holds).
+/// Records a decoding thread gathers as columns before it writes them as parts (bounds the
+/// memory an ingest holds).
 const INGEST_PART_RECORDS: usize = 262_144;
 /// How many malformed lines are quoted.
 const MALFORMED_SAMPLES: usize = 5;
@@ -143,10 +145,7 @@ pub fn ingest(
     size: Option<u64>,
     threads: usize,
 ) -> Result<Summary, String> {
-    let mut store_config = config.store_config();
-    // a part every INGEST_PART_RECORDS records: the buffer holds decoded records, not bytes
-    store_config.max_buffer_records = store_config.max_buffer_records.min(INGEST_PART_RECORDS);
-    let store = needle_history::Store::open(store_config)
+    let store = needle_history::Store::open(config.store_config())
         .map_err(|e| format!("history {}: {e}", config.dir))?;
     let filter =
         needle_runtime::runtime::history_filter(&config.filter).map_err(|e| e.to_string())?;
@@ -172,19 +171,30 @@ pub fn ingest(
             let (records, points, malformed, failure) = (&records, &points, &malformed, &failure);
             let time_field = config.time_field.as_str();
             scope.spawn(move || {
-                let mut batch: Vec<(Record, i64)> = Vec::new();
+                // each line is decoded into the record kept from the line before, and gathered
+                // straight into columns: no record is allocated or kept per line
+                let mut record = Record::new();
+                let mut columns = needle_history::ColumnBuffer::new();
+                let write = |columns: needle_history::ColumnBuffer| {
+                    if let Err(e) = store.write_columns(columns) {
+                        failure
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .get_or_insert(e.to_string());
+                    }
+                };
                 for (first_line, chunk) in rx {
                     let now = now_ms();
                     let ctx = needle_engine::EvalContext::new(now);
-                    batch.clear();
                     let mut line_number = first_line;
+                    let mut kept = 0u64;
                     for line in chunk.split(|b| *b == b'\n') {
                         line_number += 1;
                         if line.iter().all(u8::is_ascii_whitespace) {
                             continue;
                         }
-                        match needle_record::decode_record(line) {
-                            Ok(record) => {
+                        match needle_record::decode_record_into(line, &mut record) {
+                            Ok(()) => {
                                 if filter
                                     .as_ref()
                                     .is_some_and(|f| f.eval(&record, &ctx) != Value::Bool(true))
@@ -195,9 +205,13 @@ pub fn ingest(
                                     count_points(&record, time_field),
                                     Ordering::Relaxed,
                                 );
-                                batch.push((record, now));
+                                let (time_ms, stored) = store.prepare(&record, now);
+                                columns.push(time_ms, &stored);
+                                kept += 1;
                             }
                             Err(e) => {
+                                // the kept record may hold part of this line: start afresh
+                                record = Record::new();
                                 let mut m = malformed.lock().unwrap_or_else(|e| e.into_inner());
                                 m.0 += 1;
                                 if m.1.len() < MALFORMED_SAMPLES {
@@ -206,14 +220,12 @@ pub fn ingest(
                             }
                         }
                     }
-                    records.fetch_add(batch.len() as u64, Ordering::Relaxed);
-                    if let Err(e) = store.append(batch.drain(..), None) {
-                        failure
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .get_or_insert(e.to_string());
+                    records.fetch_add(kept, Ordering::Relaxed);
+                    if columns.len() >= INGEST_PART_RECORDS {
+                        write(std::mem::take(&mut columns));
                     }
                 }
+                write(columns);
             });
         }
     });
