@@ -11,6 +11,7 @@
 
 use criterion::measurement::WallTime;
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
+use needle_record::check::{check_with, Kernel};
 use needle_record::{decode_fields, decode_record, FieldSet};
 use needle_workload::{Generator, WorkloadKind, WorkloadSpec};
 use std::hint::black_box;
@@ -51,6 +52,13 @@ fn per_line(
 
 /// The validate-only reads and the trees of both JSON crates on `lines`: the baselines.
 fn json_baselines(group: &mut BenchmarkGroup<'_, WallTime>, lines: &[Vec<u8>]) {
+    // needle's own whole-line checker alone, with each stage-1 kernel this CPU runs
+    for kernel in Kernel::available() {
+        let name = format!("needle_check_{kernel:?}").to_lowercase();
+        per_line(group, &name, lines, |line| {
+            assert!(black_box(check_with(kernel, line)).is_ok());
+        });
+    }
     // the fastest way sonic-rs reads and validates the same bytes: a parse-only baseline
     per_line(group, "sonic_rs_ignored_any", lines, |line| {
         black_box(sonic_rs::from_slice::<serde::de::IgnoredAny>(line).unwrap());

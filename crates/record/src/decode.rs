@@ -17,8 +17,10 @@
 //! - every failure is a [`RecordError`], never a panic: [`RecordError::Malformed`] with the byte
 //!   offset where the parser stopped, or [`RecordError::NotAnObject`] for a valid non-object line.
 
+use crate::check::{self, DepthRule, Kernel, TopLevel, WantedValue};
 use crate::{Map, Record, RecordError, Value};
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+#[cfg(test)]
 use sonic_rs::{JsonContainerTrait, JsonValueTrait};
 use std::collections::HashMap;
 use std::fmt;
@@ -169,8 +171,7 @@ impl std::str::FromStr for Validation {
 /// The largest set looked up by scanning instead of hashing.
 const FIELD_SET_SCAN_MAX: usize = 8;
 
-fn bloom_slot(key: &str) -> usize {
-    let bytes = key.as_bytes();
+fn bloom_slot(bytes: &[u8]) -> usize {
     let (first, last) = (bytes.first().copied(), bytes.last().copied());
     let h = (bytes.len() as u32).wrapping_mul(0x9e37_79b9)
         ^ u32::from(first.unwrap_or(0)).wrapping_mul(0x85eb_ca6b)
@@ -214,7 +215,7 @@ impl FieldSet {
         });
         let mut bloom = [0u64; 4];
         for name in &names {
-            let slot = bloom_slot(name);
+            let slot = bloom_slot(name.as_bytes());
             bloom[slot / 64] |= 1 << (slot % 64);
         }
         let parts = parts.into_iter().map(|p| p.map(Vec::into_boxed_slice)).collect();
@@ -305,14 +306,40 @@ impl FieldSet {
 
     /// [`Validation::Line`].
     fn decode_line(&self, bytes: &[u8], record: &mut Record) -> Result<(), RecordError> {
+        self.decode_checked(Kernel::detect(), bytes, record)
+    }
+
+    /// [`Validation::Line`] through needle's checker ([`crate::check`]): one walk checks the
+    /// whole line and finds the wanted top-level values' bytes; then only those are built.
+    fn decode_checked(
+        &self,
+        kernel: Kernel,
+        bytes: &[u8],
+        record: &mut Record,
+    ) -> Result<(), RecordError> {
+        let mut found = check::Found::new();
+        let want = |key: &[u8]| self.position_of_bytes(key);
+        match check::walk(kernel, bytes, DepthRule::LineMode, want, &mut found)? {
+            TopLevel::Object => fill_found(bytes, &found, self, record.map_mut()),
+            TopLevel::Other(found) => Err(RecordError::NotAnObject { found }),
+        }
+    }
+
+    /// [`Validation::Line`] as sonic-rs read it before needle's checker, kept to hold the
+    /// checker to the same decisions in tests.
+    #[cfg(test)]
+    fn decode_line_sonic(&self, bytes: &[u8], record: &mut Record) -> Result<(), RecordError> {
         if bytes.len() <= STREAM_MAX_BYTES || too_many_openings(bytes) {
             return fill_streamed(bytes, self, record.map_mut());
         }
         self.decode_tree(bytes, record)
     }
 
-    /// [`Validation::Line`] through sonic-rs's tree, for lines of at most
+    /// [`Validation::Line`] through sonic-rs's tree, as long lines were read before needle's
+    /// checker (kept, like the rest of the tree's code, to hold the checker to it in tests),
+    /// for lines of at most
     /// [`FAST_SKIP_MAX_OPENINGS`] brackets (its parser recurses once per level).
+    #[cfg(test)]
     fn decode_tree(&self, bytes: &[u8], record: &mut Record) -> Result<(), RecordError> {
         let tree = sonic_rs::from_slice::<sonic_rs::Value>(bytes).map_err(|e| malformed(&e))?;
         let Some(object) = tree.as_object() else {
@@ -357,12 +384,144 @@ impl FieldSet {
     }
 }
 
+/// Sets `map` to the wanted values the checker `found` in `bytes`, as [`FillSeed`] does for a
+/// stream: in the line's order, a key met twice keeping its first position and last value,
+/// reusing `map`'s keys, strings and positions where they line up with the previous line's.
+fn fill_found<N: Names + ?Sized>(
+    bytes: &[u8],
+    found: &[WantedValue],
+    names: &N,
+    map: &mut Map,
+) -> Result<(), RecordError> {
+    // entries before `next` are this line's; from `next` on, the previous line's
+    let mut next = 0;
+    for wanted in found {
+        let (name, parts) = (names.name(wanted.name), names.parts(wanted.name));
+        let Some(text) = bytes.get(wanted.start..wanted.end) else {
+            return Err(RecordError::Malformed {
+                message: "a value's bytes are out of the line".to_owned(),
+                offset: Some(wanted.start),
+            });
+        };
+        match map.get_index_mut(next) {
+            Some((key, target)) if key == name => {
+                value_into(text, wanted.start, target, parts)?;
+                next += 1;
+            }
+            _ => match map.get_index_of(name) {
+                // the key again (last value wins, first position stays)
+                Some(at) if at < next => value_into(text, wanted.start, &mut map[at], parts)?,
+                _ => {
+                    map.truncate(next);
+                    let mut value = Value::Null;
+                    value_into(text, wanted.start, &mut value, parts)?;
+                    map.insert(name.to_owned(), value);
+                    next += 1;
+                }
+            },
+        }
+    }
+    map.truncate(next);
+    Ok(())
+}
+
+/// Decodes `text`, one checked JSON value at nesting level 2 found at byte `offset` of its line
+/// (maybe followed by whitespace), over `target` ([`ValueInto`]'s rules: a string reuses the
+/// target's buffer, an object is restricted to `parts`, [`MAX_DEPTH`] holds). Strings without
+/// escapes, literals and integers of up to 18 digits are decoded here; the rest by sonic-rs.
+#[inline]
+fn value_into(
+    text: &[u8],
+    offset: usize,
+    target: &mut Value,
+    parts: Option<&[Box<str>]>,
+) -> Result<(), RecordError> {
+    match text.first() {
+        Some(b'"') => {
+            if let Some(plain) = plain_string(text) {
+                match target {
+                    Value::String(s) => {
+                        s.clear();
+                        s.push_str(plain);
+                    }
+                    other => *other = Value::String(plain.to_owned()),
+                }
+                return Ok(());
+            }
+        }
+        Some(b't') => {
+            *target = Value::Bool(true);
+            return Ok(());
+        }
+        Some(b'f') => {
+            *target = Value::Bool(false);
+            return Ok(());
+        }
+        Some(b'n') => {
+            *target = Value::Null;
+            return Ok(());
+        }
+        Some(b'-' | b'0'..=b'9') => {
+            if let Some(n) = small_integer(text) {
+                *target = Value::Long(n);
+                return Ok(());
+            }
+        }
+        _ => {}
+    }
+    let mut de = sonic_rs::Deserializer::from_slice(text);
+    ValueInto { target, depth: 2, parts }.deserialize(&mut de).and_then(|()| de.end()).map_err(
+        |e| RecordError::Malformed { message: e.to_string(), offset: Some(offset + e.offset()) },
+    )
+}
+
+/// The contents of the checked string `text` (a quoted string, maybe followed by whitespace)
+/// when it has no escape.
+#[inline]
+fn plain_string(text: &[u8]) -> Option<&str> {
+    let end = text.iter().rposition(|&b| b == b'"')?;
+    let inner = text.get(1..end)?;
+    if memchr::memchr(b'\\', inner).is_some() {
+        return None;
+    }
+    std::str::from_utf8(inner).ok()
+}
+
+/// The checked number `text` (maybe followed by whitespace) when it is an integer of at most 18
+/// digits, other than `-0` (which sonic-rs reads as a double): it fits an `i64`, a LONG.
+#[inline]
+fn small_integer(text: &[u8]) -> Option<i64> {
+    let (negative, digits) = match text.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, text),
+    };
+    let mut n: i64 = 0;
+    let mut count = 0;
+    for &b in digits {
+        match b {
+            b'0'..=b'9' if count < 18 => {
+                n = n * 10 + i64::from(b - b'0');
+                count += 1;
+            }
+            b' ' | b'\t' | b'\n' | b'\r' => break,
+            _ => return None,
+        }
+    }
+    match (negative, n) {
+        (true, 0) => None,
+        (true, n) => Some(-n),
+        (false, n) => Some(n),
+    }
+}
+
 /// What to keep of an object's entry: `None` skips it; `Some(None)` keeps it whole;
 /// `Some(Some(keys))` keeps only these keys of it when it is an object.
+#[cfg(test)]
 type Wanted<'k> = Option<Option<&'k [Box<str>]>>;
 
 /// Sets `map` to the entries of `object` that `want` keeps, their values at nesting level
 /// `depth`, reusing `map`'s keys and values where they come in the same order as before.
+#[cfg(test)]
 fn fill_object<'k>(
     map: &mut Map,
     object: &sonic_rs::Object,
@@ -396,6 +555,7 @@ fn fill_object<'k>(
 
 /// Sets `target` to `v` at nesting level `depth` (an object restricted to `parts` when given),
 /// reusing `target`'s string or map when it has the same kind.
+#[cfg(test)]
 fn fill_value(
     target: &mut Value,
     v: &sonic_rs::Value,
@@ -434,6 +594,7 @@ fn too_many_openings(bytes: &[u8]) -> bool {
 }
 
 /// Converts a sonic-rs tree value at nesting level `depth` (the same rules as [`ValueSeed`]).
+#[cfg(test)]
 fn from_sonic(v: &sonic_rs::Value, depth: usize) -> Result<Value, RecordError> {
     let too_deep = || RecordError::Malformed {
         message: format!("arrays and objects nest deeper than {MAX_DEPTH} levels"),
@@ -471,6 +632,7 @@ fn from_sonic(v: &sonic_rs::Value, depth: usize) -> Result<Value, RecordError> {
     })
 }
 
+#[cfg(test)]
 fn sonic_kind_name(v: &sonic_rs::Value) -> &'static str {
     match v.get_type() {
         sonic_rs::JsonType::Null => "null",
@@ -487,8 +649,7 @@ impl Names for FieldSet {
     /// passes them over without a call, a comparison or a hash.
     #[inline(always)]
     fn position(&self, key: &str) -> Option<usize> {
-        let slot = bloom_slot(key);
-        if self.bloom[slot / 64] & (1 << (slot % 64)) == 0 {
+        if !self.may_hold(key.as_bytes()) {
             return None;
         }
         self.position_of(key)
@@ -504,6 +665,22 @@ impl Names for FieldSet {
 }
 
 impl FieldSet {
+    /// False when no name is `key` (the Bloom filter); true when one may be.
+    #[inline(always)]
+    fn may_hold(&self, key: &[u8]) -> bool {
+        let slot = bloom_slot(key);
+        self.bloom[slot / 64] & (1 << (slot % 64)) != 0
+    }
+
+    /// [`Names::position`] of a key given as bytes (not UTF-8: no name).
+    #[inline(always)]
+    fn position_of_bytes(&self, key: &[u8]) -> Option<usize> {
+        if !self.may_hold(key) {
+            return None;
+        }
+        self.position_of(std::str::from_utf8(key).ok()?)
+    }
+
     /// Where `key` stands among the names, past the Bloom filter.
     #[inline(never)]
     fn position_of(&self, key: &str) -> Option<usize> {
@@ -1322,6 +1499,90 @@ mod tests {
         assert!(big.contains("f19") && !big.contains("f20"));
     }
 
+    /// [`Validation::Line`] through needle's checker, with every stage-1 kernel, against the
+    /// way sonic-rs read lines before it: the same decision on every line and the same record,
+    /// also when decoding into a record that held other lines; and, where [`decode_record`]
+    /// accepts the line, its record restricted to the set.
+    fn checker_agrees(bytes: &[u8]) -> Result<(), TestCaseError> {
+        let full = decode_record(bytes);
+        let parts = [
+            ("a", Some("b")),
+            ("a", Some("c")),
+            ("cd", None),
+            ("b", Some("a")),
+            ("b", None),
+            ("e", None),
+        ];
+        let sets = [FieldSet::new(["a"]), FieldSet::with_parts(parts), FieldSet::new([""; 0])];
+        let other = br#"{"b":{"a":"y","q":[{"r":1}]},"a":{"c":"old","b":[1]},"cd":"x","zz":1}"#;
+        for set in &sets {
+            let mut before = Record::new();
+            let sonic = set.decode_line_sonic(bytes, &mut before).map(|()| before);
+            for kernel in check::Kernel::available() {
+                let mut fresh = Record::new();
+                let checked = set.decode_checked(kernel, bytes, &mut fresh).map(|()| fresh);
+                match (&sonic, &checked) {
+                    (Ok(a), Ok(b)) => prop_assert_eq!(a, b),
+                    (Err(_), Err(_)) => {}
+                    _ => prop_assert!(
+                        false,
+                        "{:?}: sonic-rs {:?}, checker {:?} on {:?}",
+                        kernel,
+                        sonic,
+                        checked,
+                        String::from_utf8_lossy(bytes)
+                    ),
+                }
+                if let Err(RecordError::Malformed { offset: Some(at), .. }) = &checked {
+                    prop_assert!(*at <= bytes.len(), "offset {} past the line", at);
+                }
+                for earlier in [&other[..], bytes] {
+                    let mut reused = Record::new();
+                    if set.decode_checked(kernel, earlier, &mut reused).is_ok() {
+                        let again = set.decode_checked(kernel, bytes, &mut reused).map(|()| reused);
+                        prop_assert_eq!(checked.as_ref().ok(), again.as_ref().ok());
+                    }
+                }
+            }
+            if let (Ok(full), Ok(read)) = (&full, &sonic) {
+                if set.len() == 1 {
+                    prop_assert_eq!(&restrict(full, &["a"]), read);
+                }
+            }
+            if full.is_ok() {
+                prop_assert!(sonic.is_ok(), "decode_record accepts what the line mode refuses");
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn the_checker_keeps_the_line_modes_decisions_on_long_lines() {
+        // past STREAM_MAX_BYTES a value no query reads may nest deeper than MAX_DEPTH (as when
+        // sonic-rs's tree read such lines), unless the line has too many brackets for that
+        let pad = format!(r#""pad":"{}""#, "x".repeat(STREAM_MAX_BYTES));
+        let deep = format!("{}{}", "[".repeat(MAX_DEPTH + 5), "]".repeat(MAX_DEPTH + 5));
+        let many = format!("[{}]", vec!["[]"; FAST_SKIP_MAX_OPENINGS].join(","));
+        for line in [
+            format!(r#"{{"a":1,"b":{deep},{pad}}}"#),
+            format!(r#"{{"a":1,"b":{deep},{pad},"m":{many}}}"#),
+            format!(r#"{{"a":{deep},{pad}}}"#),
+            format!(r#"{{"a":1,"b":{deep}}}"#),
+            format!(r#"{{"a":1,{pad},"b":"{}"}}"#, "[".repeat(FAST_SKIP_MAX_OPENINGS)),
+            format!(r#"{{"a":1,{pad},"b":"\ud800"}}"#),
+            format!(r#"{{"a":1,{pad},"b":1e400}}"#),
+            format!(r#"{{"a":1,{pad},"b":[1,2,]}}"#),
+            format!(r#"[{pad}]"#),
+        ] {
+            checker_agrees(line.as_bytes()).unwrap();
+        }
+        let set = FieldSet::new(["a"]);
+        let accepted = format!(r#"{{"a":1,"b":{deep},{pad}}}"#);
+        assert_eq!(set.decode(accepted.as_bytes()).unwrap().get("a"), Some(&Value::Long(1)));
+        let refused = format!(r#"{{"a":1,"b":{deep},{pad},"m":{many}}}"#);
+        assert!(set.decode(refused.as_bytes()).is_err());
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]
 
@@ -1358,6 +1619,32 @@ mod tests {
                 bytes[i] = byte;
             }
             fast_agrees(&bytes)?;
+        }
+
+        #[test]
+        fn the_checker_decodes_as_the_line_mode_did(
+            bytes in json_object(),
+            pad in prop::option::of(0usize..700),
+            edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0u8..4), 0..3),
+        ) {
+            let mut bytes = bytes;
+            // long lines too, past STREAM_MAX_BYTES
+            if let (Some(pad), Some(b'{')) = (pad, bytes.first()) {
+                let comma = if bytes.len() > 2 { "," } else { "" };
+                let field = format!(r#""pad":"{}"{comma}"#, "p".repeat(pad));
+                bytes.splice(1..1, field.into_bytes());
+            }
+            checker_agrees(&bytes)?;
+            for (at, byte, op) in edits {
+                let i = at.index(bytes.len() + 1);
+                match op {
+                    0 if i < bytes.len() => bytes[i] = byte,
+                    1 if i < bytes.len() => { bytes.remove(i); }
+                    2 => bytes.truncate(i),
+                    _ => bytes.insert(i, b"{}[]\",:\\0e-.ntfu \xff\x01"[byte as usize % 19]),
+                }
+            }
+            checker_agrees(&bytes)?;
         }
 
         #[test]
