@@ -466,6 +466,10 @@ fn value_into(
                 *target = Value::Long(n);
                 return Ok(());
             }
+            if let Some(x) = fraction(text) {
+                *target = Value::Double(x);
+                return Ok(());
+            }
         }
         _ => {}
     }
@@ -485,6 +489,20 @@ fn plain_string(text: &[u8]) -> Option<&str> {
         return None;
     }
     std::str::from_utf8(inner).ok()
+}
+
+/// The checked number `text` (maybe followed by whitespace) when it has a fraction or an
+/// exponent (a DOUBLE) and is not zero: the nearest double, as sonic-rs reads it (both round
+/// correctly; a zero is left to sonic-rs, which drops the sign of `-0.0`).
+#[inline]
+fn fraction(text: &[u8]) -> Option<f64> {
+    let end = text.iter().position(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'));
+    let number = &text[..end.unwrap_or(text.len())];
+    if !number.iter().any(|b| matches!(b, b'.' | b'e' | b'E')) {
+        return None;
+    }
+    let x: f64 = std::str::from_utf8(number).ok()?.parse().ok()?;
+    (x != 0.0 && x.is_finite()).then_some(x)
 }
 
 /// The checked number `text` (maybe followed by whitespace) when it is an integer of at most 18
