@@ -1,13 +1,16 @@
 //! Criterion bench: decoding the same bytes several ways, with throughput in bytes.
 //! - 1,000 bullet records (1.8 KiB, from the workload crate, seed 1): the full decode into a
-//!   `Record`, `decode_fields` of two fields, `FieldSet::decode` (the workers' path: the tree,
-//!   at this length) of one and two fields, and sonic-rs's lazy `get_many` of two fields, which
-//!   stops early and validates nothing after them;
+//!   `Record`, `decode_fields` of two fields, `FieldSet::decode_into` (the workers' path,
+//!   `Validation::Line`: needle's checker) of one and two fields into the kept record, the
+//!   same through sonic-rs as the line mode read lines before the checker (`*_sonic_rs`: its
+//!   tree, at this length), and sonic-rs's lazy `get_many` of two fields, which stops early and
+//!   validates nothing after them;
 //! - 1,000 `small` events (~100 bytes): `FieldSet::decode_into` of one field into the kept
-//!   record (the stream, at this length) and `decode_fields`;
-//! - for both, the baselines: sonic-rs's and serde_json's validate-only reads (`IgnoredAny`) and
-//!   trees (`sonic_rs::Value`, arena-allocated; `serde_json::Value`, with `preserve_order`, for
-//!   bullet records only).
+//!   record (the checker; `*_sonic_rs`: sonic-rs's stream, as before it) and `decode_fields`;
+//! - for both, the baselines: needle's checker alone (`needle_check_*`, validating the whole
+//!   line and building nothing, with each stage-1 kernel the CPU runs), sonic-rs's and
+//!   serde_json's validate-only reads (`IgnoredAny`) and trees (`sonic_rs::Value`,
+//!   arena-allocated; `serde_json::Value`, with `preserve_order`, for bullet records only).
 
 use criterion::measurement::WallTime;
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
@@ -32,6 +35,30 @@ fn lines(kind: WorkloadKind) -> Vec<Vec<u8>> {
             line
         })
         .collect()
+}
+
+/// Times `set.decode_into` (or, with `sonic_rs`, the line mode as sonic-rs read it before
+/// needle's checker) over every line into one kept record, as a worker does.
+fn field_set_into(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    lines: &[Vec<u8>],
+    set: &FieldSet,
+    sonic_rs: bool,
+) {
+    group.bench_function(name, |b| {
+        let mut record = needle_record::Record::new();
+        b.iter(|| {
+            for line in lines {
+                if sonic_rs {
+                    set.decode_into_with_sonic_rs(line, &mut record).unwrap();
+                } else {
+                    set.decode_into(line, &mut record).unwrap();
+                }
+                black_box(&record);
+            }
+        })
+    });
 }
 
 /// Times `read` over every line, as one iteration.
@@ -83,13 +110,11 @@ fn decode(c: &mut Criterion) {
         black_box(decode_fields(line, &["device", "demographics"]).unwrap());
     });
     let id = FieldSet::new(["id"]);
-    per_line(&mut group, "field_set_id", &lines, |line| {
-        black_box(id.decode(line).unwrap());
-    });
+    field_set_into(&mut group, "field_set_id", &lines, &id, false);
+    field_set_into(&mut group, "field_set_id_sonic_rs", &lines, &id, true);
     let two = FieldSet::new(["device", "demographics"]);
-    per_line(&mut group, "field_set_2", &lines, |line| {
-        black_box(two.decode(line).unwrap());
-    });
+    field_set_into(&mut group, "field_set_2", &lines, &two, false);
+    field_set_into(&mut group, "field_set_2_sonic_rs", &lines, &two, true);
     json_baselines(&mut group, &lines);
     // What skipping validation buys: sonic-rs's lazy lookup stops once both fields are found
     // and does not check the rest of the line.
@@ -113,15 +138,8 @@ fn decode_small(c: &mut Criterion) {
     let mut group = c.benchmark_group("decode_small_1000");
     group.throughput(Throughput::Bytes(bytes as u64));
     let value = FieldSet::new(["value"]);
-    group.bench_function("field_set_value_into", |b| {
-        let mut record = needle_record::Record::new();
-        b.iter(|| {
-            for line in &lines {
-                value.decode_into(line, &mut record).unwrap();
-                black_box(&record);
-            }
-        })
-    });
+    field_set_into(&mut group, "field_set_value_into", &lines, &value, false);
+    field_set_into(&mut group, "field_set_value_into_sonic_rs", &lines, &value, true);
     per_line(&mut group, "decode_fields_value", &lines, |line| {
         black_box(decode_fields(line, &["value"]).unwrap());
     });

@@ -1,8 +1,11 @@
-//! Decoding records from JSON text: one NDJSON line → one [`Record`], with sonic-rs, and
-//! lazily: only the top-level fields a caller names ([`decode_fields`], exact;
-//! [`FieldSet::decode`], the workers' fast path), skipping the rest without building values.
-//! Short lines are read as a stream straight into [`Value`]s; long ones through sonic-rs's
-//! throw-away tree, which is faster there ([`STREAM_MAX_BYTES`]).
+//! Decoding records from JSON text: one NDJSON line → one [`Record`], and lazily: only the
+//! top-level fields a caller names ([`decode_fields`], exact; [`FieldSet::decode`], the
+//! workers' fast path), skipping the rest without building values. [`decode_record`],
+//! [`decode_value`] and [`decode_fields`] read with sonic-rs (a serde stream straight into
+//! [`Value`]s). [`FieldSet::decode`] checks the whole line with needle's own SIMD checker
+//! ([`crate::check`]), which also finds where the wanted fields' values lie, and builds only
+//! those ([`Validation::Line`], the default); or it looks the fields up with sonic-rs and checks
+//! only them ([`Validation::Fields`]).
 //!
 //! Rules, the same for every entry point:
 //! - an integer that fits in an `i64` is a LONG; any other number (fractions, exponents, integers
@@ -20,7 +23,6 @@
 use crate::check::{self, DepthRule, Kernel, TopLevel, WantedValue};
 use crate::{Map, Record, RecordError, Value};
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
-#[cfg(test)]
 use sonic_rs::{JsonContainerTrait, JsonValueTrait};
 use std::collections::HashMap;
 use std::fmt;
@@ -104,16 +106,18 @@ fn fill_streamed<N: Names + ?Sized>(
 }
 
 /// A line with at most this many `{` and `[` bytes (inside strings or not) cannot nest deeper,
-/// so [`FieldSet::decode`] may parse it with sonic-rs's tree parser, which recurses once per
-/// level: that many frames fit any thread's stack. Other lines take [`decode_fields`]' path,
-/// which counts levels and stops at [`MAX_DEPTH`].
+/// so [`Validation::Fields`] may look fields up in it with sonic-rs, whose lookup recurses once
+/// per level: that many frames fit any thread's stack; other lines are checked whole. (Before
+/// needle's checker, [`Validation::Line`] read such long lines with sonic-rs's tree, which
+/// recurses likewise; the line mode keeps the decisions it made then: see
+/// [`FieldSet::decode`].)
 pub const FAST_SKIP_MAX_OPENINGS: usize = 256;
 
-/// Lines of at most this many bytes are read as a stream ([`decode_fields`]' way) rather than
-/// through sonic-rs's tree: on a small event the tree's set-up and arena cost more than the
-/// whole parse (measured by `cargo bench -p needle-record --bench decode`: a 100-byte event of
-/// the `small` workload, one field read, in about half the time; the tree wins on the 1.8 KiB
-/// records of the `bullet` workload).
+/// Lines of at most this many bytes are checked whole even with [`Validation::Fields`] (at that
+/// size reading the whole line is faster than sonic-rs's lookup). It also bounds the one
+/// tolerance of [`Validation::Line`] (see [`FieldSet::decode`]): before needle's checker, lines
+/// up to this length were read as a sonic-rs stream, longer ones through sonic-rs's tree, and
+/// the line mode keeps the decisions it made then.
 pub const STREAM_MAX_BYTES: usize = 512;
 
 /// A set of top-level fields to decode, built once and used for many lines
@@ -142,7 +146,8 @@ pub struct FieldSet {
 #[serde(rename_all = "lowercase")]
 pub enum Validation {
     /// The whole line must be valid JSON, whatever is read of it: a line with an error anywhere
-    /// is malformed (counted and skipped). The default.
+    /// is malformed (counted and skipped). The default. Checked by needle's own SIMD checker
+    /// ([`crate::check`]), which finds the fields read in the same pass.
     #[default]
     Line,
     /// Only the fields read are parsed and checked in full; the rest of the line is skipped as
@@ -266,22 +271,21 @@ impl FieldSet {
     /// Decodes the fields of this set from one JSON object, skipping the others without building
     /// values: the hot path of a worker, which reads only what its queries use.
     ///
-    /// How, by the line's length (both validate the whole line):
-    /// - up to [`STREAM_MAX_BYTES`]: sonic-rs's serde deserializer reads the line as a stream
-    ///   ([`decode_fields`]' way), building only the wanted values and accepting exactly what
-    ///   [`decode_record`] accepts;
-    /// - longer lines: sonic-rs's tree parser (SIMD, arena-allocated, validating: the fastest
-    ///   way sonic-rs reads and checks a wide line, measured by the `decode` bench) builds a
-    ///   throw-away tree, and only the wanted fields are converted into [`Value`]s — building
-    ///   needle's values is what costs, not reading the bytes.
+    /// How, with [`Validation::Line`] (the default): needle's checker ([`crate::check`]: SIMD
+    /// classification of the bytes, then one walk over the structural characters) checks the
+    /// whole line and, in the same walk, notes the bytes of each wanted top-level value; then
+    /// only those values are built (plain strings, literals and numbers directly, anything else
+    /// through sonic-rs's serde deserializer) — building needle's values is what costs, and
+    /// the checker reads a line faster than sonic-rs does (`docs/benchmarks.md`).
     ///
     /// It accepts every line [`decode_record`] accepts, with the same values as
     /// [`decode_record`] restricted to the set (and an object field asked for by keys
-    /// restricted to those keys). On the tree, skipped values are validated as JSON (syntax,
-    /// UTF-8, numbers within a double's range) but, for lines of at most
-    /// [`FAST_SKIP_MAX_OPENINGS`] brackets, not held to the nesting limit ([`MAX_DEPTH`]), which
-    /// only matters once a value is built: it accepts a long line whose unread field nests 33
-    /// to 256 levels deep, which [`decode_record`] rejects, and never the other way round.
+    /// restricted to those keys). Skipped values are checked as JSON (syntax, escapes, UTF-8,
+    /// numbers within a double's range), and held to the nesting limit ([`MAX_DEPTH`]) except
+    /// in one case kept from when sonic-rs's tree read long lines: in a line longer than
+    /// [`STREAM_MAX_BYTES`] with at most [`FAST_SKIP_MAX_OPENINGS`] brackets, a value no query
+    /// reads may nest 33 to 256 levels deep, which [`decode_record`] rejects. The limit only
+    /// matters once a value is built; the checker itself keeps no stack of calls.
     pub fn decode(&self, bytes: &[u8]) -> Result<Record, RecordError> {
         let mut record = Record::new();
         self.decode_into(bytes, &mut record)?;
@@ -325,10 +329,15 @@ impl FieldSet {
         }
     }
 
-    /// [`Validation::Line`] as sonic-rs read it before needle's checker, kept to hold the
-    /// checker to the same decisions in tests.
-    #[cfg(test)]
-    fn decode_line_sonic(&self, bytes: &[u8], record: &mut Record) -> Result<(), RecordError> {
+    /// [`Validation::Line`] as sonic-rs read it before needle's checker (a serde stream up to
+    /// [`STREAM_MAX_BYTES`], sonic-rs's tree beyond): kept to measure the checker against in
+    /// `benches/decode.rs` and to hold it to the same decisions in tests. Not for production.
+    #[doc(hidden)]
+    pub fn decode_into_with_sonic_rs(
+        &self,
+        bytes: &[u8],
+        record: &mut Record,
+    ) -> Result<(), RecordError> {
         if bytes.len() <= STREAM_MAX_BYTES || too_many_openings(bytes) {
             return fill_streamed(bytes, self, record.map_mut());
         }
@@ -336,10 +345,8 @@ impl FieldSet {
     }
 
     /// [`Validation::Line`] through sonic-rs's tree, as long lines were read before needle's
-    /// checker (kept, like the rest of the tree's code, to hold the checker to it in tests),
-    /// for lines of at most
+    /// checker ([`FieldSet::decode_into_with_sonic_rs`]), for lines of at most
     /// [`FAST_SKIP_MAX_OPENINGS`] brackets (its parser recurses once per level).
-    #[cfg(test)]
     fn decode_tree(&self, bytes: &[u8], record: &mut Record) -> Result<(), RecordError> {
         let tree = sonic_rs::from_slice::<sonic_rs::Value>(bytes).map_err(|e| malformed(&e))?;
         let Some(object) = tree.as_object() else {
@@ -428,7 +435,8 @@ fn fill_found<N: Names + ?Sized>(
 /// Decodes `text`, one checked JSON value at nesting level 2 found at byte `offset` of its line
 /// (maybe followed by whitespace), over `target` ([`ValueInto`]'s rules: a string reuses the
 /// target's buffer, an object is restricted to `parts`, [`MAX_DEPTH`] holds). Strings without
-/// escapes, literals and integers of up to 18 digits are decoded here; the rest by sonic-rs.
+/// escapes, literals, integers of up to 18 digits and non-zero doubles are decoded here; the rest
+/// by sonic-rs.
 #[inline]
 fn value_into(
     text: &[u8],
@@ -501,8 +509,49 @@ fn fraction(text: &[u8]) -> Option<f64> {
     if !number.iter().any(|b| matches!(b, b'.' | b'e' | b'E')) {
         return None;
     }
-    let x: f64 = std::str::from_utf8(number).ok()?.parse().ok()?;
+    let x = exact_double(number).or_else(|| std::str::from_utf8(number).ok()?.parse().ok())?;
     (x != 0.0 && x.is_finite()).then_some(x)
+}
+
+/// The checked number `number` as a double when its digits form an integer below 2^53 and it
+/// is that integer times or divided by a power of ten of at most 22 (both exact in a double,
+/// so one rounding gives the nearest double, as a full parse would); `None` otherwise.
+#[inline]
+fn exact_double(number: &[u8]) -> Option<f64> {
+    const POWERS: [f64; 23] = [
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+        1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+    ];
+    let (negative, rest) = match number.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, number),
+    };
+    let (mut mantissa, mut digits, mut scale) = (0u64, 0u32, 0i32);
+    let mut fraction = false;
+    let mut i = 0;
+    while let Some(&b) = rest.get(i) {
+        match b {
+            b'0'..=b'9' => {
+                if digits >= 15 {
+                    return None;
+                }
+                mantissa = mantissa * 10 + u64::from(b - b'0');
+                digits += u32::from(mantissa != 0);
+                scale -= i32::from(fraction);
+            }
+            b'.' => fraction = true,
+            _ => break,
+        }
+        i += 1;
+    }
+    if let Some(b'e' | b'E') = rest.get(i) {
+        let exponent: i32 = std::str::from_utf8(rest.get(i + 1..)?).ok()?.parse().ok()?;
+        scale = scale.checked_add(exponent)?;
+    }
+    let power = *POWERS.get(scale.unsigned_abs() as usize)?;
+    let magnitude = mantissa as f64;
+    let x = if scale >= 0 { magnitude * power } else { magnitude / power };
+    Some(if negative { -x } else { x })
 }
 
 /// The checked number `text` (maybe followed by whitespace) when it is an integer of at most 18
@@ -534,12 +583,10 @@ fn small_integer(text: &[u8]) -> Option<i64> {
 
 /// What to keep of an object's entry: `None` skips it; `Some(None)` keeps it whole;
 /// `Some(Some(keys))` keeps only these keys of it when it is an object.
-#[cfg(test)]
 type Wanted<'k> = Option<Option<&'k [Box<str>]>>;
 
 /// Sets `map` to the entries of `object` that `want` keeps, their values at nesting level
 /// `depth`, reusing `map`'s keys and values where they come in the same order as before.
-#[cfg(test)]
 fn fill_object<'k>(
     map: &mut Map,
     object: &sonic_rs::Object,
@@ -573,7 +620,6 @@ fn fill_object<'k>(
 
 /// Sets `target` to `v` at nesting level `depth` (an object restricted to `parts` when given),
 /// reusing `target`'s string or map when it has the same kind.
-#[cfg(test)]
 fn fill_value(
     target: &mut Value,
     v: &sonic_rs::Value,
@@ -612,7 +658,6 @@ fn too_many_openings(bytes: &[u8]) -> bool {
 }
 
 /// Converts a sonic-rs tree value at nesting level `depth` (the same rules as [`ValueSeed`]).
-#[cfg(test)]
 fn from_sonic(v: &sonic_rs::Value, depth: usize) -> Result<Value, RecordError> {
     let too_deep = || RecordError::Malformed {
         message: format!("arrays and objects nest deeper than {MAX_DEPTH} levels"),
@@ -650,7 +695,6 @@ fn from_sonic(v: &sonic_rs::Value, depth: usize) -> Result<Value, RecordError> {
     })
 }
 
-#[cfg(test)]
 fn sonic_kind_name(v: &sonic_rs::Value) -> &'static str {
     match v.get_type() {
         sonic_rs::JsonType::Null => "null",
@@ -1535,7 +1579,7 @@ mod tests {
         let other = br#"{"b":{"a":"y","q":[{"r":1}]},"a":{"c":"old","b":[1]},"cd":"x","zz":1}"#;
         for set in &sets {
             let mut before = Record::new();
-            let sonic = set.decode_line_sonic(bytes, &mut before).map(|()| before);
+            let sonic = set.decode_into_with_sonic_rs(bytes, &mut before).map(|()| before);
             for kernel in check::Kernel::available() {
                 let mut fresh = Record::new();
                 let checked = set.decode_checked(kernel, bytes, &mut fresh).map(|()| fresh);
@@ -1637,6 +1681,32 @@ mod tests {
                 bytes[i] = byte;
             }
             fast_agrees(&bytes)?;
+        }
+
+        #[test]
+        fn doubles_read_without_sonic_rs_are_the_nearest_doubles(
+            negative in any::<bool>(),
+            integer in 0u64..10_000_000,
+            digits in "[0-9]{0,12}",
+            exponent in prop::option::of(-40i32..40),
+        ) {
+            let mut text = format!("{}{integer}", if negative { "-" } else { "" });
+            if !digits.is_empty() {
+                text = format!("{text}.{digits}");
+            }
+            if let Some(e) = exponent {
+                text = format!("{text}e{e}");
+            }
+            let nearest: f64 = text.parse().unwrap();
+            if let Some(x) = exact_double(text.as_bytes()) {
+                prop_assert_eq!(x.to_bits(), nearest.to_bits(), "{}", text);
+            }
+            let wanted = fraction(text.as_bytes());
+            if digits.is_empty() && exponent.is_none() {
+                prop_assert_eq!(wanted, None);
+            } else if nearest != 0.0 {
+                prop_assert_eq!(wanted.map(f64::to_bits), Some(nearest.to_bits()), "{}", text);
+            }
         }
 
         #[test]
