@@ -34,6 +34,7 @@ fn main() {
             "sse2",
             "portable",
             "fieldset_line",
+            "fieldset_sonic",
         ];
         let mut best = vec![f64::MAX; names.len()];
         for _ in 0..rounds {
@@ -62,8 +63,11 @@ fn main() {
                         5 => {
                             black_box(check_with(Kernel::Portable, l).is_ok());
                         }
-                        _ => {
+                        6 => {
                             black_box(one.decode_into(l, &mut rec).is_ok());
+                        }
+                        _ => {
+                            black_box(one.decode_into_with_sonic_rs(l, &mut rec).is_ok());
                         }
                     }
                 }

@@ -84,7 +84,7 @@ pub fn check(bytes: &[u8]) -> Result<(), RecordError> {
 /// the one it has: [`Kernel::detect`]'s).
 pub fn check_with(kernel: Kernel, bytes: &[u8]) -> Result<(), RecordError> {
     let mut found = Found::new();
-    walk(kernel, bytes, DepthRule::Everywhere, |_| None, &mut found).map(drop)
+    walk(kernel, bytes, DepthRule::Everywhere, KeyLengths::NONE, |_| None, &mut found).map(drop)
 }
 
 /// How deep values that are not built may nest.
@@ -111,6 +111,25 @@ pub(crate) struct WantedValue {
 /// The wanted values of a line, in the order of the line (a key met twice, twice).
 pub(crate) type Found = SmallVec<[WantedValue; 8]>;
 
+/// The lengths of the keys a caller wants (bit `n` for `n` bytes, bit 63 for 63 and more):
+/// the walk asks about no key of another length.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct KeyLengths(u64);
+
+impl KeyLengths {
+    pub const NONE: KeyLengths = KeyLengths(0);
+
+    /// The lengths of `keys`.
+    pub fn of<'k>(keys: impl IntoIterator<Item = &'k [u8]>) -> KeyLengths {
+        KeyLengths(keys.into_iter().fold(0, |bits, key| bits | 1 << key.len().min(63)))
+    }
+
+    #[inline(always)]
+    fn may_hold(self, length: usize) -> bool {
+        self.0 & (1 << length.min(63)) != 0
+    }
+}
+
 /// What the line's top-level value is, when the line is valid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum TopLevel {
@@ -120,12 +139,13 @@ pub(crate) enum TopLevel {
 
 /// Checks the line and, when its top-level value is an object, pushes onto `found` the range of
 /// each value whose key `want` maps to a name. `found` is cleared first. `want` is given each
-/// top-level key's text (escapes decoded), as bytes: UTF-8 unless the line is malformed, which
-/// the walk then reports whatever `want` answered.
+/// top-level key's text (escapes decoded) whose length is in `lengths`, as bytes: UTF-8 unless
+/// the line is malformed, which the walk then reports whatever `want` answered.
 pub(crate) fn walk<W: FnMut(&[u8]) -> Option<usize>>(
     kernel: Kernel,
     bytes: &[u8],
     depth_rule: DepthRule,
+    lengths: KeyLengths,
     want: W,
     found: &mut Found,
 ) -> Result<TopLevel, RecordError> {
@@ -134,11 +154,13 @@ pub(crate) fn walk<W: FnMut(&[u8]) -> Option<usize>>(
         #[cfg(target_arch = "x86_64")]
         Kernel::Avx2 if std::arch::is_x86_feature_detected!("avx2") => {
             // SAFETY: the CPU has AVX2 (detected on the line above), all walk_avx2 requires.
-            unsafe { walk_avx2(bytes, depth_rule, want, found) }
+            unsafe { walk_avx2(bytes, depth_rule, lengths, want, found) }
         }
         #[cfg(target_arch = "x86_64")]
-        Kernel::Avx2 | Kernel::Sse2 => walk_generic::<Sse2, W>(bytes, depth_rule, want, found),
-        _ => walk_generic::<Portable, W>(bytes, depth_rule, want, found),
+        Kernel::Avx2 | Kernel::Sse2 => {
+            walk_generic::<Sse2, W>(bytes, depth_rule, lengths, want, found)
+        }
+        _ => walk_generic::<Portable, W>(bytes, depth_rule, lengths, want, found),
     }
 }
 
@@ -148,10 +170,11 @@ pub(crate) fn walk<W: FnMut(&[u8]) -> Option<usize>>(
 fn walk_avx2<W: FnMut(&[u8]) -> Option<usize>>(
     bytes: &[u8],
     depth_rule: DepthRule,
+    lengths: KeyLengths,
     want: W,
     found: &mut Found,
 ) -> Result<TopLevel, RecordError> {
-    walk_generic::<Avx2, W>(bytes, depth_rule, want, found)
+    walk_generic::<Avx2, W>(bytes, depth_rule, lengths, want, found)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -366,14 +389,11 @@ fn malformed(offset: usize, message: &str) -> RecordError {
     RecordError::Malformed { message: message.to_owned(), offset: Some(offset) }
 }
 
-/// Stage 1 over a line, block by block, handing out the structural starts in order.
+/// Stage 1 over a line, block by block, as stage 2 asks for the next block's starts.
 struct Scanner<'a, K> {
     bytes: &'a [u8],
-    /// Offset of the block `starts` belongs to, and of the next block to classify.
-    block: usize,
+    /// Offset of the next block to classify.
     next_block: usize,
-    /// The structural starts of the current block not yet handed out.
-    starts: u64,
     /// The last byte of the previous block was an escaping backslash.
     escape_carry: bool,
     /// All ones when the previous block ended inside a string.
@@ -397,9 +417,7 @@ impl<'a, K: Classify> Scanner<'a, K> {
     fn new(bytes: &'a [u8]) -> Self {
         Scanner {
             bytes,
-            block: 0,
             next_block: 0,
-            starts: 0,
             escape_carry: false,
             in_string_carry: 0,
             token_carry: 0,
@@ -412,23 +430,23 @@ impl<'a, K: Classify> Scanner<'a, K> {
         }
     }
 
-    /// The offset of the next structural start; the line's length past the last one, or once
-    /// stage 1 found an error (kept for [`Scanner::failure`]).
-    #[inline(always)]
-    fn next(&mut self) -> usize {
-        while self.starts == 0 {
-            if self.next_block >= self.bytes.len() {
-                return self.bytes.len();
-            }
-            if let Err(e) = self.advance() {
+    /// Classifies the next block: its structural starts and its offset; `None` past the last
+    /// block, or once stage 1 found an error (kept for [`Scanner::failure`]). Stage 2 keeps the
+    /// starts it has not read yet in a local (a register), not here.
+    #[inline]
+    fn refill(&mut self) -> Option<(u64, usize)> {
+        if self.next_block >= self.bytes.len() {
+            return None;
+        }
+        let start = self.next_block;
+        match self.advance() {
+            Ok(starts) => Some((starts, start)),
+            Err(e) => {
                 self.error = Some(e);
                 self.next_block = self.bytes.len();
-                return self.bytes.len();
+                None
             }
         }
-        let i = self.starts.trailing_zeros() as usize;
-        self.starts &= self.starts - 1;
-        self.block + i
     }
 
     /// The error to report where stage 2 met the end of the line while reading `context`:
@@ -438,9 +456,9 @@ impl<'a, K: Classify> Scanner<'a, K> {
         self.error.take().unwrap_or_else(|| malformed(self.bytes.len(), context))
     }
 
-    /// Classifies the next block and sets its structural starts.
+    /// Classifies the next block and gives its structural starts.
     #[inline]
-    fn advance(&mut self) -> Result<(), RecordError> {
+    fn advance(&mut self) -> Result<u64, RecordError> {
         let start = self.next_block;
         let m = match self.bytes[start..].first_chunk::<64>() {
             Some(block) => K::classify(block),
@@ -474,15 +492,14 @@ impl<'a, K: Classify> Scanner<'a, K> {
         let unquoted_token = token & !quote;
         let follows_token = (unquoted_token << 1) | self.token_carry;
         self.token_carry = unquoted_token >> 63;
-        self.starts = (m.operator | (token & !follows_token)) & !string_tail;
+        let starts = (m.operator | (token & !follows_token)) & !string_tail;
         self.high |= m.high;
         self.openings += m.opening.count_ones() as usize;
-        self.block = start;
         self.next_block = start + 64;
         if self.next_block >= self.bytes.len() {
             self.finish()?;
         }
-        Ok(())
+        Ok(starts)
     }
 
     /// The checks that need the whole line: strings closed, UTF-8.
@@ -728,14 +745,34 @@ fn key_text<'b>(
 /// Stage 2 over the structural starts stage 1 hands out (see the module doc). Where the line
 /// ends early, [`Scanner::next`] gives the line's length, whose byte reads as 0: no token.
 #[inline(always)]
+#[allow(unused_assignments)] // the last `next!()` leaves its block's starts unread
 fn walk_generic<K: Classify, W: FnMut(&[u8]) -> Option<usize>>(
     bytes: &[u8],
     depth_rule: DepthRule,
+    lengths: KeyLengths,
     mut want: W,
     found: &mut Found,
 ) -> Result<TopLevel, RecordError> {
     let byte = |at: usize| bytes.get(at).copied().unwrap_or(0);
     let mut scan = Scanner::<K>::new(bytes);
+    // the structural starts of the current block not read yet, and the block's offset
+    let (mut starts, mut block) = (0u64, 0usize);
+    // The offset of the next structural start; the line's length past the last one.
+    macro_rules! next {
+        () => {{
+            loop {
+                if starts != 0 {
+                    let at = block + starts.trailing_zeros() as usize;
+                    starts &= starts - 1;
+                    break at;
+                }
+                match scan.refill() {
+                    Some((more, offset)) => (starts, block) = (more, offset),
+                    None => break bytes.len(),
+                }
+            }
+        }};
+    }
     let mut nesting = Nesting { arrays: [0; 4], depth: 0 };
     // whether the innermost open container is an array
     let mut in_array = false;
@@ -749,7 +786,7 @@ fn walk_generic<K: Classify, W: FnMut(&[u8]) -> Option<usize>>(
     // a wanted top-level value begun: (name, start)
     let mut pending: Option<(usize, usize)> = None;
 
-    let mut at = scan.next();
+    let mut at = next!();
     let top = match byte(at) {
         0 => return Err(scan.failure("EOF while parsing a value")),
         b'{' => TopLevel::Object,
@@ -771,18 +808,20 @@ fn walk_generic<K: Classify, W: FnMut(&[u8]) -> Option<usize>>(
                     _ => malformed(key, "expected a string key"),
                 });
             }
-            let colon = scan.next();
+            let colon = next!();
             if byte(colon) != b':' {
                 return Err(match byte(colon) {
                     0 => scan.failure("EOF while parsing an object"),
                     _ => malformed(colon, "expected ':' after an object key"),
                 });
             }
-            let value = scan.next();
+            let value = next!();
             if nesting.depth == 1 {
                 let text = key_text(bytes, key, colon, scan.backslashes, &mut scratch)?;
-                if let Some(name) = want(text) {
-                    pending = Some((name, value));
+                if lengths.may_hold(text.len()) {
+                    if let Some(name) = want(text) {
+                        pending = Some((name, value));
+                    }
                 }
             }
             value
@@ -805,7 +844,7 @@ fn walk_generic<K: Classify, W: FnMut(&[u8]) -> Option<usize>>(
             }
             in_array = c == b'[';
             nesting.push(in_array);
-            let first = scan.next();
+            let first = next!();
             match byte(first) {
                 b'}' if !in_array => in_array = nesting.pop(),
                 b']' if in_array => in_array = nesting.pop(),
@@ -832,7 +871,7 @@ fn walk_generic<K: Classify, W: FnMut(&[u8]) -> Option<usize>>(
         // after a value: close containers until one goes on
         loop {
             if nesting.depth == 0 {
-                let extra = scan.next();
+                let extra = next!();
                 if extra < bytes.len() {
                     return Err(malformed(extra, "trailing characters after the value"));
                 }
@@ -849,7 +888,7 @@ fn walk_generic<K: Classify, W: FnMut(&[u8]) -> Option<usize>>(
                 }
                 return Ok(top);
             }
-            let separator = scan.next();
+            let separator = next!();
             if nesting.depth == 1 {
                 if let Some((name, start)) = pending.take() {
                     found.push(WantedValue { name, start, end: separator });
@@ -857,7 +896,7 @@ fn walk_generic<K: Classify, W: FnMut(&[u8]) -> Option<usize>>(
             }
             match byte(separator) {
                 b',' => {
-                    let next = scan.next();
+                    let next = next!();
                     at = if in_array { next } else { key!(next) };
                     continue 'value;
                 }
@@ -1045,7 +1084,8 @@ mod tests {
         };
         let mut found = Found::new();
         for kernel in kernels() {
-            let top = walk(kernel, line, DepthRule::Everywhere, want, &mut found).unwrap();
+            let lengths = KeyLengths::of([&b"a"[..], b"ab"]);
+            let top = walk(kernel, line, DepthRule::Everywhere, lengths, want, &mut found).unwrap();
             assert_eq!(top, TopLevel::Object);
             let texts: Vec<(usize, &str)> = found
                 .iter()
@@ -1053,7 +1093,8 @@ mod tests {
                 .collect();
             assert_eq!(texts, [(0, "1"), (1, "\"x\""), (0, "\"y\" ")]);
         }
-        let top = walk(Kernel::detect(), b"[1]", DepthRule::Everywhere, want, &mut found);
+        let all = KeyLengths(u64::MAX);
+        let top = walk(Kernel::detect(), b"[1]", DepthRule::Everywhere, all, want, &mut found);
         assert_eq!(top, Ok(TopLevel::Other("an array")));
     }
 

@@ -2,9 +2,10 @@
 //! top-level fields a caller names ([`decode_fields`], exact; [`FieldSet::decode`], the
 //! workers' fast path), skipping the rest without building values. [`decode_record`],
 //! [`decode_value`] and [`decode_fields`] read with sonic-rs (a serde stream straight into
-//! [`Value`]s). [`FieldSet::decode`] checks the whole line with needle's own SIMD checker
-//! ([`crate::check`]), which also finds where the wanted fields' values lie, and builds only
-//! those ([`Validation::Line`], the default); or it looks the fields up with sonic-rs and checks
+//! [`Value`]s). [`FieldSet::decode`] checks the whole line ([`Validation::Line`], the default)
+//! with needle's own SIMD checker ([`crate::check`]), which also finds where the wanted fields'
+//! values lie, and builds only those (lines of at most [`STREAM_MAX_BYTES`] are read by
+//! sonic-rs's stream, faster at that size); or it looks the fields up with sonic-rs and checks
 //! only them ([`Validation::Fields`]).
 //!
 //! Rules, the same for every entry point:
@@ -20,7 +21,7 @@
 //! - every failure is a [`RecordError`], never a panic: [`RecordError::Malformed`] with the byte
 //!   offset where the parser stopped, or [`RecordError::NotAnObject`] for a valid non-object line.
 
-use crate::check::{self, DepthRule, Kernel, TopLevel, WantedValue};
+use crate::check::{self, DepthRule, Kernel, KeyLengths, TopLevel, WantedValue};
 use crate::{Map, Record, RecordError, Value};
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use sonic_rs::{JsonContainerTrait, JsonValueTrait};
@@ -113,11 +114,12 @@ fn fill_streamed<N: Names + ?Sized>(
 /// [`FieldSet::decode`].)
 pub const FAST_SKIP_MAX_OPENINGS: usize = 256;
 
-/// Lines of at most this many bytes are checked whole even with [`Validation::Fields`] (at that
-/// size reading the whole line is faster than sonic-rs's lookup). It also bounds the one
-/// tolerance of [`Validation::Line`] (see [`FieldSet::decode`]): before needle's checker, lines
-/// up to this length were read as a sonic-rs stream, longer ones through sonic-rs's tree, and
-/// the line mode keeps the decisions it made then.
+/// Lines of at most this many bytes are read by sonic-rs's serde stream straight into the kept
+/// record ([`decode_fields`]' way), with [`Validation::Line`] and [`Validation::Fields`] alike:
+/// at that size it is faster than needle's checker followed by building the values read, and
+/// faster than sonic-rs's lookup (measured by `cargo bench -p needle-record --bench decode`).
+/// Longer lines are read by needle's checker; before it, by sonic-rs's tree, and the line mode
+/// keeps the decisions it made then (see [`FieldSet::decode`]).
 pub const STREAM_MAX_BYTES: usize = 512;
 
 /// A set of top-level fields to decode, built once and used for many lines
@@ -139,6 +141,8 @@ pub struct FieldSet {
     /// A Bloom filter of the names' (length, first byte, last byte): most other keys of a line
     /// are passed over without a comparison or a hash.
     bloom: [u64; 4],
+    /// The names' lengths, for needle's checker to pass other keys over before any call.
+    lengths: KeyLengths,
 }
 
 /// How much of each line [`FieldSet::decode`] checks.
@@ -147,7 +151,8 @@ pub struct FieldSet {
 pub enum Validation {
     /// The whole line must be valid JSON, whatever is read of it: a line with an error anywhere
     /// is malformed (counted and skipped). The default. Checked by needle's own SIMD checker
-    /// ([`crate::check`]), which finds the fields read in the same pass.
+    /// ([`crate::check`]), which finds the fields read in the same pass (lines of at most
+    /// [`STREAM_MAX_BYTES`]: by sonic-rs's stream, faster there).
     #[default]
     Line,
     /// Only the fields read are parsed and checked in full; the rest of the line is skipped as
@@ -224,7 +229,8 @@ impl FieldSet {
             bloom[slot / 64] |= 1 << (slot % 64);
         }
         let parts = parts.into_iter().map(|p| p.map(Vec::into_boxed_slice)).collect();
-        Self { validation: Validation::Line, lookup: None, names, parts, index, bloom }
+        let lengths = KeyLengths::of(names.iter().map(|n| n.as_bytes()));
+        Self { validation: Validation::Line, lookup: None, names, parts, index, bloom, lengths }
     }
 
     /// The same set, checking `validation` of each line.
@@ -276,7 +282,9 @@ impl FieldSet {
     /// whole line and, in the same walk, notes the bytes of each wanted top-level value; then
     /// only those values are built (plain strings, literals and numbers directly, anything else
     /// through sonic-rs's serde deserializer) — building needle's values is what costs, and
-    /// the checker reads a line faster than sonic-rs does (`docs/benchmarks.md`).
+    /// the checker reads a line faster than sonic-rs does (`docs/benchmarks.md`). Lines of at
+    /// most [`STREAM_MAX_BYTES`] are read by sonic-rs's serde stream instead, which builds the
+    /// wanted values as it checks and is the faster way there.
     ///
     /// It accepts every line [`decode_record`] accepts, with the same values as
     /// [`decode_record`] restricted to the set (and an object field asked for by keys
@@ -308,8 +316,14 @@ impl FieldSet {
         }
     }
 
-    /// [`Validation::Line`].
+    /// [`Validation::Line`]: needle's checker, but for lines of at most [`STREAM_MAX_BYTES`],
+    /// which sonic-rs's stream still reads (measured: on a 100-byte event of the `small`
+    /// workload, one field read, 142 ns against 158 ns; the checker alone takes 96 ns there, so
+    /// it is building the value from the checked bytes that does not pay at that size).
     fn decode_line(&self, bytes: &[u8], record: &mut Record) -> Result<(), RecordError> {
+        if bytes.len() <= STREAM_MAX_BYTES {
+            return fill_streamed(bytes, self, record.map_mut());
+        }
         self.decode_checked(Kernel::detect(), bytes, record)
     }
 
@@ -323,7 +337,7 @@ impl FieldSet {
     ) -> Result<(), RecordError> {
         let mut found = check::Found::new();
         let want = |key: &[u8]| self.position_of_bytes(key);
-        match check::walk(kernel, bytes, DepthRule::LineMode, want, &mut found)? {
+        match check::walk(kernel, bytes, DepthRule::LineMode, self.lengths, want, &mut found)? {
             TopLevel::Object => fill_found(bytes, &found, self, record.map_mut()),
             TopLevel::Other(found) => Err(RecordError::NotAnObject { found }),
         }
@@ -470,12 +484,8 @@ fn value_into(
             return Ok(());
         }
         Some(b'-' | b'0'..=b'9') => {
-            if let Some(n) = small_integer(text) {
-                *target = Value::Long(n);
-                return Ok(());
-            }
-            if let Some(x) = fraction(text) {
-                *target = Value::Double(x);
+            if let Some(number) = quick_number(text) {
+                *target = number;
                 return Ok(());
             }
         }
@@ -499,86 +509,77 @@ fn plain_string(text: &[u8]) -> Option<&str> {
     std::str::from_utf8(inner).ok()
 }
 
-/// The checked number `text` (maybe followed by whitespace) when it has a fraction or an
-/// exponent (a DOUBLE) and is not zero: the nearest double, as sonic-rs reads it (both round
-/// correctly; a zero is left to sonic-rs, which drops the sign of `-0.0`).
+/// The checked number `text` (maybe followed by whitespace) as sonic-rs decodes it, where that
+/// is quick: an integer of at most 18 digits is a LONG (but `-0`, which sonic-rs reads as a
+/// double); a number with a fraction or an exponent is the nearest DOUBLE — computed exactly
+/// when its digits fit 2^53 and its power of ten is at most 22 (one exact multiplication or
+/// division: Clinger's fast path), else by std's parse; both round correctly, as sonic-rs does.
+/// `None` leaves the number to sonic-rs: longer integers, and zeros (sonic-rs drops the sign of
+/// `-0.0`).
 #[inline]
-fn fraction(text: &[u8]) -> Option<f64> {
-    let end = text.iter().position(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'));
-    let number = &text[..end.unwrap_or(text.len())];
-    if !number.iter().any(|b| matches!(b, b'.' | b'e' | b'E')) {
-        return None;
-    }
-    let x = exact_double(number).or_else(|| std::str::from_utf8(number).ok()?.parse().ok())?;
-    (x != 0.0 && x.is_finite()).then_some(x)
-}
-
-/// The checked number `number` as a double when its digits form an integer below 2^53 and it
-/// is that integer times or divided by a power of ten of at most 22 (both exact in a double,
-/// so one rounding gives the nearest double, as a full parse would); `None` otherwise.
-#[inline]
-fn exact_double(number: &[u8]) -> Option<f64> {
+fn quick_number(text: &[u8]) -> Option<Value> {
     const POWERS: [f64; 23] = [
         1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
         1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
     ];
-    let (negative, rest) = match number.split_first() {
+    let (negative, rest) = match text.split_first() {
         Some((b'-', rest)) => (true, rest),
-        _ => (false, number),
+        _ => (false, text),
     };
-    let (mut mantissa, mut digits, mut scale) = (0u64, 0u32, 0i32);
-    let mut fraction = false;
+    // the digits as an integer (while it has at most 18 significant digits), and the power of
+    // ten it is to be scaled by
+    let (mut mantissa, mut significant, mut scale) = (0u64, 0u32, 0i32);
+    let (mut fraction, mut long) = (false, false);
     let mut i = 0;
     while let Some(&b) = rest.get(i) {
         match b {
-            b'0'..=b'9' => {
-                if digits >= 15 {
-                    return None;
-                }
+            b'0'..=b'9' if significant < 18 => {
                 mantissa = mantissa * 10 + u64::from(b - b'0');
-                digits += u32::from(mantissa != 0);
+                significant += u32::from(mantissa != 0);
                 scale -= i32::from(fraction);
             }
+            b'0'..=b'9' => long = true,
             b'.' => fraction = true,
             _ => break,
         }
         i += 1;
     }
-    if let Some(b'e' | b'E') = rest.get(i) {
-        let exponent: i32 = std::str::from_utf8(rest.get(i + 1..)?).ok()?.parse().ok()?;
-        scale = scale.checked_add(exponent)?;
+    let exponent = matches!(rest.get(i), Some(b'e' | b'E'));
+    if !fraction && !exponent {
+        return match (long, negative, mantissa) {
+            (true, _, _) | (false, true, 0) => None,
+            (false, true, n) => Some(Value::Long(-(n as i64))),
+            (false, false, n) => Some(Value::Long(n as i64)),
+        };
     }
-    let power = *POWERS.get(scale.unsigned_abs() as usize)?;
-    let magnitude = mantissa as f64;
-    let x = if scale >= 0 { magnitude * power } else { magnitude / power };
-    Some(if negative { -x } else { x })
-}
-
-/// The checked number `text` (maybe followed by whitespace) when it is an integer of at most 18
-/// digits, other than `-0` (which sonic-rs reads as a double): it fits an `i64`, a LONG.
-#[inline]
-fn small_integer(text: &[u8]) -> Option<i64> {
-    let (negative, digits) = match text.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, text),
-    };
-    let mut n: i64 = 0;
-    let mut count = 0;
-    for &b in digits {
-        match b {
-            b'0'..=b'9' if count < 18 => {
-                n = n * 10 + i64::from(b - b'0');
-                count += 1;
+    let mut end = i;
+    if exponent {
+        let (mut power, mut minus) = (0i32, false);
+        end += 1;
+        while let Some(&b) = rest.get(end) {
+            match b {
+                b'-' => minus = true,
+                b'+' => {}
+                b'0'..=b'9' => power = power.saturating_mul(10).saturating_add(i32::from(b - b'0')),
+                _ => break,
             }
-            b' ' | b'\t' | b'\n' | b'\r' => break,
-            _ => return None,
+            end += 1;
         }
+        scale = scale.saturating_add(if minus { -power } else { power });
     }
-    match (negative, n) {
-        (true, 0) => None,
-        (true, n) => Some(-n),
-        (false, n) => Some(n),
-    }
+    let x = match POWERS.get(scale.unsigned_abs() as usize) {
+        Some(&power) if !long && significant <= 15 => {
+            let magnitude = mantissa as f64;
+            let x = if scale >= 0 { magnitude * power } else { magnitude / power };
+            if negative {
+                -x
+            } else {
+                x
+            }
+        }
+        _ => std::str::from_utf8(text.get(..end + usize::from(negative))?).ok()?.parse().ok()?,
+    };
+    (x != 0.0 && x.is_finite()).then_some(Value::Double(x))
 }
 
 /// What to keep of an object's entry: `None` skips it; `Some(None)` keeps it whole;
@@ -740,7 +741,10 @@ impl FieldSet {
         if !self.may_hold(key) {
             return None;
         }
-        self.position_of(std::str::from_utf8(key).ok()?)
+        match &self.index {
+            Some(index) => index.get(std::str::from_utf8(key).ok()?).copied(),
+            None => self.names.iter().position(|n| n.as_bytes() == key),
+        }
     }
 
     /// Where `key` stands among the names, past the Bloom filter.
@@ -1686,7 +1690,7 @@ mod tests {
         #[test]
         fn doubles_read_without_sonic_rs_are_the_nearest_doubles(
             negative in any::<bool>(),
-            integer in 0u64..10_000_000,
+            integer in prop_oneof![0u64..10_000_000, any::<u64>()],
             digits in "[0-9]{0,12}",
             exponent in prop::option::of(-40i32..40),
         ) {
@@ -1698,14 +1702,20 @@ mod tests {
                 text = format!("{text}e{e}");
             }
             let nearest: f64 = text.parse().unwrap();
-            if let Some(x) = exact_double(text.as_bytes()) {
-                prop_assert_eq!(x.to_bits(), nearest.to_bits(), "{}", text);
-            }
-            let wanted = fraction(text.as_bytes());
+            let quick = quick_number(format!("{text} ").as_bytes());
             if digits.is_empty() && exponent.is_none() {
-                prop_assert_eq!(wanted, None);
+                // up to 18 digits read here, longer ones (and -0) left to sonic-rs
+                let short = integer < 1_000_000_000_000_000_000 && text != "-0";
+                let want = short.then(|| Value::Long(text.parse().unwrap()));
+                prop_assert_eq!(quick, want, "{}", text);
             } else if nearest != 0.0 {
-                prop_assert_eq!(wanted.map(f64::to_bits), Some(nearest.to_bits()), "{}", text);
+                let bits = match quick {
+                    Some(Value::Double(x)) => Some(x.to_bits()),
+                    _ => None,
+                };
+                prop_assert_eq!(bits, Some(nearest.to_bits()), "{}", text);
+            } else {
+                prop_assert_eq!(quick, None, "{}", text);
             }
         }
 
