@@ -6,7 +6,8 @@
 //!   tree, at this length), and sonic-rs's lazy `get_many` of two fields, which stops early and
 //!   validates nothing after them;
 //! - 1,000 `small` events (~100 bytes): `FieldSet::decode_into` of one field into the kept
-//!   record (the checker; `*_sonic_rs`: sonic-rs's stream, as before it) and `decode_fields`;
+//!   record (sonic-rs's stream at this length, as before the checker: `*_sonic_rs`; `*_checker`
+//!   forces the checker, slower here) and `decode_fields`;
 //! - for both, the baselines: needle's checker alone (`needle_check_*`, validating the whole
 //!   line and building nothing, with each stage-1 kernel the CPU runs), sonic-rs's and
 //!   serde_json's validate-only reads (`IgnoredAny`) and trees (`sonic_rs::Value`,
@@ -15,11 +16,16 @@
 use criterion::measurement::WallTime;
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
 use needle_record::check::{check_with, Kernel};
-use needle_record::{decode_fields, decode_record, FieldSet};
+use needle_record::{decode_fields, decode_record, FieldSet, Record, RecordError};
 use needle_workload::{Generator, WorkloadKind, WorkloadSpec};
 use std::hint::black_box;
 
 const RECORDS: usize = 1000;
+
+/// The line mode as sonic-rs read lines before needle's checker (a stream up to 512 bytes, its
+/// tree beyond), and through the checker whatever the length.
+const SONIC_RS: ReadInto = FieldSet::decode_into_with_sonic_rs;
+const CHECKER: ReadInto = FieldSet::decode_into_with_checker;
 
 fn bullet_lines() -> Vec<Vec<u8>> {
     lines(WorkloadKind::Bullet)
@@ -37,24 +43,22 @@ fn lines(kind: WorkloadKind) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// Times `set.decode_into` (or, with `sonic_rs`, the line mode as sonic-rs read it before
-/// needle's checker) over every line into one kept record, as a worker does.
+/// How a `FieldSet` reads a line into the kept record.
+type ReadInto = fn(&FieldSet, &[u8], &mut Record) -> Result<(), RecordError>;
+
+/// Times `read` of `set` over every line into one kept record, as a worker does.
 fn field_set_into(
     group: &mut BenchmarkGroup<'_, WallTime>,
     name: &str,
     lines: &[Vec<u8>],
     set: &FieldSet,
-    sonic_rs: bool,
+    read: ReadInto,
 ) {
     group.bench_function(name, |b| {
-        let mut record = needle_record::Record::new();
+        let mut record = Record::new();
         b.iter(|| {
             for line in lines {
-                if sonic_rs {
-                    set.decode_into_with_sonic_rs(line, &mut record).unwrap();
-                } else {
-                    set.decode_into(line, &mut record).unwrap();
-                }
+                read(set, line, &mut record).unwrap();
                 black_box(&record);
             }
         })
@@ -110,11 +114,11 @@ fn decode(c: &mut Criterion) {
         black_box(decode_fields(line, &["device", "demographics"]).unwrap());
     });
     let id = FieldSet::new(["id"]);
-    field_set_into(&mut group, "field_set_id", &lines, &id, false);
-    field_set_into(&mut group, "field_set_id_sonic_rs", &lines, &id, true);
+    field_set_into(&mut group, "field_set_id", &lines, &id, FieldSet::decode_into);
+    field_set_into(&mut group, "field_set_id_sonic_rs", &lines, &id, SONIC_RS);
     let two = FieldSet::new(["device", "demographics"]);
-    field_set_into(&mut group, "field_set_2", &lines, &two, false);
-    field_set_into(&mut group, "field_set_2_sonic_rs", &lines, &two, true);
+    field_set_into(&mut group, "field_set_2", &lines, &two, FieldSet::decode_into);
+    field_set_into(&mut group, "field_set_2_sonic_rs", &lines, &two, SONIC_RS);
     json_baselines(&mut group, &lines);
     // What skipping validation buys: sonic-rs's lazy lookup stops once both fields are found
     // and does not check the rest of the line.
@@ -138,8 +142,9 @@ fn decode_small(c: &mut Criterion) {
     let mut group = c.benchmark_group("decode_small_1000");
     group.throughput(Throughput::Bytes(bytes as u64));
     let value = FieldSet::new(["value"]);
-    field_set_into(&mut group, "field_set_value_into", &lines, &value, false);
-    field_set_into(&mut group, "field_set_value_into_sonic_rs", &lines, &value, true);
+    field_set_into(&mut group, "field_set_value_into", &lines, &value, FieldSet::decode_into);
+    field_set_into(&mut group, "field_set_value_into_checker", &lines, &value, CHECKER);
+    field_set_into(&mut group, "field_set_value_into_sonic_rs", &lines, &value, SONIC_RS);
     per_line(&mut group, "decode_fields_value", &lines, |line| {
         black_box(decode_fields(line, &["value"]).unwrap());
     });

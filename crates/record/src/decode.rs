@@ -327,6 +327,18 @@ impl FieldSet {
         self.decode_checked(Kernel::detect(), bytes, record)
     }
 
+    /// [`Validation::Line`] through needle's checker whatever the line's length (short lines
+    /// included, which [`FieldSet::decode_into`] gives sonic-rs's stream): kept to measure the
+    /// checker on them in `benches/decode.rs`. Not for production.
+    #[doc(hidden)]
+    pub fn decode_into_with_checker(
+        &self,
+        bytes: &[u8],
+        record: &mut Record,
+    ) -> Result<(), RecordError> {
+        self.decode_checked(Kernel::detect(), bytes, record)
+    }
+
     /// [`Validation::Line`] through needle's checker ([`crate::check`]): one walk checks the
     /// whole line and finds the wanted top-level values' bytes; then only those are built.
     fn decode_checked(
