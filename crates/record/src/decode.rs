@@ -5,7 +5,7 @@
 //! [`Value`]s). [`FieldSet::decode`] checks the whole line ([`Validation::Line`], the default)
 //! with needle's own SIMD checker ([`crate::check`]), which also finds where the wanted fields'
 //! values lie, and builds only those (lines of at most [`STREAM_MAX_BYTES`] are read by
-//! sonic-rs's stream, faster at that size); or it looks the fields up with sonic-rs and checks
+//! sonic-rs's stream, as fast at that size); or it looks the fields up with sonic-rs and checks
 //! only them ([`Validation::Fields`]).
 //!
 //! Rules, the same for every entry point:
@@ -116,8 +116,9 @@ pub const FAST_SKIP_MAX_OPENINGS: usize = 256;
 
 /// Lines of at most this many bytes are read by sonic-rs's serde stream straight into the kept
 /// record ([`decode_fields`]' way), with [`Validation::Line`] and [`Validation::Fields`] alike:
-/// at that size it is faster than needle's checker followed by building the values read, and
-/// faster than sonic-rs's lookup (measured by `cargo bench -p needle-record --bench decode`).
+/// at that size it is as fast as needle's checker followed by building the values read, and
+/// faster than sonic-rs's lookup (`cargo bench -p needle-record --bench decode`,
+/// `examples/decode_rounds.rs`).
 /// Longer lines are read by needle's checker; before it, by sonic-rs's tree, and the line mode
 /// keeps the decisions it made then (see [`FieldSet::decode`]).
 pub const STREAM_MAX_BYTES: usize = 512;
@@ -152,7 +153,7 @@ pub enum Validation {
     /// The whole line must be valid JSON, whatever is read of it: a line with an error anywhere
     /// is malformed (counted and skipped). The default. Checked by needle's own SIMD checker
     /// ([`crate::check`]), which finds the fields read in the same pass (lines of at most
-    /// [`STREAM_MAX_BYTES`]: by sonic-rs's stream, faster there).
+    /// [`STREAM_MAX_BYTES`]: by sonic-rs's stream, as fast there).
     #[default]
     Line,
     /// Only the fields read are parsed and checked in full; the rest of the line is skipped as
@@ -284,7 +285,7 @@ impl FieldSet {
     /// through sonic-rs's serde deserializer) — building needle's values is what costs, and
     /// the checker reads a line faster than sonic-rs does (`docs/benchmarks.md`). Lines of at
     /// most [`STREAM_MAX_BYTES`] are read by sonic-rs's serde stream instead, which builds the
-    /// wanted values as it checks and is the faster way there.
+    /// wanted values as it checks and is as fast there.
     ///
     /// It accepts every line [`decode_record`] accepts, with the same values as
     /// [`decode_record`] restricted to the set (and an object field asked for by keys
@@ -317,9 +318,11 @@ impl FieldSet {
     }
 
     /// [`Validation::Line`]: needle's checker, but for lines of at most [`STREAM_MAX_BYTES`],
-    /// which sonic-rs's stream still reads (measured: on a 100-byte event of the `small`
-    /// workload, one field read, 142 ns against 158 ns; the checker alone takes 96 ns there, so
-    /// it is building the value from the checked bytes that does not pay at that size).
+    /// which sonic-rs's stream still reads: on a 100-byte event of the `small` workload, one
+    /// field read into the kept record, the two take the same time (149–153 ns through the
+    /// checker, 154–155 ns through the stream, fastest of 1,500 alternating rounds in three runs
+    /// of `examples/decode_rounds.rs`: within what a reader's place in the round moves), though
+    /// the checker alone checks the event in 100 ns against sonic-rs's 124.
     fn decode_line(&self, bytes: &[u8], record: &mut Record) -> Result<(), RecordError> {
         if bytes.len() <= STREAM_MAX_BYTES {
             return fill_streamed(bytes, self, record.map_mut());
