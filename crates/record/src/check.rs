@@ -13,10 +13,11 @@
 //!   brackets, colons and commas outside strings, the opening quote of each string, and the
 //!   first byte of each other token (numbers, `true`, `false`, `null`, or garbage). UTF-8 is
 //!   checked once per line, with `simdutf8`, only when a byte ≥ 0x80 was seen.
-//! - **Stage 2** pulls the structural starts in order and checks the grammar with an explicit
-//!   stack (no recursion): objects, arrays, keys, colons, commas, nesting depth, numbers (JSON's
-//!   syntax, and the range rule: a number too large for a double is malformed), literals, and
-//!   that nothing but whitespace follows the value. Every byte of a line is then covered: a byte
+//! - **Stage 2** pulls the structural starts in order (stage 1 classifies a block when stage 2
+//!   has read the previous one's) and checks the grammar with an explicit stack (no
+//!   recursion): objects, arrays, keys, colons, commas, nesting depth, numbers (JSON's syntax,
+//!   and the range rule: a number too large for a double is malformed), literals, and that
+//!   nothing but whitespace follows the value. Every byte of a line is then covered: a byte
 //!   outside strings is whitespace, a structural character, or part of a token whose start stage
 //!   2 parses to its end and whose next byte must be whitespace, `,`, `]`, `}` or the end.
 //!   For the top-level object it records, as it goes, each wanted key's value range (from the
@@ -745,8 +746,8 @@ fn key_text<'b>(
     Ok(scratch.as_bytes())
 }
 
-/// Stage 2 over the structural starts stage 1 hands out (see the module doc). Where the line
-/// ends early, [`Scanner::next`] gives the line's length, whose byte reads as 0: no token.
+/// Stage 2 over the structural starts stage 1 gives block by block (see the module doc). Past
+/// the last one, `next!()` gives the line's length, whose byte reads as 0: no token.
 #[inline(always)]
 #[allow(unused_assignments)] // the last `next!()` leaves its block's starts unread
 fn walk_generic<K: Classify, W: FnMut(&[u8]) -> Option<usize>>(
