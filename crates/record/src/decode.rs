@@ -1,8 +1,12 @@
-//! Decoding records from JSON text: one NDJSON line → one [`Record`], with sonic-rs, and
-//! lazily: only the top-level fields a caller names ([`decode_fields`], exact;
-//! [`FieldSet::decode`], the workers' fast path), skipping the rest without building values.
-//! Short lines are read as a stream straight into [`Value`]s; long ones through sonic-rs's
-//! throw-away tree, which is faster there ([`STREAM_MAX_BYTES`]).
+//! Decoding records from JSON text: one NDJSON line → one [`Record`], and lazily: only the
+//! top-level fields a caller names ([`decode_fields`], exact; [`FieldSet::decode`], the
+//! workers' fast path), skipping the rest without building values. [`decode_record`],
+//! [`decode_value`] and [`decode_fields`] read with sonic-rs (a serde stream straight into
+//! [`Value`]s). [`FieldSet::decode`] checks the whole line ([`Validation::Line`], the default)
+//! with needle's own SIMD checker ([`crate::check`]), which also finds where the wanted fields'
+//! values lie, and builds only those (lines of at most [`STREAM_MAX_BYTES`] are read by
+//! sonic-rs's stream, as fast at that size); or it looks the fields up with sonic-rs and checks
+//! only them ([`Validation::Fields`]).
 //!
 //! Rules, the same for every entry point:
 //! - an integer that fits in an `i64` is a LONG; any other number (fractions, exponents, integers
@@ -17,6 +21,7 @@
 //! - every failure is a [`RecordError`], never a panic: [`RecordError::Malformed`] with the byte
 //!   offset where the parser stopped, or [`RecordError::NotAnObject`] for a valid non-object line.
 
+use crate::check::{self, DepthRule, Kernel, KeyLengths, TopLevel, WantedValue};
 use crate::{Map, Record, RecordError, Value};
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use sonic_rs::{JsonContainerTrait, JsonValueTrait};
@@ -119,16 +124,20 @@ where
 }
 
 /// A line with at most this many `{` and `[` bytes (inside strings or not) cannot nest deeper,
-/// so [`FieldSet::decode`] may parse it with sonic-rs's tree parser, which recurses once per
-/// level: that many frames fit any thread's stack. Other lines take [`decode_fields`]' path,
-/// which counts levels and stops at [`MAX_DEPTH`].
+/// so [`Validation::Fields`] may look fields up in it with sonic-rs, whose lookup recurses once
+/// per level: that many frames fit any thread's stack; other lines are checked whole. (Before
+/// needle's checker, [`Validation::Line`] read such long lines with sonic-rs's tree, which
+/// recurses likewise; the line mode keeps the decisions it made then: see
+/// [`FieldSet::decode`].)
 pub const FAST_SKIP_MAX_OPENINGS: usize = 256;
 
-/// Lines of at most this many bytes are read as a stream ([`decode_fields`]' way) rather than
-/// through sonic-rs's tree: on a small event the tree's set-up and arena cost more than the
-/// whole parse (measured by `cargo bench -p needle-record --bench decode`: a 100-byte event of
-/// the `small` workload, one field read, in about half the time; the tree wins on the 1.8 KiB
-/// records of the `bullet` workload).
+/// Lines of at most this many bytes are read by sonic-rs's serde stream straight into the kept
+/// record ([`decode_fields`]' way), with [`Validation::Line`] and [`Validation::Fields`] alike:
+/// at that size it is as fast as needle's checker followed by building the values read, and
+/// faster than sonic-rs's lookup (`cargo bench -p needle-record --bench decode`,
+/// `examples/decode_rounds.rs`).
+/// Longer lines are read by needle's checker; before it, by sonic-rs's tree, and the line mode
+/// keeps the decisions it made then (see [`FieldSet::decode`]).
 pub const STREAM_MAX_BYTES: usize = 512;
 
 /// A set of top-level fields to decode, built once and used for many lines
@@ -150,6 +159,8 @@ pub struct FieldSet {
     /// A Bloom filter of the names' (length, first byte, last byte): most other keys of a line
     /// are passed over without a comparison or a hash.
     bloom: [u64; 4],
+    /// The names' lengths, for needle's checker to pass other keys over before any call.
+    lengths: KeyLengths,
 }
 
 /// How much of each line [`FieldSet::decode`] checks.
@@ -157,7 +168,9 @@ pub struct FieldSet {
 #[serde(rename_all = "lowercase")]
 pub enum Validation {
     /// The whole line must be valid JSON, whatever is read of it: a line with an error anywhere
-    /// is malformed (counted and skipped). The default.
+    /// is malformed (counted and skipped). The default. Checked by needle's own SIMD checker
+    /// ([`crate::check`]), which finds the fields read in the same pass (lines of at most
+    /// [`STREAM_MAX_BYTES`]: by sonic-rs's stream, as fast there).
     #[default]
     Line,
     /// Only the fields read are parsed and checked in full; the rest of the line is skipped as
@@ -186,8 +199,7 @@ impl std::str::FromStr for Validation {
 /// The largest set looked up by scanning instead of hashing.
 const FIELD_SET_SCAN_MAX: usize = 8;
 
-fn bloom_slot(key: &str) -> usize {
-    let bytes = key.as_bytes();
+fn bloom_slot(bytes: &[u8]) -> usize {
     let (first, last) = (bytes.first().copied(), bytes.last().copied());
     let h = (bytes.len() as u32).wrapping_mul(0x9e37_79b9)
         ^ u32::from(first.unwrap_or(0)).wrapping_mul(0x85eb_ca6b)
@@ -231,11 +243,12 @@ impl FieldSet {
         });
         let mut bloom = [0u64; 4];
         for name in &names {
-            let slot = bloom_slot(name);
+            let slot = bloom_slot(name.as_bytes());
             bloom[slot / 64] |= 1 << (slot % 64);
         }
         let parts = parts.into_iter().map(|p| p.map(Vec::into_boxed_slice)).collect();
-        Self { validation: Validation::Line, lookup: None, names, parts, index, bloom }
+        let lengths = KeyLengths::of(names.iter().map(|n| n.as_bytes()));
+        Self { validation: Validation::Line, lookup: None, names, parts, index, bloom, lengths }
     }
 
     /// The same set, checking `validation` of each line.
@@ -282,22 +295,23 @@ impl FieldSet {
     /// Decodes the fields of this set from one JSON object, skipping the others without building
     /// values: the hot path of a worker, which reads only what its queries use.
     ///
-    /// How, by the line's length (both validate the whole line):
-    /// - up to [`STREAM_MAX_BYTES`]: sonic-rs's serde deserializer reads the line as a stream
-    ///   ([`decode_fields`]' way), building only the wanted values and accepting exactly what
-    ///   [`decode_record`] accepts;
-    /// - longer lines: sonic-rs's tree parser (SIMD, arena-allocated, validating: the fastest
-    ///   way sonic-rs reads and checks a wide line, measured by the `decode` bench) builds a
-    ///   throw-away tree, and only the wanted fields are converted into [`Value`]s — building
-    ///   needle's values is what costs, not reading the bytes.
+    /// How, with [`Validation::Line`] (the default): needle's checker ([`crate::check`]: SIMD
+    /// classification of the bytes, then one walk over the structural characters) checks the
+    /// whole line and, in the same walk, notes the bytes of each wanted top-level value; then
+    /// only those values are built (plain strings, literals and numbers directly, anything else
+    /// through sonic-rs's serde deserializer) — building needle's values is what costs, and
+    /// the checker reads a line faster than sonic-rs does (`docs/benchmarks.md`). Lines of at
+    /// most [`STREAM_MAX_BYTES`] are read by sonic-rs's serde stream instead, which builds the
+    /// wanted values as it checks and is as fast there.
     ///
     /// It accepts every line [`decode_record`] accepts, with the same values as
     /// [`decode_record`] restricted to the set (and an object field asked for by keys
-    /// restricted to those keys). On the tree, skipped values are validated as JSON (syntax,
-    /// UTF-8, numbers within a double's range) but, for lines of at most
-    /// [`FAST_SKIP_MAX_OPENINGS`] brackets, not held to the nesting limit ([`MAX_DEPTH`]), which
-    /// only matters once a value is built: it accepts a long line whose unread field nests 33
-    /// to 256 levels deep, which [`decode_record`] rejects, and never the other way round.
+    /// restricted to those keys). Skipped values are checked as JSON (syntax, escapes, UTF-8,
+    /// numbers within a double's range), and held to the nesting limit ([`MAX_DEPTH`]) except
+    /// in one case kept from when sonic-rs's tree read long lines: in a line longer than
+    /// [`STREAM_MAX_BYTES`] with at most [`FAST_SKIP_MAX_OPENINGS`] brackets, a value no query
+    /// reads may nest 33 to 256 levels deep, which [`decode_record`] rejects. The limit only
+    /// matters once a value is built; the checker itself keeps no stack of calls.
     pub fn decode(&self, bytes: &[u8]) -> Result<Record, RecordError> {
         let mut record = Record::new();
         self.decode_into(bytes, &mut record)?;
@@ -320,15 +334,64 @@ impl FieldSet {
         }
     }
 
-    /// [`Validation::Line`].
+    /// [`Validation::Line`]: needle's checker, but for lines of at most [`STREAM_MAX_BYTES`],
+    /// which sonic-rs's stream still reads: on a 100-byte event of the `small` workload, one
+    /// field read into the kept record, the two take the same time (149–153 ns through the
+    /// checker, 154–155 ns through the stream, fastest of 1,500 alternating rounds in three runs
+    /// of `examples/decode_rounds.rs`: within what a reader's place in the round moves), though
+    /// the checker alone checks the event in 100 ns against sonic-rs's 124.
     fn decode_line(&self, bytes: &[u8], record: &mut Record) -> Result<(), RecordError> {
+        if bytes.len() <= STREAM_MAX_BYTES {
+            return fill_streamed(bytes, self, record.map_mut());
+        }
+        self.decode_checked(Kernel::detect(), bytes, record)
+    }
+
+    /// [`Validation::Line`] through needle's checker whatever the line's length (short lines
+    /// included, which [`FieldSet::decode_into`] gives sonic-rs's stream): kept to measure the
+    /// checker on them in `benches/decode.rs`. Not for production.
+    #[doc(hidden)]
+    pub fn decode_into_with_checker(
+        &self,
+        bytes: &[u8],
+        record: &mut Record,
+    ) -> Result<(), RecordError> {
+        self.decode_checked(Kernel::detect(), bytes, record)
+    }
+
+    /// [`Validation::Line`] through needle's checker ([`crate::check`]): one walk checks the
+    /// whole line and finds the wanted top-level values' bytes; then only those are built.
+    fn decode_checked(
+        &self,
+        kernel: Kernel,
+        bytes: &[u8],
+        record: &mut Record,
+    ) -> Result<(), RecordError> {
+        let mut found = check::Found::new();
+        let want = |key: &[u8]| self.position_of_bytes(key);
+        match check::walk(kernel, bytes, DepthRule::LineMode, self.lengths, want, &mut found)? {
+            TopLevel::Object => fill_found(bytes, &found, self, record.map_mut()),
+            TopLevel::Other(found) => Err(RecordError::NotAnObject { found }),
+        }
+    }
+
+    /// [`Validation::Line`] as sonic-rs read it before needle's checker (a serde stream up to
+    /// [`STREAM_MAX_BYTES`], sonic-rs's tree beyond): kept to measure the checker against in
+    /// `benches/decode.rs` and to hold it to the same decisions in tests. Not for production.
+    #[doc(hidden)]
+    pub fn decode_into_with_sonic_rs(
+        &self,
+        bytes: &[u8],
+        record: &mut Record,
+    ) -> Result<(), RecordError> {
         if bytes.len() <= STREAM_MAX_BYTES || too_many_openings(bytes) {
             return fill_streamed(bytes, self, record.map_mut());
         }
         self.decode_tree(bytes, record)
     }
 
-    /// [`Validation::Line`] through sonic-rs's tree, for lines of at most
+    /// [`Validation::Line`] through sonic-rs's tree, as long lines were read before needle's
+    /// checker ([`FieldSet::decode_into_with_sonic_rs`]), for lines of at most
     /// [`FAST_SKIP_MAX_OPENINGS`] brackets (its parser recurses once per level).
     fn decode_tree(&self, bytes: &[u8], record: &mut Record) -> Result<(), RecordError> {
         let tree = sonic_rs::from_slice::<sonic_rs::Value>(bytes).map_err(|e| malformed(&e))?;
@@ -372,6 +435,183 @@ impl FieldSet {
         }
         Ok(())
     }
+}
+
+/// Sets `map` to the wanted values the checker `found` in `bytes`, as [`FillSeed`] does for a
+/// stream: in the line's order, a key met twice keeping its first position and last value,
+/// reusing `map`'s keys, strings and positions where they line up with the previous line's.
+fn fill_found<N: Names + ?Sized>(
+    bytes: &[u8],
+    found: &[WantedValue],
+    names: &N,
+    map: &mut Map,
+) -> Result<(), RecordError> {
+    // entries before `next` are this line's; from `next` on, the previous line's
+    let mut next = 0;
+    for wanted in found {
+        let (name, parts) = (names.name(wanted.name), names.parts(wanted.name));
+        let Some(text) = bytes.get(wanted.start..wanted.end) else {
+            return Err(RecordError::Malformed {
+                message: "a value's bytes are out of the line".to_owned(),
+                offset: Some(wanted.start),
+            });
+        };
+        match map.get_index_mut(next) {
+            Some((key, target)) if key == name => {
+                value_into(text, wanted.start, target, parts)?;
+                next += 1;
+            }
+            _ => match map.get_index_of(name) {
+                // the key again (last value wins, first position stays)
+                Some(at) if at < next => value_into(text, wanted.start, &mut map[at], parts)?,
+                _ => {
+                    map.truncate(next);
+                    let mut value = Value::Null;
+                    value_into(text, wanted.start, &mut value, parts)?;
+                    map.insert(name.to_owned(), value);
+                    next += 1;
+                }
+            },
+        }
+    }
+    map.truncate(next);
+    Ok(())
+}
+
+/// Decodes `text`, one checked JSON value at nesting level 2 found at byte `offset` of its line
+/// (maybe followed by whitespace), over `target` ([`ValueInto`]'s rules: a string reuses the
+/// target's buffer, an object is restricted to `parts`, [`MAX_DEPTH`] holds). Strings without
+/// escapes, literals, integers of up to 18 digits and non-zero doubles are decoded here; the rest
+/// by sonic-rs.
+#[inline]
+fn value_into(
+    text: &[u8],
+    offset: usize,
+    target: &mut Value,
+    parts: Option<&[Box<str>]>,
+) -> Result<(), RecordError> {
+    match text.first() {
+        Some(b'"') => {
+            if let Some(plain) = plain_string(text) {
+                match target {
+                    Value::String(s) => {
+                        s.clear();
+                        s.push_str(plain);
+                    }
+                    other => *other = Value::String(plain.to_owned()),
+                }
+                return Ok(());
+            }
+        }
+        Some(b't') => {
+            *target = Value::Bool(true);
+            return Ok(());
+        }
+        Some(b'f') => {
+            *target = Value::Bool(false);
+            return Ok(());
+        }
+        Some(b'n') => {
+            *target = Value::Null;
+            return Ok(());
+        }
+        Some(b'-' | b'0'..=b'9') => {
+            if let Some(number) = quick_number(text) {
+                *target = number;
+                return Ok(());
+            }
+        }
+        _ => {}
+    }
+    let mut de = sonic_rs::Deserializer::from_slice(text);
+    ValueInto { target, depth: 2, parts }.deserialize(&mut de).and_then(|()| de.end()).map_err(
+        |e| RecordError::Malformed { message: e.to_string(), offset: Some(offset + e.offset()) },
+    )
+}
+
+/// The contents of the checked string `text` (a quoted string, maybe followed by whitespace)
+/// when it has no escape.
+#[inline]
+fn plain_string(text: &[u8]) -> Option<&str> {
+    let end = text.iter().rposition(|&b| b == b'"')?;
+    let inner = text.get(1..end)?;
+    if memchr::memchr(b'\\', inner).is_some() {
+        return None;
+    }
+    std::str::from_utf8(inner).ok()
+}
+
+/// The checked number `text` (maybe followed by whitespace) as sonic-rs decodes it, where that
+/// is quick: an integer of at most 18 digits is a LONG (but `-0`, which sonic-rs reads as a
+/// double); a number with a fraction or an exponent is the nearest DOUBLE — computed exactly
+/// when its digits fit 2^53 and its power of ten is at most 22 (one exact multiplication or
+/// division: Clinger's fast path), else by std's parse; both round correctly, as sonic-rs does.
+/// `None` leaves the number to sonic-rs: longer integers, and zeros (sonic-rs drops the sign of
+/// `-0.0`).
+#[inline]
+fn quick_number(text: &[u8]) -> Option<Value> {
+    const POWERS: [f64; 23] = [
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+        1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+    ];
+    let (negative, rest) = match text.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, text),
+    };
+    // the digits as an integer (while it has at most 18 significant digits), and the power of
+    // ten it is to be scaled by
+    let (mut mantissa, mut significant, mut scale) = (0u64, 0u32, 0i32);
+    let (mut fraction, mut long) = (false, false);
+    let mut i = 0;
+    while let Some(&b) = rest.get(i) {
+        match b {
+            b'0'..=b'9' if significant < 18 => {
+                mantissa = mantissa * 10 + u64::from(b - b'0');
+                significant += u32::from(mantissa != 0);
+                scale -= i32::from(fraction);
+            }
+            b'0'..=b'9' => long = true,
+            b'.' => fraction = true,
+            _ => break,
+        }
+        i += 1;
+    }
+    let exponent = matches!(rest.get(i), Some(b'e' | b'E'));
+    if !fraction && !exponent {
+        return match (long, negative, mantissa) {
+            (true, _, _) | (false, true, 0) => None,
+            (false, true, n) => Some(Value::Long(-(n as i64))),
+            (false, false, n) => Some(Value::Long(n as i64)),
+        };
+    }
+    let mut end = i;
+    if exponent {
+        let (mut power, mut minus) = (0i32, false);
+        end += 1;
+        while let Some(&b) = rest.get(end) {
+            match b {
+                b'-' => minus = true,
+                b'+' => {}
+                b'0'..=b'9' => power = power.saturating_mul(10).saturating_add(i32::from(b - b'0')),
+                _ => break,
+            }
+            end += 1;
+        }
+        scale = scale.saturating_add(if minus { -power } else { power });
+    }
+    let x = match POWERS.get(scale.unsigned_abs() as usize) {
+        Some(&power) if !long && significant <= 15 => {
+            let magnitude = mantissa as f64;
+            let x = if scale >= 0 { magnitude * power } else { magnitude / power };
+            if negative {
+                -x
+            } else {
+                x
+            }
+        }
+        _ => std::str::from_utf8(text.get(..end + usize::from(negative))?).ok()?.parse().ok()?,
+    };
+    (x != 0.0 && x.is_finite()).then_some(Value::Double(x))
 }
 
 /// What to keep of an object's entry: `None` skips it; `Some(None)` keeps it whole;
@@ -504,8 +744,7 @@ impl Names for FieldSet {
     /// passes them over without a call, a comparison or a hash.
     #[inline(always)]
     fn position(&self, key: &str) -> Option<usize> {
-        let slot = bloom_slot(key);
-        if self.bloom[slot / 64] & (1 << (slot % 64)) == 0 {
+        if !self.may_hold(key.as_bytes()) {
             return None;
         }
         self.position_of(key)
@@ -521,6 +760,25 @@ impl Names for FieldSet {
 }
 
 impl FieldSet {
+    /// False when no name is `key` (the Bloom filter); true when one may be.
+    #[inline(always)]
+    fn may_hold(&self, key: &[u8]) -> bool {
+        let slot = bloom_slot(key);
+        self.bloom[slot / 64] & (1 << (slot % 64)) != 0
+    }
+
+    /// [`Names::position`] of a key given as bytes (not UTF-8: no name).
+    #[inline(always)]
+    fn position_of_bytes(&self, key: &[u8]) -> Option<usize> {
+        if !self.may_hold(key) {
+            return None;
+        }
+        match &self.index {
+            Some(index) => index.get(std::str::from_utf8(key).ok()?).copied(),
+            None => self.names.iter().position(|n| n.as_bytes() == key),
+        }
+    }
+
     /// Where `key` stands among the names, past the Bloom filter.
     #[inline(never)]
     fn position_of(&self, key: &str) -> Option<usize> {
@@ -1397,6 +1655,90 @@ mod tests {
         assert!(big.contains("f19") && !big.contains("f20"));
     }
 
+    /// [`Validation::Line`] through needle's checker, with every stage-1 kernel, against the
+    /// way sonic-rs read lines before it: the same decision on every line and the same record,
+    /// also when decoding into a record that held other lines; and, where [`decode_record`]
+    /// accepts the line, its record restricted to the set.
+    fn checker_agrees(bytes: &[u8]) -> Result<(), TestCaseError> {
+        let full = decode_record(bytes);
+        let parts = [
+            ("a", Some("b")),
+            ("a", Some("c")),
+            ("cd", None),
+            ("b", Some("a")),
+            ("b", None),
+            ("e", None),
+        ];
+        let sets = [FieldSet::new(["a"]), FieldSet::with_parts(parts), FieldSet::new([""; 0])];
+        let other = br#"{"b":{"a":"y","q":[{"r":1}]},"a":{"c":"old","b":[1]},"cd":"x","zz":1}"#;
+        for set in &sets {
+            let mut before = Record::new();
+            let sonic = set.decode_into_with_sonic_rs(bytes, &mut before).map(|()| before);
+            for kernel in check::Kernel::available() {
+                let mut fresh = Record::new();
+                let checked = set.decode_checked(kernel, bytes, &mut fresh).map(|()| fresh);
+                match (&sonic, &checked) {
+                    (Ok(a), Ok(b)) => prop_assert_eq!(a, b),
+                    (Err(_), Err(_)) => {}
+                    _ => prop_assert!(
+                        false,
+                        "{:?}: sonic-rs {:?}, checker {:?} on {:?}",
+                        kernel,
+                        sonic,
+                        checked,
+                        String::from_utf8_lossy(bytes)
+                    ),
+                }
+                if let Err(RecordError::Malformed { offset: Some(at), .. }) = &checked {
+                    prop_assert!(*at <= bytes.len(), "offset {} past the line", at);
+                }
+                for earlier in [&other[..], bytes] {
+                    let mut reused = Record::new();
+                    if set.decode_checked(kernel, earlier, &mut reused).is_ok() {
+                        let again = set.decode_checked(kernel, bytes, &mut reused).map(|()| reused);
+                        prop_assert_eq!(checked.as_ref().ok(), again.as_ref().ok());
+                    }
+                }
+            }
+            if let (Ok(full), Ok(read)) = (&full, &sonic) {
+                if set.len() == 1 {
+                    prop_assert_eq!(&restrict(full, &["a"]), read);
+                }
+            }
+            if full.is_ok() {
+                prop_assert!(sonic.is_ok(), "decode_record accepts what the line mode refuses");
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn the_checker_keeps_the_line_modes_decisions_on_long_lines() {
+        // past STREAM_MAX_BYTES a value no query reads may nest deeper than MAX_DEPTH (as when
+        // sonic-rs's tree read such lines), unless the line has too many brackets for that
+        let pad = format!(r#""pad":"{}""#, "x".repeat(STREAM_MAX_BYTES));
+        let deep = format!("{}{}", "[".repeat(MAX_DEPTH + 5), "]".repeat(MAX_DEPTH + 5));
+        let many = format!("[{}]", vec!["[]"; FAST_SKIP_MAX_OPENINGS].join(","));
+        for line in [
+            format!(r#"{{"a":1,"b":{deep},{pad}}}"#),
+            format!(r#"{{"a":1,"b":{deep},{pad},"m":{many}}}"#),
+            format!(r#"{{"a":{deep},{pad}}}"#),
+            format!(r#"{{"a":1,"b":{deep}}}"#),
+            format!(r#"{{"a":1,{pad},"b":"{}"}}"#, "[".repeat(FAST_SKIP_MAX_OPENINGS)),
+            format!(r#"{{"a":1,{pad},"b":"\ud800"}}"#),
+            format!(r#"{{"a":1,{pad},"b":1e400}}"#),
+            format!(r#"{{"a":1,{pad},"b":[1,2,]}}"#),
+            format!(r#"[{pad}]"#),
+        ] {
+            checker_agrees(line.as_bytes()).unwrap();
+        }
+        let set = FieldSet::new(["a"]);
+        let accepted = format!(r#"{{"a":1,"b":{deep},{pad}}}"#);
+        assert_eq!(set.decode(accepted.as_bytes()).unwrap().get("a"), Some(&Value::Long(1)));
+        let refused = format!(r#"{{"a":1,"b":{deep},{pad},"m":{many}}}"#);
+        assert!(set.decode(refused.as_bytes()).is_err());
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]
 
@@ -1433,6 +1775,64 @@ mod tests {
                 bytes[i] = byte;
             }
             fast_agrees(&bytes)?;
+        }
+
+        #[test]
+        fn doubles_read_without_sonic_rs_are_the_nearest_doubles(
+            negative in any::<bool>(),
+            integer in prop_oneof![0u64..10_000_000, any::<u64>()],
+            digits in "[0-9]{0,12}",
+            exponent in prop::option::of(-40i32..40),
+        ) {
+            let mut text = format!("{}{integer}", if negative { "-" } else { "" });
+            if !digits.is_empty() {
+                text = format!("{text}.{digits}");
+            }
+            if let Some(e) = exponent {
+                text = format!("{text}e{e}");
+            }
+            let nearest: f64 = text.parse().unwrap();
+            let quick = quick_number(format!("{text} ").as_bytes());
+            if digits.is_empty() && exponent.is_none() {
+                // up to 18 digits read here, longer ones (and -0) left to sonic-rs
+                let short = integer < 1_000_000_000_000_000_000 && text != "-0";
+                let want = short.then(|| Value::Long(text.parse().unwrap()));
+                prop_assert_eq!(quick, want, "{}", text);
+            } else if nearest != 0.0 {
+                let bits = match quick {
+                    Some(Value::Double(x)) => Some(x.to_bits()),
+                    _ => None,
+                };
+                prop_assert_eq!(bits, Some(nearest.to_bits()), "{}", text);
+            } else {
+                prop_assert_eq!(quick, None, "{}", text);
+            }
+        }
+
+        #[test]
+        fn the_checker_decodes_as_the_line_mode_did(
+            bytes in json_object(),
+            pad in prop::option::of(0usize..700),
+            edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0u8..4), 0..3),
+        ) {
+            let mut bytes = bytes;
+            // long lines too, past STREAM_MAX_BYTES
+            if let (Some(pad), Some(b'{')) = (pad, bytes.first()) {
+                let comma = if bytes.len() > 2 { "," } else { "" };
+                let field = format!(r#""pad":"{}"{comma}"#, "p".repeat(pad));
+                bytes.splice(1..1, field.into_bytes());
+            }
+            checker_agrees(&bytes)?;
+            for (at, byte, op) in edits {
+                let i = at.index(bytes.len() + 1);
+                match op {
+                    0 if i < bytes.len() => bytes[i] = byte,
+                    1 if i < bytes.len() => { bytes.remove(i); }
+                    2 => bytes.truncate(i),
+                    _ => bytes.insert(i, b"{}[]\",:\\0e-.ntfu \xff\x01"[byte as usize % 19]),
+                }
+            }
+            checker_agrees(&bytes)?;
         }
 
         #[test]

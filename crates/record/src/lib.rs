@@ -5,6 +5,7 @@
 //! Values follow Bullet's typing: INTEGER, LONG, FLOAT, DOUBLE, BOOLEAN, STRING, lists and maps.
 //! A JSON integer that fits in 64 bits decodes as a LONG, any other number as a DOUBLE.
 
+pub mod check;
 pub mod decode;
 pub mod error;
 pub mod types;
