@@ -473,14 +473,9 @@ impl Store {
             .into_iter()
             .map(|(mut record, arrival)| {
                 let time_ms = self.time_of(&record, arrival);
-                if let Some(keep) = keep {
-                    let fields: needle_record::Map = record
-                        .into_map()
-                        .into_iter()
-                        .filter(|(k, _)| {
-                            keep.contains(k) || self.inner.config.time_field.as_ref() == Some(k)
-                        })
-                        .collect();
+                if keep.is_some() {
+                    let fields: needle_record::Map =
+                        record.into_map().into_iter().filter(|(k, _)| self.keeps(k)).collect();
                     record = Record::from_map(fields);
                 }
                 StoredRecord { time_ms, record }
@@ -537,10 +532,7 @@ impl Store {
                 }
                 drop(state);
                 *self.inner.health.lock().unwrap_or_else(|e| e.into_inner()) = Health::Ok;
-                let c = &self.inner.counters;
-                c.records_written.fetch_add(report.records, Ordering::Relaxed);
-                c.bytes_written.fetch_add(report.bytes, Ordering::Relaxed);
-                c.parts_flushed.fetch_add(report.parts, Ordering::Relaxed);
+                self.count_written(&report);
                 Ok(report)
             }
             Err(error) => {
@@ -625,11 +617,24 @@ impl Store {
             state.parts.entry(start).or_default().push(part);
         }
         drop(state);
+        self.count_written(&report);
+        Ok(report)
+    }
+
+    /// Counts new parts written by a flush or [`Store::write_columns`].
+    fn count_written(&self, report: &FlushReport) {
         let c = &self.inner.counters;
         c.records_written.fetch_add(report.records, Ordering::Relaxed);
         c.bytes_written.fetch_add(report.bytes, Ordering::Relaxed);
         c.parts_flushed.fetch_add(report.parts, Ordering::Relaxed);
-        Ok(report)
+    }
+
+    /// Whether the store keeps a record's field `key`: every field, or those of `fields` and
+    /// the time field.
+    fn keeps(&self, key: &str) -> bool {
+        let config = &self.inner.config;
+        config.fields.as_ref().is_none_or(|keep| keep.iter().any(|f| f == key))
+            || config.time_field.as_deref() == Some(key)
     }
 
     /// The time [`Store::write_columns`] and [`Store::append`] give `record` (its time field,
@@ -642,11 +647,10 @@ impl Store {
         let time_ms = self.time_of(record, arrival_ms);
         match self.inner.config.fields.as_ref() {
             None => (time_ms, std::borrow::Cow::Borrowed(record)),
-            Some(keep) => {
-                let time_field = self.inner.config.time_field.as_ref();
+            Some(_) => {
                 let fields: needle_record::Map = record
                     .iter()
-                    .filter(|(k, _)| keep.contains(k) || time_field == Some(k))
+                    .filter(|(k, _)| self.keeps(k))
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect();
                 (time_ms, std::borrow::Cow::Owned(Record::from_map(fields)))
