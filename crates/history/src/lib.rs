@@ -10,8 +10,9 @@
 //! DuckDB, Spark or pandas read them as they are: `SELECT * FROM
 //! read_parquet('DIR/**/*.parquet', union_by_name = true)`. Each record's fields are typed
 //! columns (maps and lists as JSON text), and `__needle_time` holds the record's time. See
-//! [`columns`] for how records become columns and come back exactly, [`part`] for a file, and
-//! [`store`] for the directory, flushes, merges and retention.
+//! [`columns`] for how records become columns and come back exactly, [`part`] for a file,
+//! [`store`] for the directory, flushes, merges and retention, and [`vector`] for reading a
+//! block column at a time (a WHERE over whole columns, groups summarized without records).
 
 pub mod columns;
 pub mod config;
@@ -20,6 +21,7 @@ mod merge;
 pub mod part;
 pub mod prune;
 pub mod store;
+pub mod vector;
 
 pub use columns::{ColumnBuffer, StoredRecord};
 pub use config::StoreConfig;
@@ -29,3 +31,4 @@ pub use store::{
     Background, Block, ColumnInfo, Counters, FlushReport, Health, MaintainReport, PartitionInfo,
     Scan, ScanRequest, ScanStats, Store, StoreInfo,
 };
+pub use vector::{BucketSummary, Filter, GroupRequest, GroupSummary};

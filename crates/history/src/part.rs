@@ -18,7 +18,7 @@ use crate::columns::{
     self, Encoded, Kind, StoredRecord, LAYOUT_COLUMN, META_JSON_COLUMNS, META_LAYOUTS, TIME_COLUMN,
 };
 use crate::config::StoreConfig;
-use crate::HistoryError;
+use crate::{vector, HistoryError};
 use arrow_array::RecordBatch;
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
@@ -290,6 +290,9 @@ pub struct Part {
     pub bytes: u64,
     /// The earliest and latest record time in the part.
     pub time_range: (i64, i64),
+    /// The footer with text columns read as dictionaries (the column path), made when first
+    /// wanted.
+    dictionary_meta: std::sync::OnceLock<Option<ArrowReaderMetadata>>,
 }
 
 impl Part {
@@ -357,6 +360,7 @@ impl Part {
             rows,
             bytes,
             time_range,
+            dictionary_meta: std::sync::OnceLock::new(),
         })
     }
 
@@ -427,18 +431,106 @@ impl Part {
             .map_err(|e| HistoryError::parquet(&self.path, e))
     }
 
-    /// [`Part::read_block`], handing each record to `f` (one record refilled in place).
+    /// A reader of block `index`'s time column and the columns of `fields` (those the part
+    /// has), whole blocks at a time; text columns as dictionaries when `dictionary` (and the
+    /// file allows it).
+    pub(crate) fn column_batches(
+        &self,
+        index: usize,
+        fields: &[String],
+        dictionary: bool,
+    ) -> Result<parquet::arrow::arrow_reader::ParquetRecordBatchReader, HistoryError> {
+        let file = File::open(&self.path).map_err(|e| HistoryError::io(&self.path, e))?;
+        let meta = match dictionary {
+            true => self.dictionary_meta().unwrap_or(&self.meta),
+            false => &self.meta,
+        };
+        let descriptor = meta.metadata().file_metadata().schema_descr_ptr();
+        let indices = meta
+            .schema()
+            .fields()
+            .iter()
+            .enumerate()
+            .filter(|(_, field)| {
+                let name = field.name().as_str();
+                name == TIME_COLUMN || fields.iter().any(|f| columns::column_name(f) == name)
+            })
+            .map(|(i, _)| i)
+            .collect::<Vec<_>>();
+        let rows = self.parquet().row_group(index).num_rows().clamp(1, 1 << 20) as usize;
+        ParquetRecordBatchReaderBuilder::new_with_metadata(file, meta.clone())
+            .with_row_groups(vec![index])
+            .with_projection(ProjectionMask::roots(&descriptor, indices))
+            .with_batch_size(rows)
+            .build()
+            .map_err(|e| HistoryError::parquet(&self.path, e))
+    }
+
+    /// The footer with its text columns (not JSON) typed as dictionaries of text.
+    fn dictionary_meta(&self) -> Option<&ArrowReaderMetadata> {
+        self.dictionary_meta
+            .get_or_init(|| {
+                use arrow_schema::{DataType, Field, Schema};
+                let schema = self.meta.schema();
+                let fields: Vec<Field> = schema
+                    .fields()
+                    .iter()
+                    .map(|f| {
+                        let json = self.json_columns.iter().any(|c| c == f.name());
+                        if *f.data_type() == DataType::Utf8 && !json {
+                            let dict = DataType::Dictionary(
+                                Box::new(DataType::Int32),
+                                Box::new(DataType::Utf8),
+                            );
+                            f.as_ref().clone().with_data_type(dict)
+                        } else {
+                            f.as_ref().clone()
+                        }
+                    })
+                    .collect();
+                let schema = Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()));
+                let options = ArrowReaderOptions::new().with_schema(schema);
+                ArrowReaderMetadata::try_new(self.meta.metadata().clone(), options).ok()
+            })
+            .as_ref()
+    }
+
+    /// Block `index`'s rows in `[from, to)` folded into the request's buckets and groups
+    /// ([`crate::vector`]); `None` when a column it reads cannot be read that way.
+    pub(crate) fn summarize_block(
+        &self,
+        index: usize,
+        request: &vector::GroupRequest<'_>,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Option<Vec<vector::BucketSummary>>, HistoryError> {
+        let mut summarizer = vector::Summarizer::new(request, from_ms, to_ms);
+        for batch in self.column_batches(index, &request.columns(), true)? {
+            let batch = batch.map_err(|e| HistoryError::parquet(&self.path, e))?;
+            if summarizer.add(&batch, &self.json_columns).is_none() {
+                return Ok(None);
+            }
+        }
+        Ok(Some(summarizer.finish()))
+    }
+
+    /// [`Part::read_block`], handing each record to `f` (one record refilled in place); with a
+    /// filter, the rows it proves FALSE or NULL are handed on as `None`, their records not built.
     pub(crate) fn visit_block(
         &self,
         index: usize,
         wanted: Option<&[String]>,
         from_ms: i64,
         to_ms: i64,
-        f: &mut dyn FnMut(i64, &needle_record::Record),
+        filter: Option<&vector::Filter>,
+        f: &mut dyn FnMut(i64, Option<&needle_record::Record>),
     ) -> Result<(), HistoryError> {
         for batch in self.batches(index, wanted)? {
             let batch = batch.map_err(|e| HistoryError::parquet(&self.path, e))?;
-            columns::visit(&batch, &self.layouts, &self.json_columns, wanted, from_ms, to_ms, f)
+            let keep = filter
+                .and_then(|filter| filter.rows(&vector::Columns::of(&batch, &self.json_columns)));
+            let (layouts, json) = (&self.layouts, &self.json_columns);
+            columns::visit(&batch, layouts, json, wanted, (from_ms, to_ms), keep.as_deref(), f)
                 .map_err(|e| HistoryError::parquet(&self.path, e))?;
         }
         Ok(())

@@ -26,6 +26,7 @@ use crate::columns::{ColumnBuffer, StoredRecord};
 use crate::config::StoreConfig;
 use crate::part::{self, Part, PartHeader};
 use crate::prune::{self, ColumnStats, Zone};
+use crate::vector::{BucketSummary, Filter, GroupRequest};
 use crate::HistoryError;
 use needle_query::ast::Expr;
 use needle_record::{Record, Value};
@@ -216,13 +217,38 @@ impl Block {
     /// [`Block::read`], handing each record to `f` as it is decoded: one record is refilled in
     /// place from row to row (copy what must outlive the call).
     pub fn for_each(&self, mut f: impl FnMut(i64, &Record)) -> Result<(), HistoryError> {
+        self.for_each_matching(None, |time_ms, record| {
+            if let Some(record) = record {
+                f(time_ms, record)
+            }
+        })
+    }
+
+    /// [`Block::for_each`] with the rows that `filter` proves FALSE or NULL handed on as
+    /// `None`, their records not built (every row in range still comes, in order).
+    pub fn for_each_matching(
+        &self,
+        filter: Option<&Filter>,
+        mut f: impl FnMut(i64, Option<&Record>),
+    ) -> Result<(), HistoryError> {
         self.part.visit_block(
             self.index,
             self.fields.as_deref().map(Vec::as_slice),
             self.from_ms,
             self.to_ms,
+            filter,
             &mut f,
         )
+    }
+
+    /// The block's rows in the scan's range folded column at a time into the request's time
+    /// buckets and groups ([`crate::vector`]), with no record built; `None` when a column the
+    /// request reads cannot be read that way (JSON text): read the records then.
+    pub fn summarize(
+        &self,
+        request: &GroupRequest<'_>,
+    ) -> Result<Option<Vec<BucketSummary>>, HistoryError> {
+        self.part.summarize_block(self.index, request, self.from_ms, self.to_ms)
     }
 
     /// Records in the block (in range or not).

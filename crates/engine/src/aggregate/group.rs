@@ -55,6 +55,24 @@ pub struct ColumnSummary {
     pub max: Option<Value>,
 }
 
+/// The records of one group, summarized instead of read (a stored block read column at a
+/// time): the group's key values, how many records it has, and a summary of each field its
+/// aggregates read (in the order of the field list the caller was given).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupRows {
+    pub keys: Vec<Value>,
+    pub rows: u64,
+    pub fields: Vec<ColumnSummary>,
+}
+
+impl GroupRows {
+    /// The summary of `field`, given the list `fields` the summaries follow.
+    fn summary(&self, fields: &[&str], field: &str) -> Option<ColumnSummary> {
+        let i = fields.iter().position(|f| *f == field)?;
+        self.fields.get(i).cloned()
+    }
+}
+
 /// Integers up to this magnitude add up exactly in an `f64`.
 const EXACT_IN_F64: f64 = 9_007_199_254_740_992.0;
 
@@ -414,6 +432,21 @@ impl GroupAll {
         Some(GroupAllState { accs, ignored: vec![0; self.aggregates.count()] })
     }
 
+    /// The state folding summarized groups (at most one: a GROUP ALL has no keys) would give;
+    /// `None` when a summary cannot stand in for its records.
+    pub fn state_from_groups(
+        &self,
+        groups: &[GroupRows],
+        fields: &[&str],
+    ) -> Option<GroupAllState> {
+        let mut state = self.new_state();
+        for group in groups {
+            let accs = self.aggregates.from_summary(group.rows, &|f| group.summary(fields, f))?;
+            self.aggregates.merge(&mut state.accs, &accs);
+        }
+        Some(state)
+    }
+
     pub fn merge(&self, into: &mut GroupAllState, other: &GroupAllState) {
         self.aggregates.merge(&mut into.accs, &other.accs);
         for (a, b) in into.ignored.iter_mut().zip(&other.ignored) {
@@ -449,9 +482,23 @@ impl GroupAll {
 // ---------------------------------------------------------------------------------------------
 // GROUP BY
 
+/// The names of the keys' fields, when each key is a top-level field as it is.
+fn keys_as_fields(keys: &[NamedExpr]) -> Option<Vec<String>> {
+    keys.iter()
+        .map(|k| match &k.expr.kind {
+            needle_query::ast::ExprKind::Field(f) if f.path.is_empty() && f.hint.is_none() => {
+                Some(f.name.clone())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 #[derive(Debug)]
 pub struct GroupBy {
     keys: Vec<(String, CompiledExpr)>,
+    /// The keys' top-level fields, when every key is one as it is (no path, cast or function).
+    key_fields: Option<Vec<String>>,
     aggregates: Aggregates,
     max_groups: u64,
 }
@@ -481,11 +528,46 @@ impl GroupBy {
         aggregates: &[NamedAggregate],
         max_groups: u64,
     ) -> Result<Self, EngineError> {
+        let key_fields = keys_as_fields(keys);
         let keys = keys
             .iter()
             .map(|k| Ok((k.name.clone(), CompiledExpr::compile(&k.expr)?)))
             .collect::<Result<Vec<_>, EngineError>>()?;
-        Ok(Self { keys, aggregates: Aggregates::compile(aggregates)?, max_groups })
+        Ok(Self { keys, key_fields, aggregates: Aggregates::compile(aggregates)?, max_groups })
+    }
+
+    /// The top-level fields the keys are, when every key is one as it is; `None` when a key is
+    /// computed.
+    pub fn key_fields(&self) -> Option<Vec<&str>> {
+        Some(self.key_fields.as_ref()?.iter().map(String::as_str).collect())
+    }
+
+    pub fn aggregates(&self) -> &Aggregates {
+        &self.aggregates
+    }
+
+    /// The state folding summarized groups would give (`fields`: what the summaries follow);
+    /// `None` when a summary cannot stand in for its records. Groups are taken in key order, so
+    /// which survive `max_groups` does not depend on the order they come in.
+    pub fn state_from_groups(&self, groups: &[GroupRows], fields: &[&str]) -> Option<GroupByState> {
+        let mut state = self.new_state();
+        let mut ordered: Vec<(Vec<Value>, &GroupRows)> =
+            groups.iter().map(|g| (g.keys.iter().map(canonical).collect(), g)).collect();
+        ordered.sort_by(|a, b| cmp_tuples(&a.0, &b.0));
+        let mut key = String::new();
+        for (keys, group) in ordered {
+            let accs = self.aggregates.from_summary(group.rows, &|f| group.summary(fields, f))?;
+            write_key(&mut key, group.keys.iter());
+            if let Some(mine) = state.groups.get_mut(key.as_str()) {
+                self.aggregates.merge(&mut mine.accs, &accs);
+                mine.records += group.rows;
+            } else if self.room(&state) {
+                state.groups.insert(key.clone(), Group { keys, accs, records: group.rows });
+            } else {
+                state.dropped += group.rows;
+            }
+        }
+        Some(state)
     }
 
     pub fn new_state(&self) -> GroupByState {

@@ -217,6 +217,31 @@ impl Aggregator {
         Some(PartialState { fingerprint: self.fingerprint, seen: rows, inner })
     }
 
+    /// For a GROUP ALL or GROUP BY that summaries of groups of records can answer: the
+    /// top-level fields its keys are (none for a GROUP ALL) and the fields its aggregates read
+    /// (see [`group::Aggregates::from_summary`]); `None` for every other aggregation.
+    pub fn group_fields(&self) -> Option<(Vec<&str>, Vec<&str>)> {
+        match &self.kind {
+            Kind::GroupAll(a) => Some((vec![], a.aggregates().summary_fields()?)),
+            Kind::GroupBy(a) => Some((a.key_fields()?, a.aggregates().summary_fields()?)),
+            _ => None,
+        }
+    }
+
+    /// The state folding the summarized groups' records would give; `None` when the
+    /// aggregation has no [`Aggregator::group_fields`] or a summary cannot stand in for its
+    /// records.
+    pub fn state_from_groups(&self, groups: &[group::GroupRows]) -> Option<PartialState> {
+        let (_, fields) = self.group_fields()?;
+        let inner = match &self.kind {
+            Kind::GroupAll(a) => State::GroupAll(a.state_from_groups(groups, &fields)?),
+            Kind::GroupBy(a) => State::GroupBy(Box::new(a.state_from_groups(groups, &fields)?)),
+            _ => return None,
+        };
+        let seen = groups.iter().map(|g| g.rows).sum();
+        Some(PartialState { fingerprint: self.fingerprint, seen, inner })
+    }
+
     pub fn new_state(&self) -> PartialState {
         let inner = match &self.kind {
             Kind::Raw(_) => State::Raw(raw::RawState::default()),

@@ -24,6 +24,8 @@ use serde_json::{Map, Value as Json};
 pub struct CompiledStage {
     pub(crate) explode: Vec<CompiledExplode>,
     pub(crate) filter: Option<CompiledExpr>,
+    /// The filter as written (a store may evaluate it over whole columns).
+    pub(crate) filter_source: Option<needle_query::ast::Expr>,
     pub(crate) aggregator: Aggregator,
     pub(crate) post: CompiledPost,
     /// RAW's `size`; `None` for the other kinds.
@@ -63,6 +65,7 @@ impl CompiledStage {
                 .map(CompiledExplode::compile)
                 .collect::<Result<_, _>>()?,
             filter: stage.filter.as_ref().map(CompiledExpr::compile).transpose()?,
+            filter_source: stage.filter.clone(),
             aggregator: Aggregator::new(aggregation)?,
             post: CompiledPost::compile(post)?,
             raw_size: match aggregation {

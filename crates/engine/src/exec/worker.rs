@@ -4,9 +4,11 @@
 
 use super::stage::CompiledStage;
 use super::CompiledQuery;
+use crate::aggregate::group::GroupRows;
 use crate::aggregate::PartialState;
 use crate::eval::EvalContext;
 use crate::EngineError;
+use needle_query::ast::Expr;
 use needle_record::Record;
 
 /// One worker's running state for one query. Not shared: each worker owns its own.
@@ -137,6 +139,41 @@ impl CompiledQuery {
         self.summary_fields()?;
         let state = self.inner.aggregator.state_from_summary(rows, summary)?;
         Some(Partial { state, seen: rows, matched: rows })
+    }
+
+    /// For reading stored blocks column at a time: the top-level fields a GROUP BY groups by
+    /// (none for a GROUP ALL) and the fields its aggregates summarize, when the query is a
+    /// GROUP ALL or GROUP BY of plain fields with COUNT, SUM, AVG, MIN and MAX of plain fields
+    /// and nothing exploded; `None` for any other query. Its WHERE ([`CompiledQuery::
+    /// filter_expr`]) is the caller's to apply.
+    pub fn group_fields(&self) -> Option<(Vec<&str>, Vec<&str>)> {
+        if !self.inner.explode.is_empty() {
+            return None;
+        }
+        self.inner.aggregator.group_fields()
+    }
+
+    /// The partial a worker would build from `seen` records of which those of `groups` passed
+    /// the filter (their summaries follow [`CompiledQuery::group_fields`]' fields); `None`
+    /// when a summary cannot stand in for its records.
+    pub fn partial_from_groups(&self, seen: u64, groups: &[GroupRows]) -> Option<Partial> {
+        self.group_fields()?;
+        let state = self.inner.aggregator.state_from_groups(groups)?;
+        let matched = groups.iter().map(|g| g.rows).sum();
+        Some(Partial { state, seen, matched })
+    }
+
+    /// The stream stage's WHERE as written, for a store that evaluates it over whole columns
+    /// before building records: `Some(None)` when there is none, `None` when records are
+    /// exploded before it (it then reads the exploded records, not the stored ones).
+    pub fn filter_expr(&self) -> Option<Option<&Expr>> {
+        self.inner.explode.is_empty().then_some(self.inner.filter_source.as_ref())
+    }
+
+    /// Counts a record as read that the caller proved fails the WHERE (see
+    /// [`CompiledQuery::filter_expr`]): what [`CompiledQuery::process`] would have done with it.
+    pub fn skip(&self, worker: &mut WorkerState) {
+        worker.seen += 1;
     }
 
     /// A partial as bytes, for a joiner in another process (the distributed mode):

@@ -11,6 +11,12 @@
 //!   └─ pieces in time order: per bucket, its partials; RAW hits sorted by time ──▶ QueryRun
 //! ```
 //!
+//! - **Three ways to read a block**, the cheapest that answers exactly: from its statistics
+//!   (a GROUP ALL with no WHERE over a block wholly in range and in one bucket); column at a
+//!   time (a GROUP ALL or GROUP BY of plain fields whose WHERE [`needle_history::Filter`]
+//!   evaluates over whole columns: rows folded into per-bucket, per-group summaries, no record
+//!   built); or record by record, with the WHERE evaluated over the columns first where it can
+//!   be, so that only the rows that pass become records (a RAW `temp0 > 95` builds its matches).
 //! - **Windows by record time.** A time window buckets records by `floor(time / size)`
 //!   (epoch-aligned). The run's windows start at the bucket of the first stored record in the
 //!   range and the query ends with the bucket of the last one (or at `to`), so a sparse range
@@ -24,10 +30,12 @@
 //!   skipped). A time window's emission counts the records of the buckets so far.
 
 use crate::history::HistoryStore;
-use needle_engine::aggregate::group::ColumnSummary;
+use needle_engine::aggregate::group::{ColumnSummary, GroupRows};
 use needle_engine::exec::{CompiledQuery, Partial, QueryRun, WindowPlan, WorkerState};
 use needle_engine::EvalContext;
-use needle_history::{Block, ScanRequest, ScanStats, StoredRecord};
+use needle_history::{
+    Block, ColumnStats, Filter, GroupRequest, GroupSummary, ScanRequest, ScanStats, StoredRecord,
+};
 use needle_query::ast::Expr;
 use needle_record::Record;
 use std::cmp::Ordering as CmpOrdering;
@@ -35,6 +43,9 @@ use std::collections::{BTreeMap, BinaryHeap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+
+/// A time bucket's partial from a block: (bucket, the bucket's last record time, partial).
+type BucketPiece = (i64, i64, Partial);
 
 /// A partial for the join side and the record time it belongs at.
 #[derive(Debug)]
@@ -57,6 +68,9 @@ pub struct ReplayReport {
     /// Blocks answered from their statistics (count, sum, min, max) without being decoded.
     #[serde(default)]
     pub blocks_from_aggregates: u64,
+    /// Blocks whose GROUP ALL or GROUP BY was folded from their columns, no record built.
+    #[serde(default)]
+    pub blocks_by_columns: u64,
     /// Blocks that could not be read (a corrupt part): skipped, logged once each.
     pub blocks_failed: u64,
     pub seconds: f64,
@@ -80,6 +94,7 @@ impl ReplayReport {
         self.scan.add(&other.scan);
         self.records_read += other.records_read;
         self.blocks_from_aggregates += other.blocks_from_aggregates;
+        self.blocks_by_columns += other.blocks_by_columns;
         self.seen_after += other.seen_after;
         self.blocks_failed += other.blocks_failed;
         self.seconds = self.seconds.max(other.seconds);
@@ -211,6 +226,44 @@ impl Replay {
         };
         let summarizes = query.summary_fields().is_some();
         let summarized = |block: &Block| summarizes.then(|| answer(query, block)).flatten();
+        // the column path: the WHERE over whole columns, and GROUP ALL / GROUP BY folded
+        // from columns into per-group summaries (no record built)
+        let column_filter: Option<Option<Filter>> = match query.filter_expr() {
+            None => None,
+            Some(None) => Some(None),
+            Some(Some(expr)) => Filter::compile(expr).map(Some),
+        };
+        let prefilter = column_filter.as_ref().and_then(Option::as_ref);
+        let bucket_fn = bucket_ms.map(|(every, include)| move |t| bucket_of(t, every, include));
+        let group_fields = query.group_fields().map(|(keys, fields)| {
+            let owned =
+                |names: Vec<&str>| names.into_iter().map(str::to_owned).collect::<Vec<String>>();
+            (owned(keys), owned(fields))
+        });
+        let group_request = match (&group_fields, &column_filter) {
+            (Some((keys, fields)), Some(filter)) => Some(GroupRequest {
+                keys: keys.as_slice(),
+                fields: fields.as_slice(),
+                filter: filter.as_ref(),
+                bucket: bucket_fn.as_ref().map(|f| f as &(dyn Fn(i64) -> i64 + Sync)),
+            }),
+            _ => None,
+        };
+        let by_columns = |block: &Block| -> Result<Option<Vec<BucketPiece>>, String> {
+            let Some(request) = &group_request else { return Ok(None) };
+            let Some(buckets) = block.summarize(request).map_err(|e| e.to_string())? else {
+                return Ok(None);
+            };
+            let mut out = Vec::with_capacity(buckets.len());
+            for b in buckets {
+                let groups: Vec<GroupRows> = b.groups.into_iter().map(group_rows).collect();
+                match query.partial_from_groups(b.seen, &groups) {
+                    Some(partial) => out.push((b.bucket, b.last_ms, partial)),
+                    None => return Ok(None), // a summary cannot stand in: read the records
+                }
+            }
+            Ok(Some(out))
+        };
         // the write buffer's records are one more unit of work, after the blocks
         let units = self.blocks.len() + usize::from(!self.buffered.is_empty());
         let next = AtomicUsize::new(0);
@@ -230,9 +283,14 @@ impl Replay {
                             break;
                         }
                         let mut row = 0usize;
-                        let mut handle = |time_ms: i64, record: &Record| {
+                        // a record, or `None` for a row the column filter proved fails the WHERE
+                        let mut handle = |time_ms: i64, record: Option<&Record>| {
                             mine.read += 1;
                             if raw {
+                                let Some(record) = record else {
+                                    row += 1;
+                                    return;
+                                };
                                 if query.process(&mut raw_worker, record, &ctx) {
                                     if let Some(mut partial) = query.flush(&mut raw_worker) {
                                         partial.seen = 0;
@@ -249,9 +307,18 @@ impl Replay {
                                     last_ms: i64::MIN,
                                 });
                                 state.last_ms = state.last_ms.max(time_ms);
-                                query.process(&mut state.worker, record, &ctx);
+                                match record {
+                                    Some(record) => {
+                                        query.process(&mut state.worker, record, &ctx);
+                                    }
+                                    None => query.skip(&mut state.worker),
+                                }
                             }
                             row += 1;
+                        };
+                        let columns = match self.blocks.get(unit) {
+                            Some(block) if summarized(block).is_none() => by_columns(block),
+                            _ => Ok(None),
                         };
                         if let Some((bucket, last_ms, partial)) =
                             self.blocks.get(unit).and_then(&summarized)
@@ -262,14 +329,28 @@ impl Replay {
                                 mine.summarized.entry(bucket).or_insert((i64::MIN, Vec::new()));
                             slot.0 = slot.0.max(last_ms);
                             slot.1.push(partial);
+                        } else if let Ok(Some(pieces)) = columns {
+                            mine.by_columns += 1;
+                            for (bucket, last_ms, partial) in pieces {
+                                mine.read += partial.seen;
+                                let slot =
+                                    mine.summarized.entry(bucket).or_insert((i64::MIN, Vec::new()));
+                                slot.0 = slot.0.max(last_ms);
+                                slot.1.push(partial);
+                            }
+                        } else if let Err(error) = columns {
+                            eprintln!("needle: history: a block could not be read: {error}");
+                            mine.failed += 1;
                         } else if unit < self.blocks.len() {
-                            if let Err(error) = self.blocks[unit].for_each(&mut handle) {
+                            if let Err(error) =
+                                self.blocks[unit].for_each_matching(prefilter, &mut handle)
+                            {
                                 eprintln!("needle: history: a block could not be read: {error}");
                                 mine.failed += 1;
                             }
                         } else {
                             for stored in &self.buffered {
-                                handle(stored.time_ms, &stored.record);
+                                handle(stored.time_ms, Some(&stored.record));
                             }
                         }
                     }
@@ -285,6 +366,7 @@ impl Replay {
             report.records_read += r.read;
             report.blocks_failed += r.failed;
             report.blocks_from_aggregates += r.from_aggregates;
+            report.blocks_by_columns += r.by_columns;
             for (bucket, (last_ms, partials)) in std::mem::take(&mut r.summarized) {
                 let slot = buckets.entry(bucket).or_insert((i64::MIN, Vec::new()));
                 slot.0 = slot.0.max(last_ms);
@@ -353,10 +435,19 @@ fn answer(query: &CompiledQuery, block: &Block) -> Option<(i64, i64, Partial)> {
     Some((bucket, hi, partial))
 }
 
+/// A group the column path summarized, as the engine takes it.
+fn group_rows(group: GroupSummary) -> GroupRows {
+    let fields = group.fields.into_iter().map(column_summary).collect();
+    GroupRows { keys: group.keys, rows: group.rows, fields }
+}
+
+fn column_summary(stats: ColumnStats) -> ColumnSummary {
+    ColumnSummary { count: stats.count, sum: stats.sum, min: stats.min, max: stats.max }
+}
+
 /// What a block's column statistics say of `field`, as the engine takes it.
 fn summary(block: &Block, field: &str) -> Option<ColumnSummary> {
-    let stats = block.column_stats(field)?;
-    Some(ColumnSummary { count: stats.count, sum: stats.sum, min: stats.min, max: stats.max })
+    Some(column_summary(block.column_stats(field)?))
 }
 
 /// Where a run over stored records starts its windows and ends, in record time, given the
@@ -416,6 +507,8 @@ struct ThreadResult {
     /// Blocks answered from their statistics, and their partials by bucket (with the last
     /// record time of the bucket's blocks).
     from_aggregates: u64,
+    /// Blocks folded column at a time (their partials go in `summarized` too).
+    by_columns: u64,
     summarized: BTreeMap<i64, (i64, Vec<Partial>)>,
     /// RAW matches; a max-heap by time when only the earliest `n` are kept.
     hits: BinaryHeap<HeapHit>,

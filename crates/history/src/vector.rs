@@ -1,0 +1,995 @@
+//! Reading a block column at a time, for the queries that allow it.
+//!
+//! - [`Filter`]: a WHERE clause evaluated over whole columns in SQL's three-valued logic,
+//!   exactly as the engine evaluates it record by record (numbers compare across numeric types,
+//!   strings by bytes, NULL and values of types that do not compare make a comparison NULL).
+//!   Only what can be evaluated that way is accepted: AND, OR, NOT, comparisons of a top-level
+//!   field with a literal, BETWEEN and IN of literals, IS NULL, a field or a literal as a
+//!   boolean. Anything else (functions, nested fields, arithmetic) is not a [`Filter`], and a
+//!   JSON column met while evaluating one makes the evaluation give up (`None`): the caller
+//!   then reads records.
+//! - [`summarize`]: the rows of a block in a time range that pass a filter, folded per time
+//!   bucket and per group (the values of the GROUP BY fields) into each field's count, sum, min
+//!   and max — what COUNT, SUM, AVG, MIN and MAX need — without building a record.
+
+use crate::columns::{kind_of_column, Kind, TIME_COLUMN};
+use crate::prune::ColumnStats;
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int32Type;
+use arrow_array::{
+    Array, BooleanArray, Float32Array, Float64Array, Int32Array, Int64Array, RecordBatch,
+    StringArray,
+};
+use arrow_schema::DataType;
+use needle_query::ast::{BinaryOp, CompareOp, Expr, ExprKind, UnaryOp};
+use needle_record::Value;
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, HashMap};
+
+/// A WHERE clause that can be evaluated over whole columns (see the module doc).
+#[derive(Debug, Clone)]
+pub struct Filter {
+    expr: Expr,
+    fields: Vec<String>,
+}
+
+impl Filter {
+    /// `None` when `expr` holds something the column path cannot evaluate exactly.
+    pub fn compile(expr: &Expr) -> Option<Filter> {
+        let mut fields = Vec::new();
+        supported(expr, &mut fields).then(|| Filter { expr: expr.clone(), fields })
+    }
+
+    /// The top-level fields the filter reads.
+    pub fn fields(&self) -> &[String] {
+        &self.fields
+    }
+
+    /// Which of the batch's rows make the filter TRUE; `None` when a column it reads cannot be
+    /// evaluated here (JSON text).
+    pub(crate) fn rows(&self, columns: &Columns<'_>) -> Option<Vec<bool>> {
+        Some(eval(&self.expr, columns)?.t)
+    }
+}
+
+/// A top-level field as it is (no path, no type hint): its name, noted in `fields`.
+fn field<'e>(expr: &'e Expr, fields: &mut Vec<String>) -> Option<&'e str> {
+    match &expr.kind {
+        ExprKind::Field(f) if f.path.is_empty() && f.hint.is_none() => {
+            if !fields.contains(&f.name) {
+                fields.push(f.name.clone());
+            }
+            Some(f.name.as_str())
+        }
+        _ => None,
+    }
+}
+
+/// A literal that is not a list or a map.
+fn scalar(expr: &Expr) -> Option<&Value> {
+    match &expr.kind {
+        ExprKind::Literal(v @ (Value::List(_) | Value::Map(_))) => {
+            let _ = v;
+            None
+        }
+        ExprKind::Literal(v) => Some(v),
+        _ => None,
+    }
+}
+
+/// The items of an IN list of scalar literals (`(a, b)` or a literal list).
+fn list_items(expr: &Expr) -> Option<Vec<&Value>> {
+    match &expr.kind {
+        ExprKind::List(items) => items.iter().map(scalar).collect(),
+        ExprKind::Literal(Value::List(items)) => items
+            .iter()
+            .map(|v| (!matches!(v, Value::List(_) | Value::Map(_))).then_some(v))
+            .collect(),
+        _ => None,
+    }
+}
+
+fn supported(expr: &Expr, fields: &mut Vec<String>) -> bool {
+    match &expr.kind {
+        ExprKind::Literal(Value::Bool(_) | Value::Null) => true,
+        ExprKind::Field(_) => field(expr, fields).is_some(),
+        ExprKind::Binary { op: BinaryOp::And | BinaryOp::Or, left, right } => {
+            supported(left, fields) && supported(right, fields)
+        }
+        ExprKind::Unary { op: UnaryOp::Not, operand } => supported(operand, fields),
+        ExprKind::Compare { quantifier: None, left, right, .. } => {
+            (scalar(right).is_some() && field(left, fields).is_some())
+                || (scalar(left).is_some() && field(right, fields).is_some())
+        }
+        ExprKind::Between { value, low, high, .. } => {
+            scalar(low).is_some() && scalar(high).is_some() && field(value, fields).is_some()
+        }
+        ExprKind::In { value, list, .. } => {
+            list_items(list).is_some() && field(value, fields).is_some()
+        }
+        ExprKind::IsNull { value, .. } => field(value, fields).is_some(),
+        _ => false,
+    }
+}
+
+/// One column of a batch, as the column path reads it.
+#[derive(Clone, Copy)]
+pub(crate) enum Col<'a> {
+    /// The block has no such column: NULL in every row.
+    Missing,
+    Bool(&'a BooleanArray),
+    Int(&'a Int32Array),
+    Long(&'a Int64Array),
+    Float(&'a Float32Array),
+    Double(&'a Float64Array),
+    Text(&'a StringArray),
+    /// A text column read with its dictionary: per-row keys into the distinct values.
+    Dict(&'a Int32Array, &'a StringArray),
+    /// JSON text (lists, maps, or a field stored with several types): not read here.
+    Json,
+}
+
+impl<'a> Col<'a> {
+    fn of(array: &'a dyn Array, json: bool) -> Col<'a> {
+        if let DataType::Dictionary(key, value) = array.data_type() {
+            if **key == DataType::Int32 && **value == DataType::Utf8 && !json {
+                let dict = array.as_dictionary::<Int32Type>();
+                if let Some(values) = dict.values().as_any().downcast_ref::<StringArray>() {
+                    return Col::Dict(dict.keys(), values);
+                }
+            }
+            return Col::Json;
+        }
+        let any = array.as_any();
+        let col = match kind_of_column(array.data_type(), json) {
+            Some(Kind::Bool) => any.downcast_ref().map(Col::Bool),
+            Some(Kind::Int) => any.downcast_ref().map(Col::Int),
+            Some(Kind::Long) => any.downcast_ref().map(Col::Long),
+            Some(Kind::Float) => any.downcast_ref().map(Col::Float),
+            Some(Kind::Double) => any.downcast_ref().map(Col::Double),
+            Some(Kind::Text) => any.downcast_ref().map(Col::Text),
+            Some(Kind::Json) | None => None,
+        };
+        col.unwrap_or(Col::Json)
+    }
+}
+
+/// A batch's columns by field name.
+pub(crate) struct Columns<'a> {
+    rows: usize,
+    by_field: HashMap<&'a str, Col<'a>>,
+}
+
+impl<'a> Columns<'a> {
+    pub(crate) fn of(batch: &'a RecordBatch, json_columns: &[String]) -> Self {
+        let schema = batch.schema_ref();
+        let mut by_field = HashMap::new();
+        for (i, f) in schema.fields().iter().enumerate() {
+            let name = f.name().as_str();
+            let json = json_columns.iter().any(|c| c == name);
+            by_field.insert(crate::columns::field_name(name), Col::of(batch.column(i), json));
+        }
+        Self { rows: batch.num_rows(), by_field }
+    }
+
+    fn get(&self, field: &str) -> Col<'a> {
+        self.by_field.get(field).copied().unwrap_or(Col::Missing)
+    }
+}
+
+/// The rows where an expression is TRUE, and those where it is FALSE (neither: NULL).
+struct Truth {
+    t: Vec<bool>,
+    f: Vec<bool>,
+}
+
+impl Truth {
+    fn null(rows: usize) -> Self {
+        Truth { t: vec![false; rows], f: vec![false; rows] }
+    }
+
+    fn constant(rows: usize, value: bool) -> Self {
+        Truth { t: vec![value; rows], f: vec![!value; rows] }
+    }
+
+    fn not(self) -> Self {
+        Truth { t: self.f, f: self.t }
+    }
+
+    fn and(mut self, other: Truth) -> Self {
+        for (a, b) in self.t.iter_mut().zip(&other.t) {
+            *a &= *b;
+        }
+        for (a, b) in self.f.iter_mut().zip(&other.f) {
+            *a |= *b;
+        }
+        self
+    }
+
+    fn or(self, other: Truth) -> Self {
+        self.not().and(other.not()).not()
+    }
+}
+
+fn eval(expr: &Expr, columns: &Columns<'_>) -> Option<Truth> {
+    let rows = columns.rows;
+    let mut ignored = Vec::new();
+    Some(match &expr.kind {
+        ExprKind::Literal(Value::Bool(b)) => Truth::constant(rows, *b),
+        ExprKind::Literal(Value::Null) => Truth::null(rows),
+        ExprKind::Field(_) => {
+            let name = field(expr, &mut ignored)?;
+            match columns.get(name) {
+                Col::Json => return None,
+                Col::Bool(a) => {
+                    let mut truth = Truth::null(rows);
+                    for i in 0..rows {
+                        if a.is_valid(i) {
+                            let v = a.value(i);
+                            truth.t[i] = v;
+                            truth.f[i] = !v;
+                        }
+                    }
+                    truth
+                }
+                // not a BOOLEAN: NULL as a condition
+                _ => Truth::null(rows),
+            }
+        }
+        ExprKind::Binary { op: BinaryOp::And, left, right } => {
+            eval(left, columns)?.and(eval(right, columns)?)
+        }
+        ExprKind::Binary { op: BinaryOp::Or, left, right } => {
+            eval(left, columns)?.or(eval(right, columns)?)
+        }
+        ExprKind::Unary { op: UnaryOp::Not, operand } => eval(operand, columns)?.not(),
+        ExprKind::Compare { op, quantifier: None, left, right } => {
+            let (name, op, literal) = match (field(left, &mut ignored), scalar(right)) {
+                (Some(name), Some(literal)) => (name, *op, literal),
+                _ => (field(right, &mut ignored)?, op.flipped(), scalar(left)?),
+            };
+            compare(columns.get(name), rows, op, literal)?
+        }
+        ExprKind::Between { negated, value, low, high } => {
+            let col = columns.get(field(value, &mut ignored)?);
+            let truth = compare(col, rows, CompareOp::Ge, scalar(low)?)?.and(compare(
+                col,
+                rows,
+                CompareOp::Le,
+                scalar(high)?,
+            )?);
+            if *negated {
+                truth.not()
+            } else {
+                truth
+            }
+        }
+        ExprKind::In { negated, value, list } => {
+            let col = columns.get(field(value, &mut ignored)?);
+            let mut truth = Truth::constant(rows, false);
+            for item in list_items(list)? {
+                truth = truth.or(compare(col, rows, CompareOp::Eq, item)?);
+            }
+            if *negated {
+                truth.not()
+            } else {
+                truth
+            }
+        }
+        ExprKind::IsNull { negated, value } => {
+            let nulls: Vec<bool> = match columns.get(field(value, &mut ignored)?) {
+                Col::Json => return None,
+                Col::Missing => vec![true; rows],
+                Col::Bool(a) => (0..rows).map(|i| a.is_null(i)).collect(),
+                Col::Int(a) => (0..rows).map(|i| a.is_null(i)).collect(),
+                Col::Long(a) => (0..rows).map(|i| a.is_null(i)).collect(),
+                Col::Float(a) => (0..rows).map(|i| a.is_null(i)).collect(),
+                Col::Double(a) => (0..rows).map(|i| a.is_null(i)).collect(),
+                Col::Text(a) => (0..rows).map(|i| a.is_null(i)).collect(),
+                Col::Dict(keys, _) => (0..rows).map(|i| keys.is_null(i)).collect(),
+            };
+            let not_nulls = nulls.iter().map(|n| !n).collect();
+            let truth = Truth { t: nulls, f: not_nulls };
+            if *negated {
+                truth.not()
+            } else {
+                truth
+            }
+        }
+        _ => return None,
+    })
+}
+
+/// Does `a op b` hold, given how `a` orders against `b`?
+fn holds(op: CompareOp, ordering: Ordering) -> bool {
+    match op {
+        CompareOp::Eq => ordering == Ordering::Equal,
+        CompareOp::Ne => ordering != Ordering::Equal,
+        CompareOp::Lt => ordering == Ordering::Less,
+        CompareOp::Le => ordering != Ordering::Greater,
+        CompareOp::Gt => ordering == Ordering::Greater,
+        CompareOp::Ge => ordering != Ordering::Less,
+    }
+}
+
+/// `column op literal` for every row: TRUE or FALSE where the value and the literal compare,
+/// NULL where the value is NULL or of a type that does not compare with the literal's.
+fn compare(col: Col<'_>, rows: usize, op: CompareOp, literal: &Value) -> Option<Truth> {
+    let mut truth = Truth::null(rows);
+    let mut set = |i: usize, ordering: Option<Ordering>| {
+        if let Some(o) = ordering {
+            let h = holds(op, o);
+            truth.t[i] = h;
+            truth.f[i] = !h;
+        }
+    };
+    let long = match literal {
+        Value::Int(v) => Some(i64::from(*v)),
+        Value::Long(v) => Some(*v),
+        _ => None,
+    };
+    let float = literal.as_f64().filter(|_| literal.is_numeric());
+    match (col, literal) {
+        (Col::Json, _) => return None,
+        (Col::Missing, _) | (_, Value::Null) => {}
+        (Col::Long(a), _) if long.is_some() => {
+            let l = long.unwrap_or_default();
+            for i in 0..rows {
+                if a.is_valid(i) {
+                    set(i, Some(a.value(i).cmp(&l)));
+                }
+            }
+        }
+        (Col::Int(a), _) if long.is_some() => {
+            let l = long.unwrap_or_default();
+            for i in 0..rows {
+                if a.is_valid(i) {
+                    set(i, Some(i64::from(a.value(i)).cmp(&l)));
+                }
+            }
+        }
+        (Col::Long(a), _) if float.is_some() => {
+            let l = float.unwrap_or_default();
+            for i in 0..rows {
+                if a.is_valid(i) {
+                    set(i, (a.value(i) as f64).partial_cmp(&l));
+                }
+            }
+        }
+        (Col::Int(a), _) if float.is_some() => {
+            let l = float.unwrap_or_default();
+            for i in 0..rows {
+                if a.is_valid(i) {
+                    set(i, f64::from(a.value(i)).partial_cmp(&l));
+                }
+            }
+        }
+        (Col::Float(a), _) if float.is_some() => {
+            let l = float.unwrap_or_default();
+            for i in 0..rows {
+                if a.is_valid(i) {
+                    set(i, f64::from(a.value(i)).partial_cmp(&l));
+                }
+            }
+        }
+        (Col::Double(a), _) if float.is_some() => {
+            let l = float.unwrap_or_default();
+            let values = a.values();
+            if a.null_count() == 0 {
+                for (i, v) in values.iter().enumerate() {
+                    set(i, v.partial_cmp(&l));
+                }
+            } else {
+                for (i, v) in values.iter().enumerate() {
+                    if a.is_valid(i) {
+                        set(i, v.partial_cmp(&l));
+                    }
+                }
+            }
+        }
+        (Col::Text(a), Value::String(s)) => {
+            for i in 0..rows {
+                if a.is_valid(i) {
+                    set(i, Some(a.value(i).cmp(s.as_str())));
+                }
+            }
+        }
+        (Col::Dict(keys, values), Value::String(s)) => {
+            let by_key: Vec<Option<Ordering>> = (0..values.len())
+                .map(|k| values.is_valid(k).then(|| values.value(k).cmp(s.as_str())))
+                .collect();
+            for i in 0..rows {
+                if keys.is_valid(i) {
+                    set(i, usize::try_from(keys.value(i)).ok().and_then(|k| by_key[k]));
+                }
+            }
+        }
+        (Col::Bool(a), Value::Bool(b)) => {
+            for i in 0..rows {
+                if a.is_valid(i) {
+                    set(i, Some(a.value(i).cmp(b)));
+                }
+            }
+        }
+        // types that do not compare: NULL in every row
+        _ => {}
+    }
+    Some(truth)
+}
+
+/// What [`summarize`] folds a block into.
+pub struct GroupRequest<'a> {
+    /// The GROUP BY fields (none: one group).
+    pub keys: &'a [String],
+    /// The fields summarized for the aggregates.
+    pub fields: &'a [String],
+    pub filter: Option<&'a Filter>,
+    /// The time bucket of a record time (a time window's); `None`: one bucket, 0.
+    pub bucket: Option<&'a (dyn Fn(i64) -> i64 + Sync)>,
+}
+
+impl GroupRequest<'_> {
+    /// Every field the request reads.
+    pub fn columns(&self) -> Vec<String> {
+        let mut all: Vec<String> = self.keys.to_vec();
+        let filtered = self.filter.map(Filter::fields).unwrap_or_default();
+        for f in self.fields.iter().chain(filtered) {
+            if !all.contains(f) {
+                all.push(f.clone());
+            }
+        }
+        all
+    }
+}
+
+/// One time bucket of a block: the rows in range read there, and the groups of those that
+/// passed the filter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BucketSummary {
+    pub bucket: i64,
+    /// The latest record time of the bucket's rows.
+    pub last_ms: i64,
+    /// Rows read (in the time range), whether or not they passed the filter.
+    pub seen: u64,
+    pub groups: Vec<GroupSummary>,
+}
+
+/// One group of a bucket: its key values, its rows, and each requested field's summary over
+/// them (in [`GroupRequest::fields`]' order).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupSummary {
+    pub keys: Vec<Value>,
+    pub rows: u64,
+    pub fields: Vec<ColumnStats>,
+}
+
+/// Folds batches of one block (one schema) into buckets and groups; see [`summarize`].
+pub(crate) struct Summarizer<'r> {
+    request: &'r GroupRequest<'r>,
+    from_ms: i64,
+    to_ms: i64,
+    keys: Vec<KeyCodes>,
+    /// A group's codes (more than one key) → its number.
+    tuples: HashMap<Vec<u32>, u64>,
+    /// (bucket, group number) → slot.
+    slots: HashMap<(i64, u64), u32>,
+    heads: Vec<(i64, u64)>,
+    rows: Vec<u64>,
+    accs: Vec<Accs>,
+    /// bucket → (last time, rows seen)
+    buckets: BTreeMap<i64, (i64, u64)>,
+}
+
+/// Row skipped (out of range, or filtered out).
+const SKIP: u32 = u32::MAX;
+
+impl<'r> Summarizer<'r> {
+    pub(crate) fn new(request: &'r GroupRequest<'r>, from_ms: i64, to_ms: i64) -> Self {
+        Self {
+            request,
+            from_ms,
+            to_ms,
+            keys: request.keys.iter().map(|_| KeyCodes::default()).collect(),
+            tuples: HashMap::new(),
+            slots: HashMap::new(),
+            heads: Vec::new(),
+            rows: Vec::new(),
+            accs: Vec::new(),
+            buckets: BTreeMap::new(),
+        }
+    }
+
+    /// Folds one batch in; `None` when a column cannot be read here (JSON text).
+    pub(crate) fn add(&mut self, batch: &RecordBatch, json_columns: &[String]) -> Option<()> {
+        let times = batch.column_by_name(TIME_COLUMN)?.as_any().downcast_ref::<Int64Array>()?;
+        let columns = Columns::of(batch, json_columns);
+        let rows = batch.num_rows();
+        let keep = match self.request.filter {
+            Some(filter) => Some(filter.rows(&columns)?),
+            None => None,
+        };
+        // each key column's per-row code (0: NULL)
+        let mut key_codes: Vec<Vec<u32>> = Vec::with_capacity(self.keys.len());
+        for (name, codes) in self.request.keys.iter().zip(&mut self.keys) {
+            key_codes.push(codes.code_rows(columns.get(name), rows)?);
+        }
+        let fields: Vec<Col<'_>> = self.request.fields.iter().map(|f| columns.get(f)).collect();
+        if self.accs.is_empty() {
+            self.accs = fields.iter().map(|c| Accs::for_column(*c)).collect::<Option<_>>()?;
+        }
+        // each row's slot
+        let mut slot_of = vec![SKIP; rows];
+        let mut last: Option<((i64, u64), u32)> = None;
+        let mut current: Option<(i64, i64, u64)> = None; // bucket, last time, seen
+        let mut tuple = Vec::with_capacity(self.keys.len());
+        for (row, slot) in slot_of.iter_mut().enumerate() {
+            let t = times.value(row);
+            if t < self.from_ms || t >= self.to_ms {
+                continue;
+            }
+            let bucket = self.request.bucket.map_or(0, |b| b(t));
+            match &mut current {
+                Some((b, last_ms, seen)) if *b == bucket => {
+                    *last_ms = (*last_ms).max(t);
+                    *seen += 1;
+                }
+                _ => {
+                    if let Some((b, last_ms, seen)) = current.take() {
+                        self.note_bucket(b, last_ms, seen);
+                    }
+                    current = Some((bucket, t, 1));
+                }
+            }
+            if keep.as_ref().is_some_and(|k| !k[row]) {
+                continue;
+            }
+            let group = match key_codes.len() {
+                0 => 0,
+                1 => u64::from(key_codes[0][row]),
+                _ => {
+                    tuple.clear();
+                    tuple.extend(key_codes.iter().map(|c| c[row]));
+                    let next = self.tuples.len() as u64;
+                    match self.tuples.get(&tuple) {
+                        Some(n) => *n,
+                        None => {
+                            self.tuples.insert(tuple.clone(), next);
+                            next
+                        }
+                    }
+                }
+            };
+            let head = (bucket, group);
+            *slot = match last {
+                Some((h, s)) if h == head => s,
+                _ => {
+                    let s = match self.slots.get(&head) {
+                        Some(s) => *s,
+                        None => {
+                            let s = self.heads.len() as u32;
+                            self.slots.insert(head, s);
+                            self.heads.push(head);
+                            self.rows.push(0);
+                            for acc in &mut self.accs {
+                                acc.grow();
+                            }
+                            s
+                        }
+                    };
+                    last = Some((head, s));
+                    s
+                }
+            };
+            self.rows[*slot as usize] += 1;
+        }
+        if let Some((b, last_ms, seen)) = current {
+            self.note_bucket(b, last_ms, seen);
+        }
+        for (acc, col) in self.accs.iter_mut().zip(fields) {
+            acc.add(col, &slot_of)?;
+        }
+        Some(())
+    }
+
+    fn note_bucket(&mut self, bucket: i64, last_ms: i64, seen: u64) {
+        let entry = self.buckets.entry(bucket).or_insert((i64::MIN, 0));
+        entry.0 = entry.0.max(last_ms);
+        entry.1 += seen;
+    }
+
+    pub(crate) fn finish(self) -> Vec<BucketSummary> {
+        let mut out: BTreeMap<i64, BucketSummary> = self
+            .buckets
+            .iter()
+            .map(|(b, (last_ms, seen))| {
+                (*b, BucketSummary { bucket: *b, last_ms: *last_ms, seen: *seen, groups: vec![] })
+            })
+            .collect();
+        let tuples: HashMap<u64, &Vec<u32>> = self.tuples.iter().map(|(t, n)| (*n, t)).collect();
+        for (slot, (bucket, group)) in self.heads.iter().enumerate() {
+            let keys = match self.keys.len() {
+                0 => vec![],
+                1 => vec![self.keys[0].value(*group as u32)],
+                _ => tuples[group]
+                    .iter()
+                    .zip(&self.keys)
+                    .map(|(code, codes)| codes.value(*code))
+                    .collect(),
+            };
+            let rows = self.rows[slot];
+            let fields = self.accs.iter().map(|acc| acc.stats(slot, rows)).collect();
+            if let Some(b) = out.get_mut(bucket) {
+                b.groups.push(GroupSummary { keys, rows, fields });
+            }
+        }
+        out.into_values().collect()
+    }
+}
+
+/// The distinct values of one key column across a block's batches, numbered (0: NULL).
+#[derive(Default)]
+struct KeyCodes {
+    values: Vec<Value>,
+    texts: HashMap<String, u32>,
+    longs: HashMap<(u8, i64), u32>,
+}
+
+impl KeyCodes {
+    fn value(&self, code: u32) -> Value {
+        if code == 0 {
+            Value::Null
+        } else {
+            self.values[code as usize - 1].clone()
+        }
+    }
+
+    fn text(&mut self, s: &str) -> u32 {
+        if let Some(c) = self.texts.get(s) {
+            return *c;
+        }
+        self.values.push(Value::String(s.to_owned()));
+        let c = self.values.len() as u32;
+        self.texts.insert(s.to_owned(), c);
+        c
+    }
+
+    /// A non-text value by (type tag, 64 bits).
+    fn other(&mut self, tag: u8, bits: i64, value: impl FnOnce() -> Value) -> u32 {
+        if let Some(c) = self.longs.get(&(tag, bits)) {
+            return *c;
+        }
+        self.values.push(value());
+        let c = self.values.len() as u32;
+        self.longs.insert((tag, bits), c);
+        c
+    }
+
+    /// Each row's code; `None` for a JSON column.
+    fn code_rows(&mut self, col: Col<'_>, rows: usize) -> Option<Vec<u32>> {
+        let mut out = vec![0u32; rows];
+        match col {
+            Col::Json => return None,
+            Col::Missing => {}
+            Col::Dict(keys, values) => {
+                let by_key: Vec<u32> = (0..values.len())
+                    .map(|k| if values.is_valid(k) { self.text(values.value(k)) } else { 0 })
+                    .collect();
+                for (i, code) in out.iter_mut().enumerate() {
+                    if keys.is_valid(i) {
+                        *code = usize::try_from(keys.value(i)).map_or(0, |k| by_key[k]);
+                    }
+                }
+            }
+            Col::Text(a) => {
+                let mut last: Option<(&str, u32)> = None;
+                for (i, code) in out.iter_mut().enumerate() {
+                    if a.is_valid(i) {
+                        let s = a.value(i);
+                        *code = match last {
+                            Some((l, c)) if l == s => c,
+                            _ => {
+                                let c = self.text(s);
+                                last = Some((s, c));
+                                c
+                            }
+                        };
+                    }
+                }
+            }
+            Col::Bool(a) => {
+                for (i, code) in out.iter_mut().enumerate() {
+                    if a.is_valid(i) {
+                        let v = a.value(i);
+                        *code = self.other(0, i64::from(v), || Value::Bool(v));
+                    }
+                }
+            }
+            Col::Int(a) => {
+                for (i, code) in out.iter_mut().enumerate() {
+                    if a.is_valid(i) {
+                        let v = a.value(i);
+                        *code = self.other(1, i64::from(v), || Value::Int(v));
+                    }
+                }
+            }
+            Col::Long(a) => {
+                for (i, code) in out.iter_mut().enumerate() {
+                    if a.is_valid(i) {
+                        let v = a.value(i);
+                        *code = self.other(2, v, || Value::Long(v));
+                    }
+                }
+            }
+            Col::Float(a) => {
+                for (i, code) in out.iter_mut().enumerate() {
+                    if a.is_valid(i) {
+                        let v = a.value(i);
+                        *code = self.other(3, i64::from(v.to_bits()), || Value::Float(v));
+                    }
+                }
+            }
+            Col::Double(a) => {
+                for (i, code) in out.iter_mut().enumerate() {
+                    if a.is_valid(i) {
+                        let v = a.value(i);
+                        *code = self.other(4, v.to_bits() as i64, || Value::Double(v));
+                    }
+                }
+            }
+        }
+        Some(out)
+    }
+}
+
+/// One field's running count, sum, min and max per slot, typed by its column.
+enum Accs {
+    Missing { slots: usize },
+    Ints { long: bool, count: Vec<u64>, sum: Vec<i128>, min: Vec<i64>, max: Vec<i64> },
+    Floats { double: bool, count: Vec<u64>, sum: Vec<f64>, min: Vec<f64>, max: Vec<f64> },
+    Texts { count: Vec<u64>, min: Vec<Option<String>>, max: Vec<Option<String>> },
+    Bools { count: Vec<u64>, min: Vec<bool>, max: Vec<bool> },
+}
+
+impl Accs {
+    fn for_column(col: Col<'_>) -> Option<Accs> {
+        Some(match col {
+            Col::Json => return None,
+            Col::Missing => Accs::Missing { slots: 0 },
+            Col::Int(_) | Col::Long(_) => Accs::Ints {
+                long: matches!(col, Col::Long(_)),
+                count: vec![],
+                sum: vec![],
+                min: vec![],
+                max: vec![],
+            },
+            Col::Float(_) | Col::Double(_) => Accs::Floats {
+                double: matches!(col, Col::Double(_)),
+                count: vec![],
+                sum: vec![],
+                min: vec![],
+                max: vec![],
+            },
+            Col::Text(_) | Col::Dict(..) => Accs::Texts { count: vec![], min: vec![], max: vec![] },
+            Col::Bool(_) => Accs::Bools { count: vec![], min: vec![], max: vec![] },
+        })
+    }
+
+    fn grow(&mut self) {
+        match self {
+            Accs::Missing { slots } => *slots += 1,
+            Accs::Ints { count, sum, min, max, .. } => {
+                count.push(0);
+                sum.push(0);
+                min.push(i64::MAX);
+                max.push(i64::MIN);
+            }
+            Accs::Floats { count, sum, min, max, .. } => {
+                count.push(0);
+                sum.push(0.0);
+                min.push(f64::INFINITY);
+                max.push(f64::NEG_INFINITY);
+            }
+            Accs::Texts { count, min, max } => {
+                count.push(0);
+                min.push(None);
+                max.push(None);
+            }
+            Accs::Bools { count, min, max } => {
+                count.push(0);
+                min.push(true);
+                max.push(false);
+            }
+        }
+    }
+
+    /// Folds the column's rows into their slots; `None` when the column is not of the kind
+    /// the block's first batch had.
+    fn add(&mut self, col: Col<'_>, slot_of: &[u32]) -> Option<()> {
+        match (self, col) {
+            (Accs::Missing { .. }, Col::Missing) => {}
+            (Accs::Ints { count, sum, min, max, .. }, Col::Long(a)) => {
+                for (i, s) in slot_of.iter().enumerate() {
+                    if *s != SKIP && a.is_valid(i) {
+                        let (s, v) = (*s as usize, a.value(i));
+                        count[s] += 1;
+                        sum[s] += i128::from(v);
+                        min[s] = min[s].min(v);
+                        max[s] = max[s].max(v);
+                    }
+                }
+            }
+            (Accs::Ints { count, sum, min, max, .. }, Col::Int(a)) => {
+                for (i, s) in slot_of.iter().enumerate() {
+                    if *s != SKIP && a.is_valid(i) {
+                        let (s, v) = (*s as usize, i64::from(a.value(i)));
+                        count[s] += 1;
+                        sum[s] += i128::from(v);
+                        min[s] = min[s].min(v);
+                        max[s] = max[s].max(v);
+                    }
+                }
+            }
+            (Accs::Floats { count, sum, min, max, .. }, Col::Double(a)) => {
+                let values = a.values();
+                let no_nulls = a.null_count() == 0;
+                for (i, s) in slot_of.iter().enumerate() {
+                    if *s != SKIP && (no_nulls || a.is_valid(i)) {
+                        let (s, v) = (*s as usize, values[i]);
+                        count[s] += 1;
+                        sum[s] += v;
+                        if v < min[s] {
+                            min[s] = v;
+                        }
+                        if v > max[s] {
+                            max[s] = v;
+                        }
+                    }
+                }
+            }
+            (Accs::Floats { count, sum, min, max, .. }, Col::Float(a)) => {
+                for (i, s) in slot_of.iter().enumerate() {
+                    if *s != SKIP && a.is_valid(i) {
+                        let (s, v) = (*s as usize, f64::from(a.value(i)));
+                        count[s] += 1;
+                        sum[s] += v;
+                        if v < min[s] {
+                            min[s] = v;
+                        }
+                        if v > max[s] {
+                            max[s] = v;
+                        }
+                    }
+                }
+            }
+            (Accs::Texts { count, min, max }, col @ (Col::Text(_) | Col::Dict(..))) => {
+                for (i, s) in slot_of.iter().enumerate() {
+                    let text = match col {
+                        Col::Text(a) if a.is_valid(i) => a.value(i),
+                        Col::Dict(keys, values) if keys.is_valid(i) => {
+                            let k = usize::try_from(keys.value(i)).ok()?;
+                            if values.is_null(k) {
+                                continue;
+                            }
+                            values.value(k)
+                        }
+                        _ => continue,
+                    };
+                    if *s == SKIP {
+                        continue;
+                    }
+                    let s = *s as usize;
+                    count[s] += 1;
+                    if min[s].as_deref().is_none_or(|m| text < m) {
+                        min[s] = Some(text.to_owned());
+                    }
+                    if max[s].as_deref().is_none_or(|m| text > m) {
+                        max[s] = Some(text.to_owned());
+                    }
+                }
+            }
+            (Accs::Bools { count, min, max }, Col::Bool(a)) => {
+                for (i, s) in slot_of.iter().enumerate() {
+                    if *s != SKIP && a.is_valid(i) {
+                        let (s, v) = (*s as usize, a.value(i));
+                        count[s] += 1;
+                        min[s] &= v;
+                        max[s] |= v;
+                    }
+                }
+            }
+            _ => return None,
+        }
+        Some(())
+    }
+
+    /// Slot `slot`'s summary over its `rows` rows.
+    fn stats(&self, slot: usize, rows: u64) -> ColumnStats {
+        let (count, sum, min, max) = match self {
+            Accs::Missing { .. } => (0, None, None, None),
+            Accs::Ints { long, count, sum, min, max } => {
+                let value = |v: i64| {
+                    if *long {
+                        Value::Long(v)
+                    } else {
+                        Value::Int(v as i32)
+                    }
+                };
+                let n = count[slot];
+                let some = n > 0;
+                (
+                    n,
+                    Some(sum[slot] as f64),
+                    some.then(|| value(min[slot])),
+                    some.then(|| value(max[slot])),
+                )
+            }
+            Accs::Floats { double, count, sum, min, max } => {
+                let value = |v: f64| {
+                    if *double {
+                        Value::Double(v)
+                    } else {
+                        Value::Float(v as f32)
+                    }
+                };
+                let n = count[slot];
+                let some = n > 0;
+                (n, Some(sum[slot]), some.then(|| value(min[slot])), some.then(|| value(max[slot])))
+            }
+            Accs::Texts { count, min, max } => (
+                count[slot],
+                None,
+                min[slot].clone().map(Value::String),
+                max[slot].clone().map(Value::String),
+            ),
+            Accs::Bools { count, min, max } => {
+                let some = count[slot] > 0;
+                (
+                    count[slot],
+                    None,
+                    some.then_some(Value::Bool(min[slot])),
+                    some.then_some(Value::Bool(max[slot])),
+                )
+            }
+        };
+        ColumnStats { min, max, count, null_count: rows - count, sum }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filter(text: &str) -> Option<Filter> {
+        let query = format!("SELECT * FROM STREAM() WHERE {text}");
+        let plan = needle_query::compile(&query, &needle_query::QueryConfig::default()).unwrap();
+        Filter::compile(plan.stage.filter.as_ref().unwrap())
+    }
+
+    #[test]
+    fn only_what_columns_evaluate_exactly_is_a_filter() {
+        let f = filter("a > 1 AND (b = 'x' OR NOT c IS NULL) AND d BETWEEN (1, 2) AND e IN (1, 2)");
+        assert_eq!(f.unwrap().fields(), ["a", "b", "c", "d", "e"]);
+        assert!(filter("flag").is_some());
+        assert!(filter("2 < a").is_some());
+        for computed in ["SIZEOF(a) > 1", "m.x = 1", "a + 1 > 2", "a > b", "a RLIKE 'x.*'"] {
+            assert!(filter(computed).is_none(), "{computed}");
+        }
+    }
+
+    #[test]
+    fn a_comparison_is_null_where_the_value_is_null_or_of_another_type() {
+        let batch = RecordBatch::try_from_iter([(
+            "a",
+            std::sync::Arc::new(Int64Array::from(vec![Some(1), None, Some(3)])) as _,
+        )])
+        .unwrap();
+        let columns = Columns::of(&batch, &[]);
+        let rows = |text: &str| filter(text).unwrap().rows(&columns).unwrap();
+        assert_eq!(rows("a >= 2"), [false, false, true]);
+        assert_eq!(rows("NOT a >= 2"), [true, false, false]);
+        assert_eq!(rows("a > 1.5"), [false, false, true]);
+        assert_eq!(rows("NOT a = 'x'"), [false, false, false]);
+        assert_eq!(rows("a IS NULL OR missing IS NULL"), [true, true, true]);
+        assert_eq!(rows("NOT missing = 1"), [false, false, false]);
+    }
+}
