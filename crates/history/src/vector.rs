@@ -471,8 +471,10 @@ pub(crate) struct Summarizer<'r> {
     keys: Vec<KeyCodes>,
     /// A group's codes (more than one key) → its number.
     tuples: HashMap<Vec<u32>, u64>,
-    /// (bucket, group number) → slot.
+    /// (bucket, group number) → slot, with time buckets.
     slots: HashMap<(i64, u64), u32>,
+    /// group number → slot, without (one bucket).
+    by_group: Vec<u32>,
     heads: Vec<(i64, u64)>,
     rows: Vec<u64>,
     accs: Vec<Accs>,
@@ -492,6 +494,7 @@ impl<'r> Summarizer<'r> {
             keys: request.keys.iter().map(|_| KeyCodes::default()).collect(),
             tuples: HashMap::new(),
             slots: HashMap::new(),
+            by_group: Vec::new(),
             heads: Vec::new(),
             rows: Vec::new(),
             accs: Vec::new(),
@@ -517,78 +520,160 @@ impl<'r> Summarizer<'r> {
         if self.accs.is_empty() {
             self.accs = fields.iter().map(|c| Accs::for_column(*c)).collect::<Option<_>>()?;
         }
-        // each row's slot
+        // the rows in range, counted per bucket (seen), then those that pass the filter
+        let times = times.values();
+        let mut pass: Vec<bool> =
+            times.iter().map(|t| *t >= self.from_ms && *t < self.to_ms).collect();
+        let buckets: Option<Vec<i64>> =
+            self.request.bucket.map(|bucket| times.iter().map(|t| bucket(*t)).collect());
+        self.count_seen(times, &pass, buckets.as_deref());
+        if let Some(keep) = keep {
+            for (p, k) in pass.iter_mut().zip(keep) {
+                *p &= k;
+            }
+        }
+        if key_codes.is_empty() && buckets.is_none() {
+            // one group in one bucket: count the rows, and fold the fields' in one slot
+            let n = pass.iter().filter(|p| **p).count() as u64;
+            if n == 0 {
+                return Some(());
+            }
+            let slot = match self.by_group.first() {
+                Some(s) if *s != SKIP => *s,
+                _ => self.new_slot((0, 0)),
+            };
+            self.rows[slot as usize] += n;
+            if !fields.is_empty() {
+                let slot_of: Vec<u32> = pass.iter().map(|p| if *p { slot } else { SKIP }).collect();
+                let runs = runs(&slot_of);
+                for (acc, col) in self.accs.iter_mut().zip(fields) {
+                    acc.add(col, &runs)?;
+                }
+            }
+            return Some(());
+        }
+        // each passing row's group: its key's code, or its codes' number (several keys)
+        let groups: Vec<u64> = match key_codes.len() {
+            0 => vec![0; rows],
+            1 => key_codes[0].iter().map(|c| u64::from(*c)).collect(),
+            _ => {
+                let mut tuple = Vec::with_capacity(key_codes.len());
+                (0..rows)
+                    .map(|row| {
+                        if !pass[row] {
+                            return 0;
+                        }
+                        tuple.clear();
+                        tuple.extend(key_codes.iter().map(|c| c[row]));
+                        if let Some(n) = self.tuples.get(&tuple) {
+                            return *n;
+                        }
+                        let next = self.tuples.len() as u64;
+                        self.tuples.insert(tuple.clone(), next);
+                        next
+                    })
+                    .collect()
+            }
+        };
+        // each passing row's slot (bucket and group)
         let mut slot_of = vec![SKIP; rows];
         let mut last: Option<((i64, u64), u32)> = None;
-        let mut current: Option<(i64, i64, u64)> = None; // bucket, last time, seen
-        let mut tuple = Vec::with_capacity(self.keys.len());
-        for (row, slot) in slot_of.iter_mut().enumerate() {
-            let t = times.value(row);
-            if t < self.from_ms || t >= self.to_ms {
+        for row in 0..rows {
+            if !pass[row] {
                 continue;
             }
-            let bucket = self.request.bucket.map_or(0, |b| b(t));
+            let group = groups[row];
+            let slot = match &buckets {
+                // one bucket: slots by group number
+                None => match self.by_group.get(group as usize) {
+                    Some(s) if *s != SKIP => *s,
+                    _ => self.new_slot((0, group)),
+                },
+                Some(buckets) => {
+                    let head = (buckets[row], group);
+                    match last {
+                        Some((h, s)) if h == head => s,
+                        _ => {
+                            let s = match self.slots.get(&head) {
+                                Some(s) => *s,
+                                None => self.new_slot(head),
+                            };
+                            last = Some((head, s));
+                            s
+                        }
+                    }
+                }
+            };
+            slot_of[row] = slot;
+        }
+        let runs = runs(&slot_of);
+        for run in &runs {
+            self.rows[run.slot] += (run.end - run.start) as u64;
+        }
+        for (acc, col) in self.accs.iter_mut().zip(fields) {
+            acc.add(col, &runs)?;
+        }
+        Some(())
+    }
+
+    /// A new slot for a (bucket, group).
+    fn new_slot(&mut self, head: (i64, u64)) -> u32 {
+        let s = self.heads.len() as u32;
+        if self.request.bucket.is_none() {
+            let group = head.1 as usize;
+            if self.by_group.len() <= group {
+                self.by_group.resize(group + 1, SKIP);
+            }
+            self.by_group[group] = s;
+        } else {
+            self.slots.insert(head, s);
+        }
+        self.heads.push(head);
+        self.rows.push(0);
+        for acc in &mut self.accs {
+            acc.grow();
+        }
+        s
+    }
+
+    /// Counts the rows in range (`in_range`) as seen, per bucket, with each bucket's latest
+    /// time.
+    fn count_seen(&mut self, times: &[i64], in_range: &[bool], buckets: Option<&[i64]>) {
+        let Some(buckets) = buckets else {
+            let mut seen = 0;
+            let mut last_ms = i64::MIN;
+            for (t, p) in times.iter().zip(in_range) {
+                if *p {
+                    seen += 1;
+                    last_ms = last_ms.max(*t);
+                }
+            }
+            if seen > 0 {
+                self.note_bucket(0, last_ms, seen);
+            }
+            return;
+        };
+        let mut current: Option<(i64, i64, u64)> = None; // bucket, last time, seen
+        for ((t, p), bucket) in times.iter().zip(in_range).zip(buckets) {
+            if !*p {
+                continue;
+            }
             match &mut current {
-                Some((b, last_ms, seen)) if *b == bucket => {
-                    *last_ms = (*last_ms).max(t);
+                Some((b, last_ms, seen)) if b == bucket => {
+                    *last_ms = (*last_ms).max(*t);
                     *seen += 1;
                 }
                 _ => {
                     if let Some((b, last_ms, seen)) = current.take() {
                         self.note_bucket(b, last_ms, seen);
                     }
-                    current = Some((bucket, t, 1));
+                    current = Some((*bucket, *t, 1));
                 }
             }
-            if keep.as_ref().is_some_and(|k| !k[row]) {
-                continue;
-            }
-            let group = match key_codes.len() {
-                0 => 0,
-                1 => u64::from(key_codes[0][row]),
-                _ => {
-                    tuple.clear();
-                    tuple.extend(key_codes.iter().map(|c| c[row]));
-                    let next = self.tuples.len() as u64;
-                    match self.tuples.get(&tuple) {
-                        Some(n) => *n,
-                        None => {
-                            self.tuples.insert(tuple.clone(), next);
-                            next
-                        }
-                    }
-                }
-            };
-            let head = (bucket, group);
-            *slot = match last {
-                Some((h, s)) if h == head => s,
-                _ => {
-                    let s = match self.slots.get(&head) {
-                        Some(s) => *s,
-                        None => {
-                            let s = self.heads.len() as u32;
-                            self.slots.insert(head, s);
-                            self.heads.push(head);
-                            self.rows.push(0);
-                            for acc in &mut self.accs {
-                                acc.grow();
-                            }
-                            s
-                        }
-                    };
-                    last = Some((head, s));
-                    s
-                }
-            };
-            self.rows[*slot as usize] += 1;
         }
         if let Some((b, last_ms, seen)) = current {
             self.note_bucket(b, last_ms, seen);
         }
-        for (acc, col) in self.accs.iter_mut().zip(fields) {
-            acc.add(col, &slot_of)?;
-        }
-        Some(())
     }
 
     fn note_bucket(&mut self, bucket: i64, last_ms: i64, seen: u64) {
@@ -741,6 +826,50 @@ impl KeyCodes {
     }
 }
 
+/// Rows `start..end` of a batch, all of one slot.
+struct Run {
+    slot: usize,
+    start: usize,
+    end: usize,
+}
+
+impl Run {
+    fn rows(&self) -> std::ops::Range<usize> {
+        self.start..self.end
+    }
+}
+
+/// The runs of rows with the same slot, rows not in any ([`SKIP`]) left out.
+fn runs(slot_of: &[u32]) -> Vec<Run> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < slot_of.len() {
+        let (slot, start) = (slot_of[i], i);
+        i += 1;
+        while i < slot_of.len() && slot_of[i] == slot {
+            i += 1;
+        }
+        if slot != SKIP {
+            out.push(Run { slot: slot as usize, start, end: i });
+        }
+    }
+    out
+}
+
+/// Count, exact sum, min and max of integers.
+fn fold_ints(values: impl Iterator<Item = i64>) -> (u64, i128, i64, i64) {
+    values.fold((0, 0, i64::MAX, i64::MIN), |(n, sum, lo, hi), v| {
+        (n + 1, sum + i128::from(v), lo.min(v), hi.max(v))
+    })
+}
+
+/// Count, sum, min and max of floats (a NaN makes the sum NaN: the caller then reads records).
+fn fold_floats(values: impl Iterator<Item = f64>) -> (u64, f64, f64, f64) {
+    values.fold((0, 0.0, f64::INFINITY, f64::NEG_INFINITY), |(n, sum, lo, hi), v| {
+        (n + 1, sum + v, if v < lo { v } else { lo }, if v > hi { v } else { hi })
+    })
+}
+
 /// One field's running count, sum, min and max per slot, typed by its column.
 enum Accs {
     Missing { slots: usize },
@@ -802,95 +931,99 @@ impl Accs {
         }
     }
 
-    /// Folds the column's rows into their slots; `None` when the column is not of the kind
-    /// the block's first batch had.
-    fn add(&mut self, col: Col<'_>, slot_of: &[u32]) -> Option<()> {
+    /// Folds the column's rows into their slots, run by run (each run's figures kept in
+    /// registers, then added to its slot's); `None` when the column is not of the kind the
+    /// block's first batch had.
+    fn add(&mut self, col: Col<'_>, runs: &[Run]) -> Option<()> {
         match (self, col) {
             (Accs::Missing { .. }, Col::Missing) => {}
             (Accs::Ints { count, sum, min, max, .. }, Col::Long(a)) => {
-                for (i, s) in slot_of.iter().enumerate() {
-                    if *s != SKIP && a.is_valid(i) {
-                        let (s, v) = (*s as usize, a.value(i));
-                        count[s] += 1;
-                        sum[s] += i128::from(v);
-                        min[s] = min[s].min(v);
-                        max[s] = max[s].max(v);
-                    }
+                for run in runs {
+                    let (n, total, lo, hi) =
+                        fold_ints(run.rows().filter(|i| a.is_valid(*i)).map(|i| a.value(i)));
+                    let s = run.slot;
+                    count[s] += n;
+                    sum[s] += total;
+                    min[s] = min[s].min(lo);
+                    max[s] = max[s].max(hi);
                 }
             }
             (Accs::Ints { count, sum, min, max, .. }, Col::Int(a)) => {
-                for (i, s) in slot_of.iter().enumerate() {
-                    if *s != SKIP && a.is_valid(i) {
-                        let (s, v) = (*s as usize, i64::from(a.value(i)));
-                        count[s] += 1;
-                        sum[s] += i128::from(v);
-                        min[s] = min[s].min(v);
-                        max[s] = max[s].max(v);
-                    }
+                for run in runs {
+                    let values = run.rows().filter(|i| a.is_valid(*i)).map(|i| a.value(i).into());
+                    let (n, total, lo, hi) = fold_ints(values);
+                    let s = run.slot;
+                    count[s] += n;
+                    sum[s] += total;
+                    min[s] = min[s].min(lo);
+                    max[s] = max[s].max(hi);
                 }
             }
             (Accs::Floats { count, sum, min, max, .. }, Col::Double(a)) => {
                 let values = a.values();
-                let no_nulls = a.null_count() == 0;
-                for (i, s) in slot_of.iter().enumerate() {
-                    if *s != SKIP && (no_nulls || a.is_valid(i)) {
-                        let (s, v) = (*s as usize, values[i]);
-                        count[s] += 1;
-                        sum[s] += v;
-                        if v < min[s] {
-                            min[s] = v;
-                        }
-                        if v > max[s] {
-                            max[s] = v;
-                        }
+                for run in runs {
+                    let (n, total, lo, hi) = if a.null_count() == 0 {
+                        fold_floats(values[run.start..run.end].iter().copied())
+                    } else {
+                        fold_floats(run.rows().filter(|i| a.is_valid(*i)).map(|i| values[i]))
+                    };
+                    let s = run.slot;
+                    count[s] += n;
+                    sum[s] += total;
+                    if lo < min[s] {
+                        min[s] = lo;
+                    }
+                    if hi > max[s] {
+                        max[s] = hi;
                     }
                 }
             }
             (Accs::Floats { count, sum, min, max, .. }, Col::Float(a)) => {
-                for (i, s) in slot_of.iter().enumerate() {
-                    if *s != SKIP && a.is_valid(i) {
-                        let (s, v) = (*s as usize, f64::from(a.value(i)));
-                        count[s] += 1;
-                        sum[s] += v;
-                        if v < min[s] {
-                            min[s] = v;
-                        }
-                        if v > max[s] {
-                            max[s] = v;
-                        }
+                for run in runs {
+                    let values =
+                        run.rows().filter(|i| a.is_valid(*i)).map(|i| f64::from(a.value(i)));
+                    let (n, total, lo, hi) = fold_floats(values);
+                    let s = run.slot;
+                    count[s] += n;
+                    sum[s] += total;
+                    if lo < min[s] {
+                        min[s] = lo;
+                    }
+                    if hi > max[s] {
+                        max[s] = hi;
                     }
                 }
             }
             (Accs::Texts { count, min, max }, col @ (Col::Text(_) | Col::Dict(..))) => {
-                for (i, s) in slot_of.iter().enumerate() {
-                    let text = match col {
-                        Col::Text(a) if a.is_valid(i) => a.value(i),
-                        Col::Dict(keys, values) if keys.is_valid(i) => {
-                            let k = usize::try_from(keys.value(i)).ok()?;
-                            if values.is_null(k) {
-                                continue;
+                for run in runs {
+                    let s = run.slot;
+                    for i in run.rows() {
+                        let text = match col {
+                            Col::Text(a) if a.is_valid(i) => a.value(i),
+                            Col::Dict(keys, values) if keys.is_valid(i) => {
+                                let k = usize::try_from(keys.value(i)).ok()?;
+                                if values.is_null(k) {
+                                    continue;
+                                }
+                                values.value(k)
                             }
-                            values.value(k)
+                            _ => continue,
+                        };
+                        count[s] += 1;
+                        if min[s].as_deref().is_none_or(|m| text < m) {
+                            min[s] = Some(text.to_owned());
                         }
-                        _ => continue,
-                    };
-                    if *s == SKIP {
-                        continue;
-                    }
-                    let s = *s as usize;
-                    count[s] += 1;
-                    if min[s].as_deref().is_none_or(|m| text < m) {
-                        min[s] = Some(text.to_owned());
-                    }
-                    if max[s].as_deref().is_none_or(|m| text > m) {
-                        max[s] = Some(text.to_owned());
+                        if max[s].as_deref().is_none_or(|m| text > m) {
+                            max[s] = Some(text.to_owned());
+                        }
                     }
                 }
             }
             (Accs::Bools { count, min, max }, Col::Bool(a)) => {
-                for (i, s) in slot_of.iter().enumerate() {
-                    if *s != SKIP && a.is_valid(i) {
-                        let (s, v) = (*s as usize, a.value(i));
+                for run in runs {
+                    let s = run.slot;
+                    for i in run.rows().filter(|i| a.is_valid(*i)) {
+                        let v = a.value(i);
                         count[s] += 1;
                         min[s] &= v;
                         max[s] |= v;
