@@ -506,16 +506,10 @@ impl<'r> Summarizer<'r> {
     pub(crate) fn add(&mut self, batch: &RecordBatch, json_columns: &[String]) -> Option<()> {
         let times = batch.column_by_name(TIME_COLUMN)?.as_any().downcast_ref::<Int64Array>()?;
         let columns = Columns::of(batch, json_columns);
-        let rows = batch.num_rows();
         let keep = match self.request.filter {
             Some(filter) => Some(filter.rows(&columns)?),
             None => None,
         };
-        // each key column's per-row code (0: NULL)
-        let mut key_codes: Vec<Vec<u32>> = Vec::with_capacity(self.keys.len());
-        for (name, codes) in self.request.keys.iter().zip(&mut self.keys) {
-            key_codes.push(codes.code_rows(columns.get(name), rows)?);
-        }
         let fields: Vec<Col<'_>> = self.request.fields.iter().map(|f| columns.get(f)).collect();
         if self.accs.is_empty() {
             self.accs = fields.iter().map(|c| Accs::for_column(*c)).collect::<Option<_>>()?;
@@ -532,63 +526,127 @@ impl<'r> Summarizer<'r> {
                 *p &= k;
             }
         }
-        if key_codes.is_empty() && buckets.is_none() {
-            // one group in one bucket: count the rows, and fold the fields' in one slot
-            let n = pass.iter().filter(|p| **p).count() as u64;
-            if n == 0 {
-                return Some(());
+        let key_columns: Vec<Col<'_>> = self.request.keys.iter().map(|k| columns.get(k)).collect();
+        let slot_of = match (key_columns.as_slice(), &buckets) {
+            ([], None) => self.one_slot(&pass),
+            ([Col::Dict(keys, values)], None) => self.slots_by_dictionary(&pass, keys, values)?,
+            _ => self.slots(&pass, &key_columns, buckets.as_deref())?,
+        };
+        let runs = runs(&slot_of);
+        for run in &runs {
+            self.rows[run.slot] += (run.end - run.start) as u64;
+        }
+        for (acc, col) in self.accs.iter_mut().zip(fields) {
+            acc.add(col, &runs)?;
+        }
+        Some(())
+    }
+
+    /// One group in one bucket: every passing row's slot is the same one.
+    fn one_slot(&mut self, pass: &[bool]) -> Vec<u32> {
+        if !pass.contains(&true) {
+            return vec![SKIP; pass.len()];
+        }
+        let slot = self.slot_of_group(0);
+        pass.iter().map(|p| if *p { slot } else { SKIP }).collect()
+    }
+
+    /// The slot of a group (one bucket).
+    fn slot_of_group(&mut self, group: u64) -> u32 {
+        match self.by_group.get(group as usize) {
+            Some(s) if *s != SKIP => *s,
+            _ => self.new_slot((0, group)),
+        }
+    }
+
+    /// One text key read with its dictionary, one bucket: each distinct value's slot found
+    /// once, each row's by its dictionary key. `None` for a key outside the dictionary.
+    fn slots_by_dictionary(
+        &mut self,
+        pass: &[bool],
+        keys: &Int32Array,
+        values: &StringArray,
+    ) -> Option<Vec<u32>> {
+        // the slot of each dictionary entry, made when a passing row first uses it
+        let mut by_key = vec![SKIP; values.len()];
+        let mut null_slot = SKIP;
+        let mut slot_of = vec![SKIP; pass.len()];
+        let key_values = keys.values();
+        let no_nulls = keys.null_count() == 0;
+        // sorted by the key, rows of one value come together: the last one's slot is at hand
+        let mut last: Option<(i32, u32)> = None;
+        for (row, slot) in slot_of.iter_mut().enumerate() {
+            if !pass[row] {
+                continue;
             }
-            let slot = match self.by_group.first() {
-                Some(s) if *s != SKIP => *s,
-                _ => self.new_slot((0, 0)),
-            };
-            self.rows[slot as usize] += n;
-            if !fields.is_empty() {
-                let slot_of: Vec<u32> = pass.iter().map(|p| if *p { slot } else { SKIP }).collect();
-                let runs = runs(&slot_of);
-                for (acc, col) in self.accs.iter_mut().zip(fields) {
-                    acc.add(col, &runs)?;
+            if no_nulls {
+                if let Some((key, s)) = last {
+                    if key == key_values[row] {
+                        *slot = s;
+                        continue;
+                    }
                 }
             }
-            return Some(());
-        }
-        // each passing row's group: its key's code, or its codes' number (several keys)
-        let groups: Vec<u64> = match key_codes.len() {
-            0 => vec![0; rows],
-            1 => key_codes[0].iter().map(|c| u64::from(*c)).collect(),
-            _ => {
-                let mut tuple = Vec::with_capacity(key_codes.len());
-                (0..rows)
-                    .map(|row| {
-                        if !pass[row] {
-                            return 0;
-                        }
-                        tuple.clear();
-                        tuple.extend(key_codes.iter().map(|c| c[row]));
-                        if let Some(n) = self.tuples.get(&tuple) {
-                            return *n;
-                        }
-                        let next = self.tuples.len() as u64;
-                        self.tuples.insert(tuple.clone(), next);
-                        next
-                    })
-                    .collect()
+            let valid = no_nulls || keys.is_valid(row);
+            let k = if valid { usize::try_from(key_values[row]).ok() } else { None };
+            let cached = match k {
+                Some(k) => by_key.get_mut(k)?,
+                None => &mut null_slot,
+            };
+            if *cached == SKIP {
+                let code = match k {
+                    Some(k) if values.is_valid(k) => self.keys[0].text(values.value(k)),
+                    _ => 0,
+                };
+                *cached = self.slot_of_group(u64::from(code));
             }
-        };
-        // each passing row's slot (bucket and group)
+            *slot = *cached;
+            if valid {
+                last = Some((key_values[row], *slot));
+            }
+        }
+        Some(slot_of)
+    }
+
+    /// The general case: each passing row's group from its keys' codes, its slot by bucket and
+    /// group. `None` when a key column cannot be read here.
+    fn slots(
+        &mut self,
+        pass: &[bool],
+        key_columns: &[Col<'_>],
+        buckets: Option<&[i64]>,
+    ) -> Option<Vec<u32>> {
+        let rows = pass.len();
+        let mut key_codes: Vec<Vec<u32>> = Vec::with_capacity(key_columns.len());
+        for (col, codes) in key_columns.iter().zip(&mut self.keys) {
+            key_codes.push(codes.code_rows(*col, rows)?);
+        }
+        let mut tuple = Vec::with_capacity(key_codes.len());
         let mut slot_of = vec![SKIP; rows];
         let mut last: Option<((i64, u64), u32)> = None;
         for row in 0..rows {
             if !pass[row] {
                 continue;
             }
-            let group = groups[row];
-            let slot = match &buckets {
-                // one bucket: slots by group number
-                None => match self.by_group.get(group as usize) {
-                    Some(s) if *s != SKIP => *s,
-                    _ => self.new_slot((0, group)),
-                },
+            // the group: its key's code, or its codes' number (several keys)
+            let group = match key_codes.as_slice() {
+                [] => 0,
+                [codes] => u64::from(codes[row]),
+                _ => {
+                    tuple.clear();
+                    tuple.extend(key_codes.iter().map(|c| c[row]));
+                    match self.tuples.get(&tuple) {
+                        Some(n) => *n,
+                        None => {
+                            let next = self.tuples.len() as u64;
+                            self.tuples.insert(tuple.clone(), next);
+                            next
+                        }
+                    }
+                }
+            };
+            slot_of[row] = match buckets {
+                None => self.slot_of_group(group),
                 Some(buckets) => {
                     let head = (buckets[row], group);
                     match last {
@@ -604,16 +662,8 @@ impl<'r> Summarizer<'r> {
                     }
                 }
             };
-            slot_of[row] = slot;
         }
-        let runs = runs(&slot_of);
-        for run in &runs {
-            self.rows[run.slot] += (run.end - run.start) as u64;
-        }
-        for (acc, col) in self.accs.iter_mut().zip(fields) {
-            acc.add(col, &runs)?;
-        }
-        Some(())
+        Some(slot_of)
     }
 
     /// A new slot for a (bucket, group).

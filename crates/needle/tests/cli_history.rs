@@ -122,6 +122,7 @@ fn ingest_then_query_the_past() {
     let needles = format!("SELECT sensor, temp0 FROM HISTORY({T0}) WHERE temp0 > 95 LIMIT 500");
     let explained = stdout(&needle(&["explain", "--history", store_arg, &needles]));
     assert!(explained.contains("skipped by min/max"), "{explained}");
+    assert!(explained.contains("records built only for the rows that pass"), "{explained}");
     let out = stdout(&needle(&["query", "--history", store_arg, "--format", "json", &needles]));
     let found = json_lines(&out).last().unwrap()["records"].as_array().unwrap().len();
     let expected = text
@@ -130,6 +131,32 @@ fn ingest_then_query_the_past() {
         .filter(|r| r["temp0"].as_f64().unwrap() > 95.0)
         .count();
     assert_eq!(found, expected.min(500));
+
+    // a GROUP BY with a WHERE is folded from the columns, and explain says so
+    let grouped = format!(
+        "SELECT sensor, MAX(temp0) AS top FROM HISTORY({T0}) WHERE temp0 > 50 GROUP BY sensor"
+    );
+    let explained = stdout(&needle(&["explain", "--history", store_arg, &grouped]));
+    assert!(explained.contains("column at a time"), "{explained}");
+    let out = stdout(&needle(&["query", "--history", store_arg, "--format", "json", &grouped]));
+    let last = json_lines(&out).pop().unwrap();
+    assert!(last["meta"]["History"]["blocks_by_columns"].as_u64() > Some(0), "{last}");
+    let mut want = std::collections::BTreeMap::<String, f64>::new();
+    for line in text.lines() {
+        let r: serde_json::Value = serde_json::from_str(line).unwrap();
+        let t = r["temp0"].as_f64().unwrap();
+        if t > 50.0 {
+            let top = want.entry(r["sensor"].as_str().unwrap().to_owned()).or_insert(t);
+            *top = top.max(t);
+        }
+    }
+    let got: std::collections::BTreeMap<String, f64> = last["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["sensor"].as_str().unwrap().to_owned(), r["top"].as_f64().unwrap()))
+        .collect();
+    assert_eq!(got, want);
 
     // an aggregate of whole blocks is answered from their statistics, and explain says so
     let whole = format!("SELECT COUNT(*) AS n, MAX(temp0) AS top FROM HISTORY({T0})");

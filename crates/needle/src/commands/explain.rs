@@ -2,7 +2,9 @@
 //! windowed, which sketch and its error). Same input and exit codes as `needle validate`.
 //! With `--history DIR`, a query that reads history also says how much of the store it reads:
 //! partitions, parts and blocks in range, blocks its WHERE rules out by their min/max and bloom
-//! filters, blocks left to read, and how many of those its statistics answer without decoding.
+//! filters, blocks left to read, how many of those its statistics answer without decoding, and
+//! how the others are read (column at a time, records built only for the WHERE's matches, or
+//! record by record).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -33,15 +35,17 @@ pub fn run(args: Args) -> ExitCode {
             let replay = needle_runtime::history::Replay::of_plan(&store, &plan, &compiled)
                 .expect("a plan that reads history")
                 .map_err(|e| e.to_string())?;
-            Ok((replay.blocks_from_aggregates(&compiled), replay))
+            let how = needle_runtime::history::replay::BlockRead::of(&compiled);
+            Ok((replay.blocks_from_aggregates(&compiled), how, replay))
         });
     match read {
-        Ok((from_aggregates, replay)) => {
+        Ok((from_aggregates, how, replay)) => {
             let s = replay.scan_stats();
             println!(
                 "In {}: {} partition(s) and {} part(s) in range, {} block(s); {} skipped by \
                  min/max, {} by bloom filters; {} to read, of which {} answered from their \
-                 statistics (count, sum, min, max) without decoding; and {} buffered record(s).",
+                 statistics (count, sum, min, max) without decoding, the others read {how}; and \
+                 {} buffered record(s).",
                 dir.display(),
                 s.partitions,
                 s.parts,

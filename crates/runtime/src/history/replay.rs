@@ -228,11 +228,7 @@ impl Replay {
         let summarized = |block: &Block| summarizes.then(|| answer(query, block)).flatten();
         // the column path: the WHERE over whole columns, and GROUP ALL / GROUP BY folded
         // from columns into per-group summaries (no record built)
-        let column_filter: Option<Option<Filter>> = match query.filter_expr() {
-            None => None,
-            Some(None) => Some(None),
-            Some(Some(expr)) => Filter::compile(expr).map(Some),
-        };
+        let column_filter = column_filter(query);
         let prefilter = column_filter.as_ref().and_then(Option::as_ref);
         let bucket_fn = bucket_ms.map(|(every, include)| move |t| bucket_of(t, every, include));
         let group_fields = query.group_fields().map(|(keys, fields)| {
@@ -408,6 +404,51 @@ impl Replay {
         }
         report.seconds = started.elapsed().as_secs_f64();
         report
+    }
+}
+
+/// The query's WHERE as the column path evaluates it: `Some(None)` when there is none, `None`
+/// when it cannot be evaluated over whole columns (or reads exploded records).
+fn column_filter(query: &CompiledQuery) -> Option<Option<Filter>> {
+    match query.filter_expr()? {
+        None => Some(None),
+        Some(expr) => Filter::compile(expr).map(Some),
+    }
+}
+
+/// How a query reads the blocks its statistics do not answer (for `explain`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockRead {
+    /// Column at a time: its groups folded from the columns, no record built.
+    Columns,
+    /// Its WHERE evaluated over whole columns, records built only for the rows that pass.
+    FilteredRecords,
+    /// Record by record.
+    Records,
+}
+
+impl BlockRead {
+    pub fn of(query: &CompiledQuery) -> BlockRead {
+        match (query.group_fields().is_some(), column_filter(query)) {
+            (true, Some(_)) => BlockRead::Columns,
+            (false, Some(Some(_))) => BlockRead::FilteredRecords,
+            _ => BlockRead::Records,
+        }
+    }
+}
+
+impl std::fmt::Display for BlockRead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BlockRead::Columns => {
+                "column at a time (its groups folded from the columns, no record built)"
+            }
+            BlockRead::FilteredRecords => {
+                "with the WHERE evaluated over whole columns first, records built only for the \
+                 rows that pass"
+            }
+            BlockRead::Records => "record by record",
+        })
     }
 }
 
