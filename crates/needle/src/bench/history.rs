@@ -49,6 +49,10 @@ pub struct Args {
     /// Threads decoding records during ingest (the per-core figure divides by CPU time).
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    /// Rows per block of the store (default: `history.block_rows`' default): larger blocks
+    /// are smaller on disk and coarser to prune.
+    #[arg(long)]
+    block_rows: Option<usize>,
     /// duckdb: the same records and queries in DuckDB (python3 with the duckdb package);
     /// none: needle alone, the records streamed from the generator (no NDJSON file).
     #[arg(long, default_value = "duckdb", value_parser = ["duckdb", "none"])]
@@ -216,6 +220,8 @@ fn measure(args: &Args) -> Result<HistoryBench, String> {
         partition_ms: 86_400_000,
         ..HistoryConfig::default()
     };
+    let history =
+        HistoryConfig { block_rows: args.block_rows.unwrap_or(history.block_rows), ..history };
     let reader: Box<dyn Read + Send> = if with_duckdb {
         Box::new(std::fs::File::open(&input).map_err(|e| e.to_string())?)
     } else {
