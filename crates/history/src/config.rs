@@ -26,6 +26,9 @@ pub struct StoreConfig {
     pub fields: Option<Vec<String>>,
     /// Rows in a block (a Parquet row group): what one set of min/max/count/sum describes.
     pub block_rows: usize,
+    /// Rows in a page of a block's column at most: what one entry of the page index
+    /// describes, and what a query's WHERE can skip inside a block ([`crate::pages`]).
+    pub page_rows: usize,
     /// Records the write buffer holds at most while writes fail; past it, appends are dropped
     /// and counted ([`crate::Counters::dropped_records`]). While writes succeed, an append that
     /// fills the buffer flushes it.
@@ -44,7 +47,8 @@ impl StoreConfig {
             max_bytes: None,
             bloom_fields: Vec::new(),
             fields: None,
-            block_rows: 16_384,
+            block_rows: 131_072,
+            page_rows: 32_768,
             max_buffer_records: 2_000_000,
         }
     }

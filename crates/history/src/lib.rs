@@ -18,6 +18,7 @@ pub mod columns;
 pub mod config;
 pub mod error;
 mod merge;
+mod pages;
 pub mod part;
 pub mod prune;
 pub mod store;

@@ -18,13 +18,15 @@ use crate::columns::{
     self, Encoded, Kind, StoredRecord, LAYOUT_COLUMN, META_JSON_COLUMNS, META_LAYOUTS, TIME_COLUMN,
 };
 use crate::config::StoreConfig;
-use crate::{vector, HistoryError};
+use crate::{pages, vector, HistoryError};
 use arrow_array::RecordBatch;
+use needle_query::ast::Expr;
 use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
 };
 use parquet::arrow::{ArrowWriter, ProjectionMask};
 use parquet::basic::{Compression, Encoding, ZstdLevel};
+use parquet::file::metadata::PageIndexPolicy;
 use parquet::file::metadata::{KeyValue, ParquetMetaData};
 use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersion};
 use parquet::schema::types::ColumnPath;
@@ -154,6 +156,7 @@ impl PartWriter {
             .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).unwrap_or_default()))
             .set_statistics_enabled(EnabledStatistics::Page)
             .set_max_row_group_row_count(Some(block_rows))
+            .set_data_page_row_count_limit(config.page_rows.clamp(1, block_rows))
             .set_key_value_metadata(Some(metadata));
         let delta_columns = std::iter::once(TIME_COLUMN.to_owned()).chain(
             config
@@ -301,7 +304,8 @@ impl Part {
     pub fn open(path: &Path) -> Result<Self, HistoryError> {
         let file = File::open(path).map_err(|e| HistoryError::io(path, e))?;
         let bytes = file.metadata().map_err(|e| HistoryError::io(path, e))?.len();
-        let meta = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
+        let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
+        let meta = ArrowReaderMetadata::load(&file, options)
             .map_err(|e| HistoryError::parquet(path, e))?;
         let parquet: &ParquetMetaData = meta.metadata();
         let kv: HashMap<&str, &str> = parquet
@@ -382,7 +386,7 @@ impl Part {
         to_ms: i64,
     ) -> Result<Vec<StoredRecord>, HistoryError> {
         let mut out = Vec::new();
-        for batch in self.batches(index, wanted)? {
+        for batch in self.batches(index, wanted, None)? {
             let batch = batch.map_err(|e| HistoryError::parquet(&self.path, e))?;
             columns::decode(
                 &batch,
@@ -398,11 +402,13 @@ impl Part {
         Ok(out)
     }
 
-    /// A reader of block `index`'s columns that `wanted` needs (with the time and the layout).
+    /// A reader of block `index`'s columns that `wanted` needs (with the time and the layout),
+    /// of the rows `selection` keeps (all without one).
     fn batches(
         &self,
         index: usize,
         wanted: Option<&[String]>,
+        selection: Option<RowSelection>,
     ) -> Result<parquet::arrow::arrow_reader::ParquetRecordBatchReader, HistoryError> {
         let file = File::open(&self.path).map_err(|e| HistoryError::io(&self.path, e))?;
         let schema = self.meta.schema();
@@ -423,12 +429,15 @@ impl Part {
                 ProjectionMask::roots(&descriptor, indices)
             }
         };
-        ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.meta.clone())
-            .with_row_groups(vec![index])
-            .with_projection(mask)
-            .with_batch_size(8192)
-            .build()
-            .map_err(|e| HistoryError::parquet(&self.path, e))
+        let mut builder =
+            ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.meta.clone())
+                .with_row_groups(vec![index])
+                .with_projection(mask)
+                .with_batch_size(8192);
+        if let Some(selection) = selection {
+            builder = builder.with_row_selection(selection);
+        }
+        builder.build().map_err(|e| HistoryError::parquet(&self.path, e))
     }
 
     /// A reader of block `index`'s time column and the columns of `fields` (those the part
@@ -439,6 +448,7 @@ impl Part {
         index: usize,
         fields: &[String],
         dictionary: bool,
+        selection: Option<RowSelection>,
     ) -> Result<parquet::arrow::arrow_reader::ParquetRecordBatchReader, HistoryError> {
         let file = File::open(&self.path).map_err(|e| HistoryError::io(&self.path, e))?;
         let meta = match dictionary {
@@ -458,12 +468,14 @@ impl Part {
             .map(|(i, _)| i)
             .collect::<Vec<_>>();
         let rows = self.parquet().row_group(index).num_rows().clamp(1, 1 << 20) as usize;
-        ParquetRecordBatchReaderBuilder::new_with_metadata(file, meta.clone())
+        let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, meta.clone())
             .with_row_groups(vec![index])
             .with_projection(ProjectionMask::roots(&descriptor, indices))
-            .with_batch_size(rows)
-            .build()
-            .map_err(|e| HistoryError::parquet(&self.path, e))
+            .with_batch_size(rows);
+        if let Some(selection) = selection {
+            builder = builder.with_row_selection(selection);
+        }
+        builder.build().map_err(|e| HistoryError::parquet(&self.path, e))
     }
 
     /// The footer with its text columns (not JSON) typed as dictionaries of text.
@@ -496,16 +508,18 @@ impl Part {
     }
 
     /// Block `index`'s rows in `[from, to)` folded into the request's buckets and groups
-    /// ([`crate::vector`]); `None` when a column it reads cannot be read that way.
+    /// ([`crate::vector`]); `None` when a column it reads cannot be read that way. `prune`: the
+    /// WHERE whose page statistics skip pages ([`crate::pages`]).
     pub(crate) fn summarize_block(
         &self,
         index: usize,
         request: &vector::GroupRequest<'_>,
-        from_ms: i64,
-        to_ms: i64,
+        prune: Option<&Expr>,
+        (from_ms, to_ms): (i64, i64),
     ) -> Result<Option<Vec<vector::BucketSummary>>, HistoryError> {
         let mut summarizer = vector::Summarizer::new(request, from_ms, to_ms);
-        for batch in self.column_batches(index, &request.columns(), true)? {
+        let selection = pages::selection(self, index, prune, from_ms, to_ms);
+        for batch in self.column_batches(index, &request.columns(), true, selection)? {
             let batch = batch.map_err(|e| HistoryError::parquet(&self.path, e))?;
             if summarizer.add(&batch, &self.json_columns).is_none() {
                 return Ok(None);
@@ -516,16 +530,19 @@ impl Part {
 
     /// [`Part::read_block`], handing each record to `f` (one record refilled in place); with a
     /// filter, the rows it proves FALSE or NULL are handed on as `None`, their records not built.
+    /// `prune`: the WHERE whose page statistics skip pages ([`crate::pages`]): rows of skipped
+    /// pages are not handed on at all.
     pub(crate) fn visit_block(
         &self,
         index: usize,
         wanted: Option<&[String]>,
-        from_ms: i64,
-        to_ms: i64,
+        (from_ms, to_ms): (i64, i64),
+        prune: Option<&Expr>,
         filter: Option<&vector::Filter>,
         f: &mut dyn FnMut(i64, Option<&needle_record::Record>),
     ) -> Result<(), HistoryError> {
-        for batch in self.batches(index, wanted)? {
+        let selection = pages::selection(self, index, prune, from_ms, to_ms);
+        for batch in self.batches(index, wanted, selection)? {
             let batch = batch.map_err(|e| HistoryError::parquet(&self.path, e))?;
             let keep = filter
                 .and_then(|filter| filter.rows(&vector::Columns::of(&batch, &self.json_columns)));

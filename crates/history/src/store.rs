@@ -201,6 +201,8 @@ pub struct Block {
     from_ms: i64,
     to_ms: i64,
     fields: Option<Arc<Vec<String>>>,
+    /// The scan's WHERE, whose page statistics skip pages inside the block.
+    prune: Option<Arc<Expr>>,
 }
 
 impl Block {
@@ -234,8 +236,8 @@ impl Block {
         self.part.visit_block(
             self.index,
             self.fields.as_deref().map(Vec::as_slice),
-            self.from_ms,
-            self.to_ms,
+            (self.from_ms, self.to_ms),
+            self.prune.as_deref(),
             filter,
             &mut f,
         )
@@ -248,7 +250,8 @@ impl Block {
         &self,
         request: &GroupRequest<'_>,
     ) -> Result<Option<Vec<BucketSummary>>, HistoryError> {
-        self.part.summarize_block(self.index, request, self.from_ms, self.to_ms)
+        let range = (self.from_ms, self.to_ms);
+        self.part.summarize_block(self.index, request, self.prune.as_deref(), range)
     }
 
     /// Records in the block (in range or not).
@@ -929,6 +932,7 @@ impl Store {
         let mut stats =
             ScanStats { buffered_records: buffered.len() as u64, ..ScanStats::default() };
         let fields = request.fields.clone().map(Arc::new);
+        let prune = request.filter.clone().map(Arc::new);
         let mut blocks = Vec::new();
         let wants_bloom = request.filter.is_some() && !config.bloom_fields.is_empty();
         for (_, parts) in partitions {
@@ -976,6 +980,7 @@ impl Store {
                         from_ms: request.from_ms,
                         to_ms: request.to_ms,
                         fields: fields.clone(),
+                        prune: prune.clone(),
                     });
                 }
             }

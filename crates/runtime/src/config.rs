@@ -62,6 +62,9 @@ pub struct HistoryConfig {
     pub fields: Vec<String>,
     /// Rows in a block (a Parquet row group): what one min/max describes.
     pub block_rows: usize,
+    /// Rows in a page of a block's column at most: what the page index's min/max describe,
+    /// and what a filter can skip inside a block.
+    pub page_rows: usize,
 }
 
 impl Default for HistoryConfig {
@@ -79,6 +82,7 @@ impl Default for HistoryConfig {
             filter: String::new(),
             fields: Vec::new(),
             block_rows: store.block_rows,
+            page_rows: store.page_rows,
         }
     }
 }
@@ -101,6 +105,7 @@ impl HistoryConfig {
         c.bloom_fields = self.bloom_fields.clone();
         c.fields = (!self.fields.is_empty()).then(|| self.fields.clone());
         c.block_rows = self.block_rows.max(1);
+        c.page_rows = self.page_rows.max(1);
         c
     }
 }

@@ -56,6 +56,8 @@ fn store(dir: &Path, sort_by: &[&str], block_rows: usize, flushed: usize, merge:
     config.time_field = Some("ts".into());
     config.sort_by = sort_by.iter().map(|s| s.to_string()).collect();
     config.block_rows = block_rows;
+    // pages of an eighth of a block: the page index prunes inside blocks too
+    config.page_rows = (block_rows / 8).max(1);
     config.partition_ms = 120_000;
     let store = Store::open(config).unwrap();
     let input = input();
@@ -227,6 +229,46 @@ fn a_selective_filter_reads_few_blocks_and_finds_every_match() {
     assert!(stats.blocks_to_read < stats.blocks_in_range, "{stats:?}");
 }
 
+#[test]
+fn pages_a_where_rules_out_are_not_read_and_every_match_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    // one block a partition, of pages of 8 rows
+    let mut config = StoreConfig::new(dir.path());
+    config.time_field = Some("ts".into());
+    config.sort_by = vec!["k".into()];
+    config.block_rows = 100_000;
+    config.page_rows = 8;
+    config.partition_ms = 3_600_000_000;
+    let store = Store::open(config).unwrap();
+    let input = input();
+    store.append(input.iter().map(|(_, r)| (r.clone(), 0)), None).unwrap();
+    store.flush().unwrap();
+    let query_config = query_config();
+    for text in [
+        "SELECT COUNT(*) AS n FROM HISTORY(0) WHERE k = 'e'",
+        "SELECT id FROM HISTORY(0) WHERE k = 'e' LIMIT 100000",
+    ] {
+        let plan = needle_query::compile(text, &query_config).unwrap();
+        let past = plan.history.unwrap();
+        let query = Arc::new(CompiledQuery::compile(&plan).unwrap());
+        let replay =
+            Replay::plan(&store, &query, plan.stage.filter.as_ref(), false, past.from_ms, None)
+                .unwrap();
+        assert_eq!(replay.scan_stats().blocks_to_read, 1, "{text}");
+        let (got, report) = run_local(replay, query, "q", 0, 2).unwrap();
+        let want =
+            input.iter().filter(|(_, r)| r.get("k").and_then(|v| v.as_str()) == Some("e")).count();
+        let found = match got.last().unwrap().records.first().and_then(|r| r.get("n")) {
+            Some(n) => n.as_i64().unwrap() as usize,
+            None => got.iter().map(|e| e.records.len()).sum(),
+        };
+        assert_eq!(found, want, "{text}");
+        // the block is read only where its pages may hold k = 'e' (sorted by k: a few pages)
+        assert!(report.records_read < input.len() as u64 / 2, "{text}: {report:?}");
+        assert!(report.records_read >= want as u64, "{text}: {report:?}");
+    }
+}
+
 mod column_path {
     //! The column path (a WHERE over whole columns, GROUP ALL and GROUP BY folded from columns
     //! into summaries, RAW records built only for the rows that pass) against the engine
@@ -341,6 +383,7 @@ mod column_path {
             lines in proptest::collection::vec(record(), 1..300),
             texts in proptest::collection::vec(query(), 1..6),
             block_rows in prop_oneof![Just(8usize), Just(64), Just(1000)],
+            page_rows in prop_oneof![Just(4usize), Just(16), Just(100_000)],
             sorted in any::<bool>(),
         ) {
             // distinct times (records of one time would come back in store order), shuffled
@@ -358,6 +401,7 @@ mod column_path {
             config.time_field = Some("ts".into());
             config.sort_by = if sorted { vec!["g".into()] } else { vec![] };
             config.block_rows = block_rows;
+            config.page_rows = page_rows;
             config.partition_ms = 1_000;
             let store = Store::open(config).unwrap();
             // two parts a partition at most: a field's type may differ between them

@@ -53,6 +53,9 @@ pub struct Args {
     /// are smaller on disk and coarser to prune.
     #[arg(long)]
     block_rows: Option<usize>,
+    /// Rows per page of a block's column (default: `history.page_rows`' default).
+    #[arg(long)]
+    page_rows: Option<usize>,
     /// duckdb: the same records and queries in DuckDB (python3 with the duckdb package);
     /// none: needle alone, the records streamed from the generator (no NDJSON file).
     #[arg(long, default_value = "duckdb", value_parser = ["duckdb", "none"])]
@@ -103,6 +106,10 @@ struct QueryFigures {
     rows: u64,
     blocks_read: u64,
     blocks_total: u64,
+    /// Stored records the query read (pages its WHERE ruled out are not read).
+    records_read: u64,
+    /// Share of the store's records read.
+    records_read_share: f64,
 }
 
 impl Outcome for HistoryBench {
@@ -148,6 +155,7 @@ impl Outcome for HistoryBench {
             "needle / DuckDB table",
             "rows",
             "blocks read",
+            "records read",
         ]);
         let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
         for q in &self.queries {
@@ -160,6 +168,7 @@ impl Outcome for HistoryBench {
                 q.ratio_to_duckdb_table.map_or("-".into(), |r| format!("{r:.2}")),
                 q.rows.to_string(),
                 format!("{} / {}", q.blocks_read, q.blocks_total),
+                format!("{:.2}%", q.records_read_share * 100.0),
             ]);
         }
         println!("{table}");
@@ -220,8 +229,11 @@ fn measure(args: &Args) -> Result<HistoryBench, String> {
         partition_ms: 86_400_000,
         ..HistoryConfig::default()
     };
-    let history =
-        HistoryConfig { block_rows: args.block_rows.unwrap_or(history.block_rows), ..history };
+    let history = HistoryConfig {
+        block_rows: args.block_rows.unwrap_or(history.block_rows),
+        page_rows: args.page_rows.unwrap_or(history.page_rows),
+        ..history
+    };
     let reader: Box<dyn Read + Send> = if with_duckdb {
         Box::new(std::fs::File::open(&input).map_err(|e| e.to_string())?)
     } else {
@@ -305,6 +317,8 @@ fn measure(args: &Args) -> Result<HistoryBench, String> {
             rows,
             blocks_read: report.scan.blocks_to_read,
             blocks_total: report.scan.blocks_in_range,
+            records_read: report.records_read,
+            records_read_share: report.records_read as f64 / records.max(1) as f64,
         });
     }
     let mut bench = HistoryBench {

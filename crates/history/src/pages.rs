@@ -1,0 +1,211 @@
+//! Pruning inside a block: the page index (each page's min, max and null count per column, and
+//! where each page starts) proves which runs of a block's rows cannot hold a row in the time
+//! range that makes the WHERE TRUE; the reader then skips their pages ([`RowSelection`]).
+//!
+//! Pages of different columns start at different rows, so the block is cut at every page start
+//! of the columns the WHERE reads (and of the time column): each piece lies in one page of each,
+//! and is kept when the zone made of those pages' statistics may satisfy the WHERE
+//! ([`crate::prune::may_be_true`], the same proof that skips whole blocks) and its time page
+//! overlaps the range.
+
+use crate::columns::{self, Kind, TIME_COLUMN};
+use crate::part::Part;
+use crate::prune::{self, ColumnStats, Zone};
+use needle_query::ast::{Expr, ExprKind};
+use needle_record::Value;
+use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
+use parquet::file::page_index::column_index::ColumnIndexMetaData;
+use std::collections::HashMap;
+
+/// Text bounds of this length may have been truncated by the writer: not values then.
+const TRUNCATED_TEXT: usize = 64;
+
+/// One column's pages in a block: where each starts, and its statistics.
+struct Pages {
+    starts: Vec<usize>,
+    stats: Vec<Option<ColumnStats>>,
+}
+
+impl Pages {
+    /// The page holding `row`.
+    fn at(&self, row: usize) -> usize {
+        self.starts.partition_point(|s| *s <= row).saturating_sub(1)
+    }
+}
+
+/// The rows of block `index` worth reading for `filter` and `[from_ms, to_ms)`; `None` when the
+/// page index rules nothing out (or the part has none).
+pub(crate) fn selection(
+    part: &Part,
+    index: usize,
+    filter: Option<&Expr>,
+    from_ms: i64,
+    to_ms: i64,
+) -> Option<RowSelection> {
+    let rows = part.parquet().row_group(index).num_rows().max(0) as usize;
+    let mut fields = vec![TIME_COLUMN.to_owned()];
+    if let Some(filter) = filter {
+        top_fields(filter, &mut fields);
+    }
+    let mut by_field: HashMap<&str, Pages> = HashMap::new();
+    for field in &fields {
+        if let Some(pages) = pages(part, index, field, rows) {
+            by_field.insert(field.as_str(), pages);
+        }
+    }
+    if by_field.values().all(|p| p.starts.len() <= 1) {
+        return None; // one page a column: the block's own statistics said it all
+    }
+    let mut cuts: Vec<usize> = by_field.values().flat_map(|p| p.starts.iter().copied()).collect();
+    cuts.push(rows);
+    cuts.sort_unstable();
+    cuts.dedup();
+    let mut selectors: Vec<RowSelector> = Vec::new();
+    let mut any_skipped = false;
+    for piece in cuts.windows(2) {
+        let (start, end) = (piece[0], piece[1]);
+        if start >= end {
+            continue;
+        }
+        let zone = PieceZone { part, by_field: &by_field, row: start };
+        let in_range = match zone.stats(TIME_COLUMN) {
+            Some(Some(ColumnStats {
+                min: Some(Value::Long(lo)),
+                max: Some(Value::Long(hi)),
+                ..
+            })) => lo < to_ms && hi >= from_ms,
+            _ => true,
+        };
+        let keep = in_range && filter.is_none_or(|f| prune::may_be_true(f, &zone));
+        any_skipped |= !keep;
+        let length = end - start;
+        match selectors.last_mut() {
+            Some(last) if last.skip != keep => last.row_count += length,
+            _ => selectors.push(if keep {
+                RowSelector::select(length)
+            } else {
+                RowSelector::skip(length)
+            }),
+        }
+    }
+    any_skipped.then(|| RowSelection::from(selectors))
+}
+
+/// The top-level fields an expression reads.
+fn top_fields(expr: &Expr, out: &mut Vec<String>) {
+    let mut visit = |e: &Expr| {
+        if let ExprKind::Field(f) = &e.kind {
+            if f.path.is_empty() && !out.contains(&f.name) {
+                out.push(f.name.clone());
+            }
+        }
+    };
+    expr.visit(&mut visit);
+}
+
+/// A column's pages in block `index`, from the page index (`None`: no such column, or no
+/// page index for it).
+fn pages(part: &Part, index: usize, field: &str, rows: usize) -> Option<Pages> {
+    let column = columns::column_name(field);
+    let position = part.meta.schema().index_of(&column).ok()?;
+    let json = part.json_columns.iter().any(|c| *c == column);
+    let kind = prune::kind_of(part.meta.schema().field(position).data_type(), json)?;
+    let page_index = part.parquet().page_index_for_row_group(index);
+    let offsets = page_index.offset_index(position)?;
+    let starts: Vec<usize> = offsets
+        .page_locations()
+        .iter()
+        .map(|p| usize::try_from(p.first_row_index).unwrap_or(0))
+        .collect();
+    let index = page_index.column_index(position);
+    let stats = (0..starts.len())
+        .map(|page| {
+            let end = starts.get(page + 1).copied().unwrap_or(rows);
+            let page_rows = end.saturating_sub(starts[page]) as u64;
+            index.and_then(|index| page_stats(index, kind, page, page_rows))
+        })
+        .collect();
+    Some(Pages { starts, stats })
+}
+
+/// One page's statistics as values (`None`: unknown).
+fn page_stats(
+    index: &ColumnIndexMetaData,
+    kind: Kind,
+    page: usize,
+    rows: u64,
+) -> Option<ColumnStats> {
+    let (min, max, nulls) = match (kind, index) {
+        (Kind::Long, ColumnIndexMetaData::INT64(i)) => (
+            i.min_value(page).map(|v| Value::Long(*v)),
+            i.max_value(page).map(|v| Value::Long(*v)),
+            i.null_count(page),
+        ),
+        (Kind::Int, ColumnIndexMetaData::INT32(i)) => (
+            i.min_value(page).map(|v| Value::Int(*v)),
+            i.max_value(page).map(|v| Value::Int(*v)),
+            i.null_count(page),
+        ),
+        (Kind::Double, ColumnIndexMetaData::DOUBLE(i)) => (
+            i.min_value(page).map(|v| Value::Double(*v)),
+            i.max_value(page).map(|v| Value::Double(*v)),
+            i.null_count(page),
+        ),
+        (Kind::Float, ColumnIndexMetaData::FLOAT(i)) => (
+            i.min_value(page).map(|v| Value::Float(*v)),
+            i.max_value(page).map(|v| Value::Float(*v)),
+            i.null_count(page),
+        ),
+        (Kind::Bool, ColumnIndexMetaData::BOOLEAN(i)) => (
+            i.min_value(page).map(|v| Value::Bool(*v)),
+            i.max_value(page).map(|v| Value::Bool(*v)),
+            i.null_count(page),
+        ),
+        (Kind::Text, ColumnIndexMetaData::BYTE_ARRAY(i)) => {
+            let text = |b: Option<&[u8]>| {
+                b.filter(|b| b.len() < TRUNCATED_TEXT)
+                    .and_then(|b| std::str::from_utf8(b).ok())
+                    .map(|t| Value::String(t.to_owned()))
+            };
+            (text(i.min_value(page)), text(i.max_value(page)), i.null_count(page))
+        }
+        _ => return None,
+    };
+    let all_null = index.is_null_page(page);
+    // an unknown null count: as many nulls as rows and as many values (either may be there)
+    let null_count = if all_null { rows } else { nulls.map_or(rows, |n| n.max(0) as u64) };
+    let count =
+        if all_null { 0 } else { nulls.map_or(rows, |n| rows.saturating_sub(n.max(0) as u64)) };
+    if !all_null && (min.is_none() || max.is_none()) {
+        return None;
+    }
+    Some(ColumnStats { min, max, count, null_count, sum: None })
+}
+
+/// A piece of a block inside one page of each column read.
+struct PieceZone<'a> {
+    part: &'a Part,
+    by_field: &'a HashMap<&'a str, Pages>,
+    row: usize,
+}
+
+impl Zone for PieceZone<'_> {
+    fn rows(&self) -> u64 {
+        0 // not used by the proofs of a piece
+    }
+
+    fn stats(&self, field: &str) -> Option<Option<ColumnStats>> {
+        match self.by_field.get(field) {
+            Some(pages) => Some(pages.stats[pages.at(self.row)].clone()),
+            None => {
+                let column = columns::column_name(field);
+                // a column without a page index: unknown; no column: NULL everywhere
+                self.part.meta.schema().index_of(&column).ok().map(|_| None)
+            }
+        }
+    }
+
+    fn might_contain(&self, _field: &str, _value: &Value) -> bool {
+        true
+    }
+}
