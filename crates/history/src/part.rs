@@ -541,16 +541,69 @@ impl Part {
         filter: Option<&vector::Filter>,
         f: &mut dyn FnMut(i64, Option<&needle_record::Record>),
     ) -> Result<(), HistoryError> {
-        let selection = pages::selection(self, index, prune, from_ms, to_ms);
+        let mut selection = pages::selection(self, index, prune, from_ms, to_ms);
+        if let Some(filter) = filter {
+            // first the filter's columns: the rows that fail are handed on as `None` now, and
+            // only the matches are read whole
+            match self.matches(index, filter, selection.clone(), (from_ms, to_ms), f)? {
+                Some(matches) if !matches.selects_any() => return Ok(()),
+                Some(matches) => {
+                    selection = Some(match selection {
+                        Some(pages) => pages.and_then(&matches),
+                        None => matches,
+                    })
+                }
+                None => {} // a JSON column: read every row whole
+            }
+        }
+        let (layouts, json) = (&self.layouts, &self.json_columns);
         for batch in self.batches(index, wanted, selection)? {
             let batch = batch.map_err(|e| HistoryError::parquet(&self.path, e))?;
-            let keep = filter
-                .and_then(|filter| filter.rows(&vector::Columns::of(&batch, &self.json_columns)));
-            let (layouts, json) = (&self.layouts, &self.json_columns);
-            columns::visit(&batch, layouts, json, wanted, (from_ms, to_ms), keep.as_deref(), f)
+            columns::visit(&batch, layouts, json, wanted, (from_ms, to_ms), None, f)
                 .map_err(|e| HistoryError::parquet(&self.path, e))?;
         }
         Ok(())
+    }
+
+    /// Of the rows `selection` keeps (all without one), those in `[from, to)` that make
+    /// `filter` TRUE, as a selection of those rows; each row in range that does not is handed
+    /// to `f` as `None`. `None` when the filter cannot be evaluated over these columns.
+    fn matches(
+        &self,
+        index: usize,
+        filter: &vector::Filter,
+        selection: Option<RowSelection>,
+        (from_ms, to_ms): (i64, i64),
+        f: &mut dyn FnMut(i64, Option<&needle_record::Record>),
+    ) -> Result<Option<RowSelection>, HistoryError> {
+        use parquet::arrow::arrow_reader::RowSelector;
+        let mut selectors: Vec<RowSelector> = Vec::new();
+        let mut push = |keep: bool| match selectors.last_mut() {
+            Some(last) if last.skip != keep => last.row_count += 1,
+            _ => selectors.push(if keep { RowSelector::select(1) } else { RowSelector::skip(1) }),
+        };
+        let mut failed = Vec::new();
+        for batch in self.column_batches(index, filter.fields(), true, selection)? {
+            let batch = batch.map_err(|e| HistoryError::parquet(&self.path, e))?;
+            let Some(keep) = filter.rows(&vector::Columns::of(&batch, &self.json_columns)) else {
+                return Ok(None);
+            };
+            let times = batch
+                .column_by_name(TIME_COLUMN)
+                .and_then(|a| a.as_any().downcast_ref::<arrow_array::Int64Array>())
+                .ok_or_else(|| HistoryError::parquet(&self.path, "no time column"))?;
+            for (t, k) in times.values().iter().zip(keep) {
+                let in_range = *t >= from_ms && *t < to_ms;
+                if in_range && !k {
+                    failed.push(*t);
+                }
+                push(in_range && k);
+            }
+        }
+        for t in failed {
+            f(t, None);
+        }
+        Ok(Some(RowSelection::from(selectors)))
     }
 
     /// Every record of the part (a merge's input).

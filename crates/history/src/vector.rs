@@ -154,6 +154,25 @@ impl<'a> Col<'a> {
     }
 }
 
+impl Col<'_> {
+    /// Row `i` of a column of booleans or numbers: its type's tag, its 64 bits, its value
+    /// (`None`: NULL, or a column of another kind).
+    fn scalar(&self, i: usize) -> Option<(u8, i64, Value)> {
+        Some(match self {
+            Col::Bool(a) if a.is_valid(i) => (0, i64::from(a.value(i)), Value::Bool(a.value(i))),
+            Col::Int(a) if a.is_valid(i) => (1, i64::from(a.value(i)), Value::Int(a.value(i))),
+            Col::Long(a) if a.is_valid(i) => (2, a.value(i), Value::Long(a.value(i))),
+            Col::Float(a) if a.is_valid(i) => {
+                (3, i64::from(a.value(i).to_bits()), Value::Float(a.value(i)))
+            }
+            Col::Double(a) if a.is_valid(i) => {
+                (4, a.value(i).to_bits() as i64, Value::Double(a.value(i)))
+            }
+            _ => return None,
+        })
+    }
+}
+
 /// A batch's columns by field name.
 pub(crate) struct Columns<'a> {
     rows: usize,
@@ -789,11 +808,11 @@ impl KeyCodes {
     }
 
     /// A non-text value by (type tag, 64 bits).
-    fn other(&mut self, tag: u8, bits: i64, value: impl FnOnce() -> Value) -> u32 {
+    fn other(&mut self, tag: u8, bits: i64, value: Value) -> u32 {
         if let Some(c) = self.longs.get(&(tag, bits)) {
             return *c;
         }
-        self.values.push(value());
+        self.values.push(value);
         let c = self.values.len() as u32;
         self.longs.insert((tag, bits), c);
         c
@@ -831,43 +850,10 @@ impl KeyCodes {
                     }
                 }
             }
-            Col::Bool(a) => {
+            scalar => {
                 for (i, code) in out.iter_mut().enumerate() {
-                    if a.is_valid(i) {
-                        let v = a.value(i);
-                        *code = self.other(0, i64::from(v), || Value::Bool(v));
-                    }
-                }
-            }
-            Col::Int(a) => {
-                for (i, code) in out.iter_mut().enumerate() {
-                    if a.is_valid(i) {
-                        let v = a.value(i);
-                        *code = self.other(1, i64::from(v), || Value::Int(v));
-                    }
-                }
-            }
-            Col::Long(a) => {
-                for (i, code) in out.iter_mut().enumerate() {
-                    if a.is_valid(i) {
-                        let v = a.value(i);
-                        *code = self.other(2, v, || Value::Long(v));
-                    }
-                }
-            }
-            Col::Float(a) => {
-                for (i, code) in out.iter_mut().enumerate() {
-                    if a.is_valid(i) {
-                        let v = a.value(i);
-                        *code = self.other(3, i64::from(v.to_bits()), || Value::Float(v));
-                    }
-                }
-            }
-            Col::Double(a) => {
-                for (i, code) in out.iter_mut().enumerate() {
-                    if a.is_valid(i) {
-                        let v = a.value(i);
-                        *code = self.other(4, v.to_bits() as i64, || Value::Double(v));
+                    if let Some((tag, bits, value)) = scalar.scalar(i) {
+                        *code = self.other(tag, bits, value);
                     }
                 }
             }
@@ -987,10 +973,14 @@ impl Accs {
     fn add(&mut self, col: Col<'_>, runs: &[Run]) -> Option<()> {
         match (self, col) {
             (Accs::Missing { .. }, Col::Missing) => {}
-            (Accs::Ints { count, sum, min, max, .. }, Col::Long(a)) => {
+            (Accs::Ints { count, sum, min, max, .. }, col @ (Col::Long(_) | Col::Int(_))) => {
+                let value = |i: usize| match col {
+                    Col::Long(a) => a.is_valid(i).then(|| a.value(i)),
+                    Col::Int(a) => a.is_valid(i).then(|| i64::from(a.value(i))),
+                    _ => None,
+                };
                 for run in runs {
-                    let (n, total, lo, hi) =
-                        fold_ints(run.rows().filter(|i| a.is_valid(*i)).map(|i| a.value(i)));
+                    let (n, total, lo, hi) = fold_ints(run.rows().filter_map(value));
                     let s = run.slot;
                     count[s] += n;
                     sum[s] += total;
@@ -998,41 +988,20 @@ impl Accs {
                     max[s] = max[s].max(hi);
                 }
             }
-            (Accs::Ints { count, sum, min, max, .. }, Col::Int(a)) => {
+            (Accs::Floats { count, sum, min, max, .. }, col @ (Col::Double(_) | Col::Float(_))) => {
+                let value = |i: usize| match col {
+                    Col::Double(a) => a.is_valid(i).then(|| a.value(i)),
+                    Col::Float(a) => a.is_valid(i).then(|| f64::from(a.value(i))),
+                    _ => None,
+                };
                 for run in runs {
-                    let values = run.rows().filter(|i| a.is_valid(*i)).map(|i| a.value(i).into());
-                    let (n, total, lo, hi) = fold_ints(values);
-                    let s = run.slot;
-                    count[s] += n;
-                    sum[s] += total;
-                    min[s] = min[s].min(lo);
-                    max[s] = max[s].max(hi);
-                }
-            }
-            (Accs::Floats { count, sum, min, max, .. }, Col::Double(a)) => {
-                let values = a.values();
-                for run in runs {
-                    let (n, total, lo, hi) = if a.null_count() == 0 {
-                        fold_floats(values[run.start..run.end].iter().copied())
-                    } else {
-                        fold_floats(run.rows().filter(|i| a.is_valid(*i)).map(|i| values[i]))
+                    let (n, total, lo, hi) = match col {
+                        // no NULL: straight over the values
+                        Col::Double(a) if a.null_count() == 0 => {
+                            fold_floats(a.values()[run.start..run.end].iter().copied())
+                        }
+                        _ => fold_floats(run.rows().filter_map(value)),
                     };
-                    let s = run.slot;
-                    count[s] += n;
-                    sum[s] += total;
-                    if lo < min[s] {
-                        min[s] = lo;
-                    }
-                    if hi > max[s] {
-                        max[s] = hi;
-                    }
-                }
-            }
-            (Accs::Floats { count, sum, min, max, .. }, Col::Float(a)) => {
-                for run in runs {
-                    let values =
-                        run.rows().filter(|i| a.is_valid(*i)).map(|i| f64::from(a.value(i)));
-                    let (n, total, lo, hi) = fold_floats(values);
                     let s = run.slot;
                     count[s] += n;
                     sum[s] += total;
