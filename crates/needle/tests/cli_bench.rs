@@ -297,8 +297,23 @@ fn data_scaling_reports_each_trial_and_draws_records_per_second_against_workers(
 
 #[test]
 fn history_checks_needle_and_duckdb_agree_then_reports_both() {
-    let (rows, out_dir) =
-        bench_json("history", &["history", "--sensors", "200", "--minutes", "180", "--runs", "1"]);
+    // blocks and pages smaller than the defaults, so that 36,000 records fill several
+    let (rows, out_dir) = bench_json(
+        "history",
+        &[
+            "history",
+            "--sensors",
+            "200",
+            "--minutes",
+            "180",
+            "--runs",
+            "1",
+            "--block-rows",
+            "8192",
+            "--page-rows",
+            "2048",
+        ],
+    );
     let result = &rows[0];
     assert_eq!(result["scenario"], "history");
     assert_eq!(result["points"], 200 * 180 * 10);
@@ -316,6 +331,8 @@ fn history_checks_needle_and_duckdb_agree_then_reports_both() {
     assert_eq!(queries[2]["rows"], 3, "three hours of one sensor");
     let filter = &queries[1];
     assert!(filter["blocks_read"].as_u64() < filter["blocks_total"].as_u64(), "{filter}");
+    // and inside the blocks read, the pages the WHERE rules out are not read
+    assert!(filter["records_read_share"].as_f64() < Some(0.2), "{filter}");
     let _ = std::fs::remove_dir_all(&out_dir);
     exits_2(&["history", "--sensors", "0"]);
 }
