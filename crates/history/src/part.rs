@@ -440,13 +440,14 @@ impl Part {
         builder.build().map_err(|e| HistoryError::parquet(&self.path, e))
     }
 
-    /// A reader of block `index`'s time column and the columns of `fields` (those the part
-    /// has), whole blocks at a time; text columns as dictionaries when `dictionary` (and the
-    /// file allows it).
+    /// A reader of block `index`'s columns of `fields` (those the part has), and of its time
+    /// column when `time`, whole blocks at a time; text columns as dictionaries when
+    /// `dictionary` (and the file allows it).
     pub(crate) fn column_batches(
         &self,
         index: usize,
         fields: &[String],
+        time: bool,
         dictionary: bool,
         selection: Option<RowSelection>,
     ) -> Result<parquet::arrow::arrow_reader::ParquetRecordBatchReader, HistoryError> {
@@ -463,7 +464,8 @@ impl Part {
             .enumerate()
             .filter(|(_, field)| {
                 let name = field.name().as_str();
-                name == TIME_COLUMN || fields.iter().any(|f| columns::column_name(f) == name)
+                (time && name == TIME_COLUMN)
+                    || fields.iter().any(|f| columns::column_name(f) == name)
             })
             .map(|(i, _)| i)
             .collect::<Vec<_>>();
@@ -516,10 +518,13 @@ impl Part {
         request: &vector::GroupRequest<'_>,
         prune: Option<&Expr>,
         (from_ms, to_ms): (i64, i64),
+        whole: Option<i64>,
     ) -> Result<Option<Vec<vector::BucketSummary>>, HistoryError> {
-        let mut summarizer = vector::Summarizer::new(request, from_ms, to_ms);
+        let mut summarizer = vector::Summarizer::new(request, from_ms, to_ms, whole);
         let selection = pages::selection(self, index, prune, from_ms, to_ms);
-        for batch in self.column_batches(index, &request.columns(), true, selection)? {
+        let columns = request.columns();
+        let time = whole.is_none() || columns.is_empty();
+        for batch in self.column_batches(index, &columns, time, true, selection)? {
             let batch = batch.map_err(|e| HistoryError::parquet(&self.path, e))?;
             if summarizer.add(&batch, &self.json_columns).is_none() {
                 return Ok(None);
@@ -583,7 +588,7 @@ impl Part {
             _ => selectors.push(if keep { RowSelector::select(1) } else { RowSelector::skip(1) }),
         };
         let mut failed = Vec::new();
-        for batch in self.column_batches(index, filter.fields(), true, selection)? {
+        for batch in self.column_batches(index, filter.fields(), true, true, selection)? {
             let batch = batch.map_err(|e| HistoryError::parquet(&self.path, e))?;
             let Some(keep) = filter.rows(&vector::Columns::of(&batch, &self.json_columns)) else {
                 return Ok(None);

@@ -251,7 +251,10 @@ impl Block {
         request: &GroupRequest<'_>,
     ) -> Result<Option<Vec<BucketSummary>>, HistoryError> {
         let range = (self.from_ms, self.to_ms);
-        self.part.summarize_block(self.index, request, self.prune.as_deref(), range)
+        // wholly in range and in one bucket: the block's times need not be read
+        let whole =
+            (request.bucket.is_none() && self.fully_in_range()).then(|| self.time_range().1);
+        self.part.summarize_block(self.index, request, self.prune.as_deref(), range, whole)
     }
 
     /// Records in the block (in range or not).

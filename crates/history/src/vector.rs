@@ -485,6 +485,8 @@ pub struct GroupSummary {
 /// Folds batches of one block (one schema) into buckets and groups; see [`summarize`].
 pub(crate) struct Summarizer<'r> {
     request: &'r GroupRequest<'r>,
+    /// The block's last time, when all of it is in range and unbucketed (no time read).
+    whole: Option<i64>,
     from_ms: i64,
     to_ms: i64,
     keys: Vec<KeyCodes>,
@@ -505,9 +507,17 @@ pub(crate) struct Summarizer<'r> {
 const SKIP: u32 = u32::MAX;
 
 impl<'r> Summarizer<'r> {
-    pub(crate) fn new(request: &'r GroupRequest<'r>, from_ms: i64, to_ms: i64) -> Self {
+    /// `whole`: every row of the block lies in the range and there are no time buckets — the
+    /// block's last time, and its time column is not read.
+    pub(crate) fn new(
+        request: &'r GroupRequest<'r>,
+        from_ms: i64,
+        to_ms: i64,
+        whole: Option<i64>,
+    ) -> Self {
         Self {
             request,
+            whole,
             from_ms,
             to_ms,
             keys: request.keys.iter().map(|_| KeyCodes::default()).collect(),
@@ -523,7 +533,6 @@ impl<'r> Summarizer<'r> {
 
     /// Folds one batch in; `None` when a column cannot be read here (JSON text).
     pub(crate) fn add(&mut self, batch: &RecordBatch, json_columns: &[String]) -> Option<()> {
-        let times = batch.column_by_name(TIME_COLUMN)?.as_any().downcast_ref::<Int64Array>()?;
         let columns = Columns::of(batch, json_columns);
         let keep = match self.request.filter {
             Some(filter) => Some(filter.rows(&columns)?),
@@ -534,12 +543,24 @@ impl<'r> Summarizer<'r> {
             self.accs = fields.iter().map(|c| Accs::for_column(*c)).collect::<Option<_>>()?;
         }
         // the rows in range, counted per bucket (seen), then those that pass the filter
-        let times = times.values();
-        let mut pass: Vec<bool> =
-            times.iter().map(|t| *t >= self.from_ms && *t < self.to_ms).collect();
-        let buckets: Option<Vec<i64>> =
-            self.request.bucket.map(|bucket| times.iter().map(|t| bucket(*t)).collect());
-        self.count_seen(times, &pass, buckets.as_deref());
+        let (mut pass, buckets) = match self.whole {
+            Some(last_ms) => {
+                if batch.num_rows() > 0 {
+                    self.note_bucket(0, last_ms, batch.num_rows() as u64);
+                }
+                (vec![true; batch.num_rows()], None)
+            }
+            None => {
+                let times = batch.column_by_name(TIME_COLUMN)?;
+                let times = times.as_any().downcast_ref::<Int64Array>()?.values();
+                let pass: Vec<bool> =
+                    times.iter().map(|t| *t >= self.from_ms && *t < self.to_ms).collect();
+                let buckets: Option<Vec<i64>> =
+                    self.request.bucket.map(|bucket| times.iter().map(|t| bucket(*t)).collect());
+                self.count_seen(times, &pass, buckets.as_deref());
+                (pass, buckets)
+            }
+        };
         if let Some(keep) = keep {
             for (p, k) in pass.iter_mut().zip(keep) {
                 *p &= k;
