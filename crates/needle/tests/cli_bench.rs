@@ -335,4 +335,5 @@ fn history_checks_needle_and_duckdb_agree_then_reports_both() {
     assert!(filter["records_read_share"].as_f64() < Some(0.2), "{filter}");
     let _ = std::fs::remove_dir_all(&out_dir);
     exits_2(&["history", "--sensors", "0"]);
+    exits_2(&["history", "--page-rows", "0"]);
 }

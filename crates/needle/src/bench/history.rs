@@ -176,10 +176,14 @@ impl Outcome for HistoryBench {
 }
 
 pub fn run(args: Args) -> ExitCode {
+    let zero = |n: Option<usize>| n == Some(0);
     if args.sensors == 0 || args.minutes == 0 || args.runs == 0 || args.threads == 0 {
         return crate::bench::usage_error(
             "--sensors, --minutes, --runs and --threads must be at least 1",
         );
+    }
+    if zero(args.block_rows) || zero(args.page_rows) {
+        return crate::bench::usage_error("--block-rows and --page-rows must be at least 1");
     }
     crate::bench::report("history", &args.output.clone(), measure(&args))
 }

@@ -441,7 +441,7 @@ impl std::fmt::Display for BlockRead {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             BlockRead::Columns => {
-                "column at a time (its groups folded from the columns, no record built)"
+                "column at a time (the groups folded from the columns, no record built)"
             }
             BlockRead::FilteredRecords => {
                 "with the WHERE evaluated over whole columns first, records built only for the \
