@@ -29,6 +29,10 @@ use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
+/// Rows read from an input at a time: a merge holds one such batch per input (plus the rows of
+/// the block it is writing), whatever the block size.
+const MERGE_BATCH_ROWS: usize = 8_192;
+
 /// Merges `inputs` (parts of one partition, each sorted by `config.sort_by` then time) into
 /// the part `header` names in `dir`. `Ok(None)`: these parts need the record-by-record merge.
 pub(crate) fn merge(
@@ -57,7 +61,8 @@ fn merge_planned(
     for (input, part) in inputs.iter().enumerate() {
         let file = File::open(&part.path).map_err(|e| HistoryError::io(&part.path, e))?;
         let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, part.meta.clone())
-            .with_batch_size(config.block_rows.clamp(1, 65_536))
+            // small batches: a merge of up to 64 inputs holds one of each at a time
+            .with_batch_size(config.block_rows.clamp(1, MERGE_BATCH_ROWS))
             .build()
             .map_err(|e| HistoryError::parquet(&part.path, e))?;
         cursors.push(Cursor { input, reader, batch: None, keys: Vec::new(), row: 0, slot: 0 });
