@@ -14,7 +14,7 @@ use crate::prune::{self, ColumnStats, Zone};
 use needle_query::ast::{Expr, ExprKind};
 use needle_record::Value;
 use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
-use parquet::file::page_index::column_index::ColumnIndexMetaData;
+use parquet::file::page_index::column_index::{ColumnIndexMetaData, PrimitiveColumnIndex};
 use std::collections::HashMap;
 
 /// Text bounds of this length may have been truncated by the writer: not values then.
@@ -136,31 +136,11 @@ fn page_stats(
     rows: u64,
 ) -> Option<ColumnStats> {
     let (min, max, nulls) = match (kind, index) {
-        (Kind::Long, ColumnIndexMetaData::INT64(i)) => (
-            i.min_value(page).map(|v| Value::Long(*v)),
-            i.max_value(page).map(|v| Value::Long(*v)),
-            i.null_count(page),
-        ),
-        (Kind::Int, ColumnIndexMetaData::INT32(i)) => (
-            i.min_value(page).map(|v| Value::Int(*v)),
-            i.max_value(page).map(|v| Value::Int(*v)),
-            i.null_count(page),
-        ),
-        (Kind::Double, ColumnIndexMetaData::DOUBLE(i)) => (
-            i.min_value(page).map(|v| Value::Double(*v)),
-            i.max_value(page).map(|v| Value::Double(*v)),
-            i.null_count(page),
-        ),
-        (Kind::Float, ColumnIndexMetaData::FLOAT(i)) => (
-            i.min_value(page).map(|v| Value::Float(*v)),
-            i.max_value(page).map(|v| Value::Float(*v)),
-            i.null_count(page),
-        ),
-        (Kind::Bool, ColumnIndexMetaData::BOOLEAN(i)) => (
-            i.min_value(page).map(|v| Value::Bool(*v)),
-            i.max_value(page).map(|v| Value::Bool(*v)),
-            i.null_count(page),
-        ),
+        (Kind::Long, ColumnIndexMetaData::INT64(i)) => bounds(i, page, Value::Long),
+        (Kind::Int, ColumnIndexMetaData::INT32(i)) => bounds(i, page, Value::Int),
+        (Kind::Double, ColumnIndexMetaData::DOUBLE(i)) => bounds(i, page, Value::Double),
+        (Kind::Float, ColumnIndexMetaData::FLOAT(i)) => bounds(i, page, Value::Float),
+        (Kind::Bool, ColumnIndexMetaData::BOOLEAN(i)) => bounds(i, page, Value::Bool),
         (Kind::Text, ColumnIndexMetaData::BYTE_ARRAY(i)) => {
             let text = |b: Option<&[u8]>| {
                 b.filter(|b| b.len() < TRUNCATED_TEXT)
@@ -182,6 +162,16 @@ fn page_stats(
     Some(ColumnStats { min, max, count, null_count, sum: None })
 }
 
+/// A page's min, max (as values) and null count, of a column of numbers or booleans.
+fn bounds<T: Copy>(
+    index: &PrimitiveColumnIndex<T>,
+    page: usize,
+    value: fn(T) -> Value,
+) -> (Option<Value>, Option<Value>, Option<i64>) {
+    let (min, max) = (index.min_value(page).copied(), index.max_value(page).copied());
+    (min.map(value), max.map(value), index.null_count(page))
+}
+
 /// A piece of a block inside one page of each column read.
 struct PieceZone<'a> {
     part: &'a Part,
@@ -190,10 +180,6 @@ struct PieceZone<'a> {
 }
 
 impl Zone for PieceZone<'_> {
-    fn rows(&self) -> u64 {
-        0 // not used by the proofs of a piece
-    }
-
     fn stats(&self, field: &str) -> Option<Option<ColumnStats>> {
         match self.by_field.get(field) {
             Some(pages) => Some(pages.stats[pages.at(self.row)].clone()),

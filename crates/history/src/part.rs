@@ -22,7 +22,8 @@ use crate::{pages, vector, HistoryError};
 use arrow_array::RecordBatch;
 use needle_query::ast::Expr;
 use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
+    ParquetRecordBatchReaderBuilder, RowSelection,
 };
 use parquet::arrow::{ArrowWriter, ProjectionMask};
 use parquet::basic::{Compression, Encoding, ZstdLevel};
@@ -409,35 +410,16 @@ impl Part {
         index: usize,
         wanted: Option<&[String]>,
         selection: Option<RowSelection>,
-    ) -> Result<parquet::arrow::arrow_reader::ParquetRecordBatchReader, HistoryError> {
-        let file = File::open(&self.path).map_err(|e| HistoryError::io(&self.path, e))?;
-        let schema = self.meta.schema();
-        let descriptor = self.meta.metadata().file_metadata().schema_descr_ptr();
-        let mask = match wanted {
-            None => ProjectionMask::all(),
+    ) -> Result<ParquetRecordBatchReader, HistoryError> {
+        let keep = |name: &str| match wanted {
+            None => true,
             Some(fields) => {
-                let mut indices = vec![];
-                for (i, field) in schema.fields().iter().enumerate() {
-                    let name = field.name().as_str();
-                    let keep = name == TIME_COLUMN
-                        || name == LAYOUT_COLUMN
-                        || fields.iter().any(|f| columns::column_name(f) == name);
-                    if keep {
-                        indices.push(i);
-                    }
-                }
-                ProjectionMask::roots(&descriptor, indices)
+                name == TIME_COLUMN
+                    || name == LAYOUT_COLUMN
+                    || fields.iter().any(|f| columns::column_name(f) == name)
             }
         };
-        let mut builder =
-            ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.meta.clone())
-                .with_row_groups(vec![index])
-                .with_projection(mask)
-                .with_batch_size(8192);
-        if let Some(selection) = selection {
-            builder = builder.with_row_selection(selection);
-        }
-        builder.build().map_err(|e| HistoryError::parquet(&self.path, e))
+        self.reader(index, &self.meta, keep, 8192, selection)
     }
 
     /// A reader of block `index`'s columns of `fields` (those the part has), and of its time
@@ -450,30 +432,36 @@ impl Part {
         time: bool,
         dictionary: bool,
         selection: Option<RowSelection>,
-    ) -> Result<parquet::arrow::arrow_reader::ParquetRecordBatchReader, HistoryError> {
-        let file = File::open(&self.path).map_err(|e| HistoryError::io(&self.path, e))?;
+    ) -> Result<ParquetRecordBatchReader, HistoryError> {
         let meta = match dictionary {
             true => self.dictionary_meta().unwrap_or(&self.meta),
             false => &self.meta,
         };
-        let descriptor = meta.metadata().file_metadata().schema_descr_ptr();
-        let indices = meta
-            .schema()
-            .fields()
-            .iter()
-            .enumerate()
-            .filter(|(_, field)| {
-                let name = field.name().as_str();
-                (time && name == TIME_COLUMN)
-                    || fields.iter().any(|f| columns::column_name(f) == name)
-            })
-            .map(|(i, _)| i)
-            .collect::<Vec<_>>();
+        let keep = |name: &str| {
+            (time && name == TIME_COLUMN) || fields.iter().any(|f| columns::column_name(f) == name)
+        };
         let rows = self.parquet().row_group(index).num_rows().clamp(1, 1 << 20) as usize;
+        self.reader(index, meta, keep, rows, selection)
+    }
+
+    /// A reader of block `index` through the footer `meta`: the columns whose names `keep`
+    /// accepts, `batch_size` rows at a time, of the rows `selection` keeps (all without one).
+    fn reader(
+        &self,
+        index: usize,
+        meta: &ArrowReaderMetadata,
+        keep: impl Fn(&str) -> bool,
+        batch_size: usize,
+        selection: Option<RowSelection>,
+    ) -> Result<ParquetRecordBatchReader, HistoryError> {
+        let file = File::open(&self.path).map_err(|e| HistoryError::io(&self.path, e))?;
+        let descriptor = meta.metadata().file_metadata().schema_descr_ptr();
+        let indices = meta.schema().fields().iter().enumerate();
+        let indices = indices.filter(|(_, f)| keep(f.name())).map(|(i, _)| i);
         let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, meta.clone())
             .with_row_groups(vec![index])
             .with_projection(ProjectionMask::roots(&descriptor, indices))
-            .with_batch_size(rows);
+            .with_batch_size(batch_size);
         if let Some(selection) = selection {
             builder = builder.with_row_selection(selection);
         }

@@ -27,8 +27,6 @@ pub struct ColumnStats {
 
 /// What a block knows of its columns, for pruning.
 pub(crate) trait Zone {
-    /// Rows in the block.
-    fn rows(&self) -> u64;
     /// The column of `field`: `None` when the block has no such column (every row's value is
     /// NULL); `Some(None)` when it has one but no usable statistics (JSON text, or missing).
     fn stats(&self, field: &str) -> Option<Option<ColumnStats>>;

@@ -294,11 +294,13 @@ struct BlockZone<'a> {
     bloom: Option<&'a std::fs::File>,
 }
 
-impl Zone for BlockZone<'_> {
+impl BlockZone<'_> {
     fn rows(&self) -> u64 {
         self.part.parquet().row_group(self.index).num_rows().max(0) as u64
     }
+}
 
+impl Zone for BlockZone<'_> {
     fn stats(&self, field: &str) -> Option<Option<ColumnStats>> {
         let column = crate::columns::column_name(field);
         let schema = self.part.meta.schema();

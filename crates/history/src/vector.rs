@@ -68,10 +68,7 @@ fn field<'e>(expr: &'e Expr, fields: &mut Vec<String>) -> Option<&'e str> {
 /// A literal that is not a list or a map.
 fn scalar(expr: &Expr) -> Option<&Value> {
     match &expr.kind {
-        ExprKind::Literal(v @ (Value::List(_) | Value::Map(_))) => {
-            let _ = v;
-            None
-        }
+        ExprKind::Literal(Value::List(_) | Value::Map(_)) => None,
         ExprKind::Literal(v) => Some(v),
         _ => None,
     }

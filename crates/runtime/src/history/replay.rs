@@ -312,28 +312,19 @@ impl Replay {
                             }
                             row += 1;
                         };
-                        let columns = match self.blocks.get(unit) {
-                            Some(block) if summarized(block).is_none() => by_columns(block),
+                        // the cheapest read that answers exactly: statistics, then columns
+                        let block = self.blocks.get(unit);
+                        let from_stats = block.and_then(&summarized);
+                        let columns = match block {
+                            Some(block) if from_stats.is_none() => by_columns(block),
                             _ => Ok(None),
                         };
-                        if let Some((bucket, last_ms, partial)) =
-                            self.blocks.get(unit).and_then(&summarized)
-                        {
-                            mine.read += partial.seen;
+                        if let Some(piece) = from_stats {
                             mine.from_aggregates += 1;
-                            let slot =
-                                mine.summarized.entry(bucket).or_insert((i64::MIN, Vec::new()));
-                            slot.0 = slot.0.max(last_ms);
-                            slot.1.push(partial);
+                            mine.add_pieces([piece]);
                         } else if let Ok(Some(pieces)) = columns {
                             mine.by_columns += 1;
-                            for (bucket, last_ms, partial) in pieces {
-                                mine.read += partial.seen;
-                                let slot =
-                                    mine.summarized.entry(bucket).or_insert((i64::MIN, Vec::new()));
-                                slot.0 = slot.0.max(last_ms);
-                                slot.1.push(partial);
-                            }
+                            mine.add_pieces(pieces);
                         } else if let Err(error) = columns {
                             eprintln!("needle: history: a block could not be read: {error}");
                             mine.failed += 1;
@@ -557,6 +548,17 @@ struct ThreadResult {
 }
 
 impl ThreadResult {
+    /// Partials of a block read without its records, each counted as read and filed under its
+    /// bucket.
+    fn add_pieces(&mut self, pieces: impl IntoIterator<Item = BucketPiece>) {
+        for (bucket, last_ms, partial) in pieces {
+            self.read += partial.seen;
+            let slot = self.summarized.entry(bucket).or_insert((i64::MIN, Vec::new()));
+            slot.0 = slot.0.max(last_ms);
+            slot.1.push(partial);
+        }
+    }
+
     fn push_hit(&mut self, hit: Hit, keep: Option<usize>) {
         self.hits.push(HeapHit(hit));
         if keep.is_some_and(|n| self.hits.len() > n) {
