@@ -514,7 +514,8 @@ pub struct Group {
 
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct GroupByState {
-    pub groups: HashMap<String, Group>,
+    /// By encoded key; hashed with foldhash, seeded per process (keys come from the data).
+    pub groups: HashMap<String, Group, foldhash::fast::RandomState>,
     pub ignored: Vec<u64>,
     /// Records not aggregated because their group was new past `max_groups`.
     pub dropped: u64,
@@ -605,15 +606,48 @@ impl GroupBy {
         let mut incoming: Vec<(&String, &Group)> = other.groups.iter().collect();
         incoming.sort_by(|a, b| cmp_tuples(&a.1.keys, &b.1.keys).then_with(|| a.0.cmp(b.0)));
         for (key, group) in incoming {
-            if let Some(mine) = into.groups.get_mut(key) {
-                self.aggregates.merge(&mut mine.accs, &group.accs);
-                mine.records += group.records;
-            } else if self.room(into) {
-                into.groups.insert(key.clone(), group.clone());
-            } else {
-                into.dropped += group.records;
+            self.merge_group(into, key, group, |g| g.clone());
+        }
+        Self::merge_counters(into, other);
+    }
+
+    /// [`GroupBy::merge`] of a state given away: its groups are moved, not copied, and into a
+    /// state with none yet (a joiner's first partial) its whole table is taken as it is.
+    pub fn merge_owned(&self, into: &mut GroupByState, mut other: GroupByState) {
+        let groups = std::mem::take(&mut other.groups);
+        if into.groups.is_empty() && groups.len() as u64 <= self.max_groups {
+            into.groups = groups;
+        } else {
+            let mut incoming: Vec<(String, Group)> = groups.into_iter().collect();
+            incoming.sort_by(|a, b| cmp_tuples(&a.1.keys, &b.1.keys).then_with(|| a.0.cmp(&b.0)));
+            for (key, group) in incoming {
+                self.merge_group(into, &key, group, |g| g);
             }
         }
+        Self::merge_counters(into, &other);
+    }
+
+    /// One incoming group: folded into the same group, kept as new while there is room
+    /// (`own` makes it `into`'s), or counted as dropped.
+    fn merge_group<G: std::borrow::Borrow<Group>>(
+        &self,
+        into: &mut GroupByState,
+        key: &str,
+        group: G,
+        own: impl FnOnce(G) -> Group,
+    ) {
+        let incoming = group.borrow();
+        if let Some(mine) = into.groups.get_mut(key) {
+            self.aggregates.merge(&mut mine.accs, &incoming.accs);
+            mine.records += incoming.records;
+        } else if self.room(into) {
+            into.groups.insert(key.to_owned(), own(group));
+        } else {
+            into.dropped += incoming.records;
+        }
+    }
+
+    fn merge_counters(into: &mut GroupByState, other: &GroupByState) {
         into.dropped += other.dropped;
         for (a, b) in into.ignored.iter_mut().zip(&other.ignored) {
             *a += b;
@@ -630,7 +664,8 @@ impl GroupBy {
         let records = groups
             .into_iter()
             .map(|(_, group)| {
-                let mut record = Record::new();
+                let fields = self.keys.len() + self.aggregates.count();
+                let mut record = Record::from_map(needle_record::map_with_capacity(fields));
                 for ((name, _), value) in self.keys.iter().zip(&group.keys) {
                     record.insert(name.clone(), value.clone());
                 }
@@ -670,7 +705,7 @@ impl GroupBy {
         let dropped = r.varint()?;
         let ignored = (0..self.aggregates.count()).map(|_| r.varint()).collect::<Result<_, _>>()?;
         let n = r.len(2)?;
-        let mut groups = HashMap::with_capacity(n);
+        let mut groups = HashMap::with_capacity_and_hasher(n, Default::default());
         for _ in 0..n {
             let key = r.string()?;
             let keys = (0..self.keys.len()).map(|_| r.value()).collect::<Result<Vec<_>, _>>()?;
@@ -838,5 +873,29 @@ mod tests {
         let out = a.finish(&s);
         assert_eq!(out.records.len(), 3);
         assert_eq!(out.meta["Groups"]["Dropped Records"], 2);
+    }
+
+    #[test]
+    fn a_merge_of_a_state_given_away_is_the_merge_of_a_copy() {
+        // into an empty state (taken whole), into a full one, and past the limit
+        for max_groups in [2, 3, 100] {
+            let aggregation = Aggregation::GroupBy {
+                keys: vec![named("g")],
+                aggregates: all_five("x"),
+                max_groups,
+            };
+            let a = super::super::Aggregator::new(&aggregation).unwrap();
+            let all = records();
+            let (left, right) = all.split_at(2);
+            for (first, second) in [(left, right), (right, left)] {
+                let mut copied = a.new_state();
+                let mut owned = a.new_state();
+                for part in [first, second] {
+                    a.merge(&mut copied, &state_of(&a, part)).unwrap();
+                    a.merge_owned(&mut owned, state_of(&a, part)).unwrap();
+                }
+                assert_eq!(a.finish(&owned), a.finish(&copied), "max_groups {max_groups}");
+            }
+        }
     }
 }

@@ -292,6 +292,26 @@ impl Aggregator {
         Ok(())
     }
 
+    /// [`Aggregator::merge`] of a state given away, which a GROUP BY moves rather than copies
+    /// (a joiner's partials are its own once they arrive).
+    pub fn merge_owned(
+        &self,
+        into: &mut PartialState,
+        other: PartialState,
+    ) -> Result<(), EngineError> {
+        match (&self.kind, &mut into.inner, other.inner) {
+            (Kind::GroupBy(a), State::GroupBy(s), State::GroupBy(o))
+                if into.fingerprint == self.fingerprint
+                    && other.fingerprint == self.fingerprint =>
+            {
+                a.merge_owned(s, *o);
+                into.seen += other.seen;
+                Ok(())
+            }
+            (_, _, inner) => self.merge(into, &PartialState { inner, ..other }),
+        }
+    }
+
     /// The state as bytes: the [`codec`] envelope around `seen` and the kind's payload.
     pub fn encode(&self, state: &PartialState) -> Vec<u8> {
         let mut w = Writer::new();

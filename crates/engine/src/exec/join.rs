@@ -190,7 +190,7 @@ impl QueryRun {
                 _ => true,
             };
             if admitted {
-                self.query.inner.aggregator.merge(&mut self.state, &partial.state)?;
+                self.query.inner.aggregator.merge_owned(&mut self.state, partial.state)?;
                 self.window_matched += partial.matched;
             } else {
                 self.dropped += partial.matched;

@@ -163,6 +163,16 @@ impl CompiledQuery {
         Some(Partial { state, seen, matched })
     }
 
+    /// Folds `other` into `into`, as the joiner would fold both in turn: for a reader that
+    /// gathers many partials of one window on its own thread before handing them on (the
+    /// history's blocks), so that the joiner's thread merges one partial a reader, not one a
+    /// block. Not for RAW partials, whose records the joiner admits one by one.
+    pub fn combine(&self, into: &mut Partial, other: Partial) -> Result<(), EngineError> {
+        into.seen += other.seen;
+        into.matched += other.matched;
+        self.inner.aggregator.merge_owned(&mut into.state, other.state)
+    }
+
     /// The stream stage's WHERE as written, for a store that evaluates it over whole columns
     /// before building records: `Some(None)` when there is none, `None` when records are
     /// exploded before it (it then reads the exploded records, not the stored ones).
