@@ -647,24 +647,20 @@ pub(crate) fn decode(
     to_ms: i64,
     out: &mut Vec<StoredRecord>,
 ) -> Result<(), String> {
-    visit(batch, layouts, json_columns, wanted, (from_ms, to_ms), None, &mut |time_ms, record| {
-        if let Some(record) = record {
-            out.push(StoredRecord { time_ms, record: record.clone() })
-        }
+    visit(batch, layouts, json_columns, wanted, (from_ms, to_ms), &mut |time_ms, record| {
+        out.push(StoredRecord { time_ms, record: record.clone() })
     })
 }
 
 /// [`decode`], handing each record to `f` instead: one record is refilled in place from row to
-/// row while the rows share a layout (no allocation per row but for new string lengths). With
-/// `keep`, a row in range that it marks false is handed on as `None`, its record not built.
+/// row while the rows share a layout (no allocation per row but for new string lengths).
 pub(crate) fn visit(
     batch: &RecordBatch,
     layouts: &[Vec<String>],
     json_columns: &[String],
     wanted: Option<&[String]>,
     (from_ms, to_ms): (i64, i64),
-    keep: Option<&[bool]>,
-    f: &mut dyn FnMut(i64, Option<&Record>),
+    f: &mut dyn FnMut(i64, &Record),
 ) -> Result<(), String> {
     let times = batch
         .column_by_name(TIME_COLUMN)
@@ -697,10 +693,6 @@ pub(crate) fn visit(
         if time_ms < from_ms || time_ms >= to_ms {
             continue;
         }
-        if keep.is_some_and(|k| !k[row]) {
-            f(time_ms, None);
-            continue;
-        }
         let id = layout.value(row);
         let plan = match plans.entry(id) {
             std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
@@ -730,7 +722,7 @@ pub(crate) fn visit(
             record = Record::from_map(map);
             current = Some(id);
         }
-        f(time_ms, Some(&record));
+        f(time_ms, &record);
     }
     Ok(())
 }

@@ -29,7 +29,7 @@ pub use config::StoreConfig;
 pub use error::HistoryError;
 pub use prune::ColumnStats;
 pub use store::{
-    Background, Block, ColumnInfo, Counters, FlushReport, Health, MaintainReport, PartitionInfo,
-    Scan, ScanRequest, ScanStats, Store, StoreInfo,
+    Background, Block, BlockRows, ColumnInfo, Counters, FlushReport, Health, MaintainReport,
+    PartitionInfo, Scan, ScanRequest, ScanStats, Store, StoreInfo,
 };
 pub use vector::{BucketSummary, Filter, GroupRequest, GroupSummary};

@@ -18,6 +18,7 @@ use crate::columns::{
     self, Encoded, Kind, StoredRecord, LAYOUT_COLUMN, META_JSON_COLUMNS, META_LAYOUTS, TIME_COLUMN,
 };
 use crate::config::StoreConfig;
+use crate::store::BlockRows;
 use crate::{pages, vector, HistoryError};
 use arrow_array::RecordBatch;
 use needle_query::ast::Expr;
@@ -47,6 +48,13 @@ pub const META_REPLACES: &str = "needle.replaces";
 pub const META_POSITION: &str = "needle.position";
 /// The part's sequence number (its name's, kept for readers of the files alone).
 pub const META_SEQUENCE: &str = "needle.sequence";
+
+/// Rows a column-at-a-time read decodes at once. A whole 131,072-row block at once made each
+/// column's buffer a megabyte that the allocator mapped, zeroed and unmapped per block (page
+/// faults were a sixth of the filter's time); 16,384 rows (128 KiB of `i64`) are reused from
+/// the heap and stay in the cache while the batch is folded: the per-series MAX 49 → 43 ms and
+/// the filter 3.2 → 2.3 ms at 144M points.
+const COLUMN_BATCH_ROWS: usize = 16_384;
 
 /// What a new part says of itself besides its records.
 #[derive(Debug, Clone, Default)]
@@ -423,7 +431,7 @@ impl Part {
     }
 
     /// A reader of block `index`'s columns of `fields` (those the part has), and of its time
-    /// column when `time`, whole blocks at a time; text columns as dictionaries when
+    /// column when `time`, [`COLUMN_BATCH_ROWS`] rows at a time; text columns as dictionaries when
     /// `dictionary` (and the file allows it).
     pub(crate) fn column_batches(
         &self,
@@ -440,8 +448,7 @@ impl Part {
         let keep = |name: &str| {
             (time && name == TIME_COLUMN) || fields.iter().any(|f| columns::column_name(f) == name)
         };
-        let rows = self.parquet().row_group(index).num_rows().clamp(1, 1 << 20) as usize;
-        self.reader(index, meta, keep, rows, selection)
+        self.reader(index, meta, keep, COLUMN_BATCH_ROWS, selection)
     }
 
     /// A reader of block `index` through the footer `meta`: the columns whose names `keep`
@@ -522,9 +529,9 @@ impl Part {
     }
 
     /// [`Part::read_block`], handing each record to `f` (one record refilled in place); with a
-    /// filter, the rows it proves FALSE or NULL are handed on as `None`, their records not built.
-    /// `prune`: the WHERE whose page statistics skip pages ([`crate::pages`]): rows of skipped
-    /// pages are not handed on at all.
+    /// filter, the rows it proves FALSE or NULL are handed on by their times, their records not
+    /// built. `prune`: the WHERE whose page statistics skip pages ([`crate::pages`]): rows of
+    /// skipped pages are not handed on at all.
     pub(crate) fn visit_block(
         &self,
         index: usize,
@@ -532,49 +539,49 @@ impl Part {
         (from_ms, to_ms): (i64, i64),
         prune: Option<&Expr>,
         filter: Option<&vector::Filter>,
-        f: &mut dyn FnMut(i64, Option<&needle_record::Record>),
+        f: &mut dyn FnMut(BlockRows<'_>),
     ) -> Result<(), HistoryError> {
         let mut selection = pages::selection(self, index, prune, from_ms, to_ms);
-        if let Some(filter) = filter {
-            // first the filter's columns: the rows that fail are handed on as `None` now, and
-            // only the matches are read whole
-            match self.matches(index, filter, selection.clone(), (from_ms, to_ms), f)? {
-                Some(matches) if !matches.selects_any() => return Ok(()),
-                Some(matches) => {
-                    selection = Some(match selection {
-                        Some(pages) => pages.and_then(&matches),
-                        None => matches,
-                    })
-                }
-                None => {} // a JSON column: read every row whole
+        // first the filter's columns: the rows that fail are handed on now, and only the
+        // matches are read whole (`None`: a JSON column, every row is read whole)
+        let filtered = match filter {
+            Some(filter) => self.matches(index, filter, selection.clone(), (from_ms, to_ms))?,
+            None => None,
+        };
+        if let Some((matches, failed)) = filtered {
+            if !failed.is_empty() {
+                f(BlockRows::Failed(&failed));
             }
+            if !matches.selects_any() {
+                return Ok(());
+            }
+            selection = Some(match selection {
+                Some(pages) => pages.and_then(&matches),
+                None => matches,
+            })
         }
         let (layouts, json) = (&self.layouts, &self.json_columns);
         for batch in self.batches(index, wanted, selection)? {
             let batch = batch.map_err(|e| HistoryError::parquet(&self.path, e))?;
-            columns::visit(&batch, layouts, json, wanted, (from_ms, to_ms), None, f)
-                .map_err(|e| HistoryError::parquet(&self.path, e))?;
+            columns::visit(&batch, layouts, json, wanted, (from_ms, to_ms), &mut |t, record| {
+                f(BlockRows::Record(t, record))
+            })
+            .map_err(|e| HistoryError::parquet(&self.path, e))?;
         }
         Ok(())
     }
 
     /// Of the rows `selection` keeps (all without one), those in `[from, to)` that make
-    /// `filter` TRUE, as a selection of those rows; each row in range that does not is handed
-    /// to `f` as `None`. `None` when the filter cannot be evaluated over these columns.
+    /// `filter` TRUE, as a selection of those rows, and the times of the rows in range that do
+    /// not. `None` when the filter cannot be evaluated over these columns.
     fn matches(
         &self,
         index: usize,
         filter: &vector::Filter,
         selection: Option<RowSelection>,
         (from_ms, to_ms): (i64, i64),
-        f: &mut dyn FnMut(i64, Option<&needle_record::Record>),
-    ) -> Result<Option<RowSelection>, HistoryError> {
-        use parquet::arrow::arrow_reader::RowSelector;
-        let mut selectors: Vec<RowSelector> = Vec::new();
-        let mut push = |keep: bool| match selectors.last_mut() {
-            Some(last) if last.skip != keep => last.row_count += 1,
-            _ => selectors.push(if keep { RowSelector::select(1) } else { RowSelector::skip(1) }),
-        };
+    ) -> Result<Option<(RowSelection, Vec<i64>)>, HistoryError> {
+        let mut selected = Vec::new();
         let mut failed = Vec::new();
         for batch in self.column_batches(index, filter.fields(), true, true, selection)? {
             let batch = batch.map_err(|e| HistoryError::parquet(&self.path, e))?;
@@ -584,19 +591,14 @@ impl Part {
             let times = batch
                 .column_by_name(TIME_COLUMN)
                 .and_then(|a| a.as_any().downcast_ref::<arrow_array::Int64Array>())
-                .ok_or_else(|| HistoryError::parquet(&self.path, "no time column"))?;
-            for (t, k) in times.values().iter().zip(keep) {
-                let in_range = *t >= from_ms && *t < to_ms;
-                if in_range && !k {
-                    failed.push(*t);
-                }
-                push(in_range && k);
-            }
+                .ok_or_else(|| HistoryError::parquet(&self.path, "no time column"))?
+                .values();
+            let in_range = |t: i64| t >= from_ms && t < to_ms;
+            selected.extend(times.iter().zip(&keep).map(|(t, k)| *k && in_range(*t)));
+            let fails = times.iter().zip(&keep).filter(|(t, k)| !**k && in_range(**t));
+            failed.extend(fails.map(|(t, _)| *t));
         }
-        for t in failed {
-            f(t, None);
-        }
-        Ok(Some(RowSelection::from(selectors)))
+        Ok(Some((vector::selection_of(&selected), failed)))
     }
 
     /// Every record of the part (a merge's input).

@@ -192,6 +192,14 @@ pub struct Scan {
     pub stats: ScanStats,
 }
 
+/// What [`Block::for_each_matching`] hands on.
+pub enum BlockRows<'a> {
+    /// A row in range, by its time, and its record.
+    Record(i64, &'a Record),
+    /// The times of rows in range that the column filter proved fail the WHERE.
+    Failed(&'a [i64]),
+}
+
 /// One block (row group) of one part, with the scan's range and fields.
 #[derive(Debug, Clone)]
 pub struct Block {
@@ -219,19 +227,19 @@ impl Block {
     /// [`Block::read`], handing each record to `f` as it is decoded: one record is refilled in
     /// place from row to row (copy what must outlive the call).
     pub fn for_each(&self, mut f: impl FnMut(i64, &Record)) -> Result<(), HistoryError> {
-        self.for_each_matching(None, |time_ms, record| {
-            if let Some(record) = record {
+        self.for_each_matching(None, |rows| {
+            if let BlockRows::Record(time_ms, record) = rows {
                 f(time_ms, record)
             }
         })
     }
 
-    /// [`Block::for_each`] with the rows that `filter` proves FALSE or NULL handed on as
-    /// `None`, their records not built (every row in range still comes, in order).
+    /// [`Block::for_each`] with the rows that `filter` proves FALSE or NULL handed on by their
+    /// times, a batch at a time, their records not built: every row in range comes once.
     pub fn for_each_matching(
         &self,
         filter: Option<&Filter>,
-        mut f: impl FnMut(i64, Option<&Record>),
+        mut f: impl FnMut(BlockRows<'_>),
     ) -> Result<(), HistoryError> {
         self.part.visit_block(
             self.index,

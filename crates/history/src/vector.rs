@@ -540,12 +540,13 @@ impl<'r> Summarizer<'r> {
             self.accs = fields.iter().map(|c| Accs::for_column(*c)).collect::<Option<_>>()?;
         }
         // the rows in range, counted per bucket (seen), then those that pass the filter
+        // (`None`: every row)
         let (mut pass, buckets) = match self.whole {
             Some(last_ms) => {
                 if batch.num_rows() > 0 {
                     self.note_bucket(0, last_ms, batch.num_rows() as u64);
                 }
-                (vec![true; batch.num_rows()], None)
+                (None, None)
             }
             None => {
                 let times = batch.column_by_name(TIME_COLUMN)?;
@@ -555,37 +556,90 @@ impl<'r> Summarizer<'r> {
                 let buckets: Option<Vec<i64>> =
                     self.request.bucket.map(|bucket| times.iter().map(|t| bucket(*t)).collect());
                 self.count_seen(times, &pass, buckets.as_deref());
-                (pass, buckets)
+                (Some(pass), buckets)
             }
         };
         if let Some(keep) = keep {
-            for (p, k) in pass.iter_mut().zip(keep) {
-                *p &= k;
+            match &mut pass {
+                Some(pass) => pass.iter_mut().zip(keep).for_each(|(p, k)| *p &= k),
+                None => pass = Some(keep),
             }
         }
         let key_columns: Vec<Col<'_>> = self.request.keys.iter().map(|k| columns.get(k)).collect();
-        let slot_of = match (key_columns.as_slice(), &buckets) {
-            ([], None) => self.one_slot(&pass),
-            ([Col::Dict(keys, values)], None) => self.slots_by_dictionary(&pass, keys, values)?,
-            _ => self.slots(&pass, &key_columns, buckets.as_deref())?,
+        let runs = match (key_columns.as_slice(), &buckets, pass) {
+            // every row, one group, or a text key without NULL: runs straight from the keys
+            ([], None, None) => match batch.num_rows() {
+                0 => Vec::new(),
+                rows => vec![Run { slot: self.slot_of_group(0) as usize, start: 0, end: rows }],
+            },
+            ([Col::Dict(keys, values)], None, None) if keys.null_count() == 0 => {
+                self.runs_by_dictionary(keys.values(), values)?
+            }
+            (key_columns, buckets, pass) => {
+                let pass = pass.unwrap_or_else(|| vec![true; batch.num_rows()]);
+                match (key_columns, buckets) {
+                    ([], None) => self.one_group_runs(&pass),
+                    ([Col::Dict(keys, values)], None) => {
+                        runs(&self.slots_by_dictionary(&pass, keys, values)?)
+                    }
+                    _ => runs(&self.slots(&pass, key_columns, buckets.as_deref())?),
+                }
+            }
         };
-        let runs = runs(&slot_of);
-        for run in &runs {
+        self.fold_runs(&runs, fields)
+    }
+
+    /// Adds each run's rows and its fields' values to its slot.
+    fn fold_runs(&mut self, runs: &[Run], fields: Vec<Col<'_>>) -> Option<()> {
+        for run in runs {
             self.rows[run.slot] += (run.end - run.start) as u64;
         }
         for (acc, col) in self.accs.iter_mut().zip(fields) {
-            acc.add(col, &runs)?;
+            acc.add(col, runs)?;
         }
         Some(())
     }
 
-    /// One group in one bucket: every passing row's slot is the same one.
-    fn one_slot(&mut self, pass: &[bool]) -> Vec<u32> {
-        if !pass.contains(&true) {
-            return vec![SKIP; pass.len()];
+    /// One group in one bucket: a run per stretch of passing rows (a part sorted by a key
+    /// then time has a stretch per key in a time range).
+    fn one_group_runs(&mut self, pass: &[bool]) -> Vec<Run> {
+        let mut out = Vec::new();
+        let mut start = stretch_end(pass, 0, false);
+        while start < pass.len() {
+            let end = stretch_end(pass, start, true);
+            out.push(Run { slot: 0, start, end });
+            start = stretch_end(pass, end, false);
         }
-        let slot = self.slot_of_group(0);
-        pass.iter().map(|p| if *p { slot } else { SKIP }).collect()
+        if !out.is_empty() {
+            let slot = self.slot_of_group(0) as usize;
+            out.iter_mut().for_each(|run| run.slot = slot);
+        }
+        out
+    }
+
+    /// Every row of the batch, one text key without NULL, one bucket: a run per stretch of
+    /// equal dictionary keys (a part sorted by the key has long ones), its slot found once per
+    /// distinct key. `None` for a key outside the dictionary.
+    fn runs_by_dictionary(&mut self, keys: &[i32], values: &StringArray) -> Option<Vec<Run>> {
+        let mut by_key = vec![SKIP; values.len()];
+        let mut out = Vec::new();
+        let mut start = 0;
+        while start < keys.len() {
+            let key = keys[start];
+            let end = start + keys[start..].iter().take_while(|k| **k == key).count();
+            let k = usize::try_from(key).ok()?;
+            let cached = by_key.get_mut(k)?;
+            if *cached == SKIP {
+                let code = match values.is_valid(k) {
+                    true => self.keys[0].text(values.value(k)),
+                    false => 0,
+                };
+                *cached = self.slot_of_group(u64::from(code));
+            }
+            out.push(Run { slot: *cached as usize, start, end });
+            start = end;
+        }
+        Some(out)
     }
 
     /// The slot of a group (one bucket).
@@ -893,6 +947,37 @@ impl Run {
     }
 }
 
+/// The rows marked true as a Parquet row selection (a selector per stretch).
+pub(crate) fn selection_of(rows: &[bool]) -> parquet::arrow::arrow_reader::RowSelection {
+    use parquet::arrow::arrow_reader::RowSelector;
+    let mut selectors = Vec::new();
+    let mut start = 0;
+    while start < rows.len() {
+        let end = stretch_end(rows, start, rows[start]);
+        selectors.push(match rows[start] {
+            true => RowSelector::select(end - start),
+            false => RowSelector::skip(end - start),
+        });
+        start = end;
+    }
+    selectors.into()
+}
+
+/// Where the stretch of `value`s from `from` ends: 32 rows at a time (a compare of bytes)
+/// while they are all `value`, then row by row.
+fn stretch_end(rows: &[bool], from: usize, value: bool) -> usize {
+    const LANES: usize = 32;
+    let all = [value; LANES];
+    let mut i = from;
+    while i + LANES <= rows.len() && rows[i..i + LANES] == all {
+        i += LANES;
+    }
+    while i < rows.len() && rows[i] == value {
+        i += 1;
+    }
+    i
+}
+
 /// The runs of rows with the same slot, rows not in any ([`SKIP`]) left out.
 fn runs(slot_of: &[u32]) -> Vec<Run> {
     let mut out = Vec::new();
@@ -915,6 +1000,22 @@ fn fold_ints(values: impl Iterator<Item = i64>) -> (u64, i128, i64, i64) {
     values.fold((0, 0, i64::MAX, i64::MIN), |(n, sum, lo, hi), v| {
         (n + 1, sum + i128::from(v), lo.min(v), hi.max(v))
     })
+}
+
+/// [`fold_ints`] over a slice without NULL, in one pass the compiler vectorizes: the sum kept
+/// in 64 bits (wrapping), exact whenever the count times the largest magnitude stays inside
+/// them; otherwise summed again in 128.
+fn fold_longs(values: &[i64]) -> (u64, i128, i64, i64) {
+    let (sum, lo, hi) = values.iter().fold((0i64, i64::MAX, i64::MIN), |(sum, lo, hi), v| {
+        (sum.wrapping_add(*v), lo.min(*v), hi.max(*v))
+    });
+    let n = values.len() as u64;
+    let largest = i128::from(lo).abs().max(i128::from(hi).abs());
+    let total = match largest * i128::from(n) <= i128::from(i64::MAX) {
+        true => i128::from(sum),
+        false => values.iter().map(|v| i128::from(*v)).sum(),
+    };
+    (n, total, lo, hi)
 }
 
 /// Count, sum, min and max of floats (a NaN makes the sum NaN: the caller then reads records).
@@ -998,7 +1099,13 @@ impl Accs {
                     _ => None,
                 };
                 for run in runs {
-                    let (n, total, lo, hi) = fold_ints(run.rows().filter_map(value));
+                    let (n, total, lo, hi) = match col {
+                        // no NULL: straight over the values
+                        Col::Long(a) if a.null_count() == 0 => {
+                            fold_longs(&a.values()[run.start..run.end])
+                        }
+                        _ => fold_ints(run.rows().filter_map(value)),
+                    };
                     let s = run.slot;
                     count[s] += n;
                     sum[s] += total;
@@ -1161,5 +1268,20 @@ mod tests {
         assert_eq!(rows("NOT a = 'x'"), [false, false, false]);
         assert_eq!(rows("a IS NULL OR missing IS NULL"), [true, true, true]);
         assert_eq!(rows("NOT missing = 1"), [false, false, false]);
+    }
+
+    #[test]
+    fn a_sum_of_longs_is_exact_in_64_bits_and_past_them() {
+        let big = i64::MAX / 2 + 7;
+        for values in [
+            vec![],
+            vec![5, -3, 9],
+            vec![big, big, big],
+            vec![i64::MIN, i64::MIN, 1],
+            vec![i64::MAX, -1, i64::MAX],
+            (0..10_000).map(|i| i * 1_000_003 - 7).collect(),
+        ] {
+            assert_eq!(fold_longs(&values), fold_ints(values.iter().copied()), "{values:?}");
+        }
     }
 }
