@@ -308,3 +308,65 @@ fn results_nobody_reads_are_held_within_the_configured_bytes() {
     let first: serde_json::Value = serde_json::from_str(&first).unwrap();
     assert!(first["meta"]["Dropped Emissions"].as_u64().is_some_and(|n| n > 0), "{first}");
 }
+
+#[test]
+fn https_serves_the_api_with_the_configured_certificate_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let made = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert, made.cert.pem()).unwrap();
+    std::fs::write(&key, made.key_pair.serialize_pem()).unwrap();
+    let (cert, key) = (cert.to_str().unwrap(), key.to_str().unwrap());
+    let server = Serve::start(&[
+        "--source",
+        "gen:bullet?rate=2000&seed=3&needle=id=c39ba8cfe8&needle_count=5&needle_at=1000",
+        "--tls-cert",
+        cert,
+        "--tls-key",
+        key,
+    ]);
+    assert!(server.url.starts_with("https://127.0.0.1:"), "{}", server.url);
+    let trusting = reqwest::blocking::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(made.cert.pem().as_bytes()).unwrap())
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+
+    // a client that connects and never says a word holds up no one
+    let address = server.url.trim_start_matches("https://").to_owned();
+    let _silent = TcpStream::connect(&address).unwrap();
+
+    let health = trusting.get(format!("{}/healthz", server.url)).send().unwrap();
+    assert_eq!(health.status(), 200);
+    let answer = trusting
+        .post(format!("{}/api/v1/query", server.url))
+        .body("SELECT id FROM STREAM(20000, TIME) WHERE id = 'c39ba8cfe8' LIMIT 5")
+        .send()
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    let body: serde_json::Value = answer.json().unwrap();
+    assert_eq!(body["records"].as_array().map(Vec::len), Some(5), "{body}");
+
+    // a client that does not trust the certificate, and plain HTTP, get nothing
+    let untrusting = reqwest::blocking::Client::builder().timeout(Duration::from_secs(10));
+    let untrusting = untrusting.build().unwrap();
+    assert!(untrusting.get(format!("{}/healthz", server.url)).send().is_err());
+    let plain = format!("http://{address}/healthz");
+    assert!(untrusting.get(plain).send().is_err());
+    assert_eq!(trusting.get(format!("{}/healthz", server.url)).send().unwrap().status(), 200);
+
+    // half a configuration, or files that are not what they should be, stop it at start
+    let out = needle(&["serve", "--listen", "127.0.0.1:0", "--tls-cert", cert]);
+    assert_eq!(out.status.code(), Some(2), "clap names the missing --tls-key");
+    let out = needle(&["serve", "--listen", "127.0.0.1:0", "--tls-cert", key, "--tls-key", key]);
+    assert_eq!(out.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("no certificate") && said.contains("key.pem"), "{said}");
+    let out = Command::new(NEEDLE)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("NEEDLE_SERVER__TLS_CERT", cert)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("both server.tls_cert and"));
+}

@@ -124,6 +124,10 @@ pub struct ServerConfig {
     pub max_request_bytes: usize,
     /// Queries one client (token, or address without tokens) may run at once.
     pub max_queries_per_client: usize,
+    /// HTTPS: the server's certificate chain, a PEM file; with `tls_key`. Empty: plain HTTP.
+    pub tls_cert: String,
+    /// HTTPS: the certificate's private key, a PEM file (PKCS#8, PKCS#1 or SEC1).
+    pub tls_key: String,
 }
 
 impl Default for ServerConfig {
@@ -134,6 +138,8 @@ impl Default for ServerConfig {
             cors_origins: Vec::new(),
             max_request_bytes: 1 << 20,
             max_queries_per_client: 1_000,
+            tls_cert: String::new(),
+            tls_key: String::new(),
         }
     }
 }

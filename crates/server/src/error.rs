@@ -21,6 +21,8 @@ pub enum ServerError {
     },
     #[error("serving HTTP failed: {0}")]
     Serve(#[source] std::io::Error),
+    #[error("TLS: {message}")]
+    Tls { message: String },
 }
 
 /// The JSON body of every error response.

@@ -1,7 +1,8 @@
 //! needle's HTTP API. Routes live one file per area under `routes/`; every failure, including
 //! the framework's own (unknown path, wrong method, body too large), answers with a JSON body
 //! ([`error::ApiError`]); tokens, body limits and CORS come from [`needle_runtime::NeedleConfig`].
-//! The OpenAPI document is generated from the handlers' annotations ([`openapi`]).
+//! The OpenAPI document is generated from the handlers' annotations ([`openapi`]); HTTPS is
+//! [`tls`].
 
 pub mod auth;
 pub mod error;
@@ -9,6 +10,7 @@ pub mod openapi;
 pub mod request;
 pub mod routes;
 pub mod state;
+pub mod tls;
 
 pub use error::{ApiError, ServerError};
 pub use state::AppState;
@@ -56,5 +58,21 @@ pub async fn serve(
     let listener = listener.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
     });
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await.map_err(ServerError::Serve)
+}
+
+/// [`serve`] over TLS: each connection's handshake with `tls` ([`tls::server_config`]) is done
+/// before the API sees it.
+pub async fn serve_tls(
+    listener: tokio::net::TcpListener,
+    tls: std::sync::Arc<rustls::ServerConfig>,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
+    let app = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    use axum::serve::ListenerExt;
+    let listener = tls::TlsListener::new(listener, tls).map_err(ServerError::Serve)?;
+    // (through `tap_io`, which gives axum the client's address for `ConnectInfo`)
+    let listener = listener.tap_io(|_| {});
     axum::serve(listener, app).with_graceful_shutdown(shutdown).await.map_err(ServerError::Serve)
 }

@@ -17,7 +17,7 @@ use needle_runtime::source::{SourceOptions, SourceRegistry};
 use needle_runtime::Runtime;
 use needle_server::AppState;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -42,6 +42,12 @@ pub struct Args {
     /// Address for the HTTP API (default 127.0.0.1:9900).
     #[arg(long)]
     pub listen: Option<String>,
+    /// Serve HTTPS with this certificate chain (PEM; `server.tls_cert`), with --tls-key.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<String>,
+    /// The certificate's private key (PEM; `server.tls_key`).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<String>,
     /// Worker threads (default: one per core).
     #[arg(long)]
     pub workers: Option<usize>,
@@ -78,6 +84,19 @@ fn serve(args: Args) -> Result<(), String> {
     if let Some(listen) = args.listen {
         config.server.listen = listen;
     }
+    if let (Some(cert), Some(key)) = (args.tls_cert, args.tls_key) {
+        (config.server.tls_cert, config.server.tls_key) = (cert, key);
+    }
+    let tls = match (config.server.tls_cert.as_str(), config.server.tls_key.as_str()) {
+        ("", "") => None,
+        ("", _) | (_, "") => {
+            return Err("HTTPS needs both server.tls_cert and server.tls_key (or neither)".into())
+        }
+        (cert, key) => Some(
+            needle_server::tls::server_config(Path::new(cert), Path::new(key))
+                .map_err(|e| e.to_string())?,
+        ),
+    };
     if let Some(validate) = &args.validate {
         config.runtime.validate = validate.parse()?;
     }
@@ -118,7 +137,8 @@ fn serve(args: Args) -> Result<(), String> {
         let runtime = process.runtime().clone();
         // (a reader that stopped reading must not bring the server down: no println!)
         let mut out = std::io::stdout();
-        let _ = writeln!(out, "needle listening on http://{address}");
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let _ = writeln!(out, "needle listening on {scheme}://{address}");
         let _ = writeln!(out, "source: {}", runtime.source_description());
         let _ = out.flush();
         let shutdown = async move {
@@ -126,9 +146,12 @@ fn serve(args: Args) -> Result<(), String> {
             eprintln!("needle: shutting down; ending running queries with their results so far");
             let _ = tokio::task::spawn_blocking(move || process.shutdown()).await;
         };
-        needle_server::serve(listener, AppState::new(runtime), shutdown)
-            .await
-            .map_err(|e| e.to_string())
+        let state = AppState::new(runtime);
+        match tls {
+            Some(tls) => needle_server::serve_tls(listener, tls, state, shutdown).await,
+            None => needle_server::serve(listener, state, shutdown).await,
+        }
+        .map_err(|e| e.to_string())
     })
 }
 
