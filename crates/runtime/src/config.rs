@@ -116,8 +116,10 @@ impl HistoryConfig {
 pub struct ServerConfig {
     /// Where the API listens. Loopback by default: exposing it is a deliberate choice.
     pub listen: String,
-    /// Bearer tokens accepted; empty: no authentication (fine on loopback).
-    pub tokens: Vec<String>,
+    /// Bearer tokens accepted; empty: no authentication (fine on loopback). Each is a string
+    /// (every scope) or a table `{ name, token, scopes = ["read" | "query" | "admin"],
+    /// max_queries }`.
+    pub tokens: Vec<TokenConfig>,
     /// Origins allowed by CORS; empty: CORS off.
     pub cors_origins: Vec<String>,
     /// Largest request body accepted, in bytes.
@@ -140,6 +142,131 @@ impl Default for ServerConfig {
             max_queries_per_client: 1_000,
             tls_cert: String::new(),
             tls_key: String::new(),
+        }
+    }
+}
+
+/// One bearer token the server accepts.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum TokenConfig {
+    /// A token with every scope, its owner named by a hash of it.
+    Plain(String),
+    /// A named token with its scopes and, optionally, its own cap on running queries.
+    Scoped(ScopedToken),
+}
+
+/// A named token: `{ name = "dashboards", token = "...", scopes = ["read"] }`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScopedToken {
+    /// Who holds it: the owner of the queries it starts, which its cap counts and only it (or
+    /// an admin token) may kill.
+    pub name: String,
+    /// The secret a client presents.
+    pub token: String,
+    /// What it may do; every scope when left out.
+    #[serde(default = "Scope::all")]
+    pub scopes: Vec<Scope>,
+    /// Queries it may run at once (default: `server.max_queries_per_client`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_queries: Option<usize>,
+}
+
+/// What a token may do. Each scope includes the ones before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// Read: list and follow queries' status, the schema, metrics, validate queries.
+    Read,
+    /// Start queries and kill its own.
+    Query,
+    /// Kill any owner's query.
+    Admin,
+}
+
+impl Scope {
+    fn all() -> Vec<Scope> {
+        vec![Scope::Read, Scope::Query, Scope::Admin]
+    }
+
+    /// The scope's name as configured.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scope::Read => "read",
+            Scope::Query => "query",
+            Scope::Admin => "admin",
+        }
+    }
+}
+
+/// A string or a table, each read with its own errors (an untagged enum would only say that
+/// neither matched).
+impl<'de> Deserialize<'de> for TokenConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Either;
+        impl<'de> serde::de::Visitor<'de> for Either {
+            type Value = TokenConfig;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a token string, or a table { name, token, scopes, max_queries }")
+            }
+            fn visit_str<E: serde::de::Error>(self, token: &str) -> Result<TokenConfig, E> {
+                Ok(TokenConfig::Plain(token.to_owned()))
+            }
+            fn visit_map<M: serde::de::MapAccess<'de>>(
+                self,
+                map: M,
+            ) -> Result<TokenConfig, M::Error> {
+                let table = serde::de::value::MapAccessDeserializer::new(map);
+                ScopedToken::deserialize(table).map(TokenConfig::Scoped)
+            }
+        }
+        deserializer.deserialize_any(Either)
+    }
+}
+
+impl From<&str> for TokenConfig {
+    fn from(token: &str) -> Self {
+        TokenConfig::Plain(token.to_owned())
+    }
+}
+
+impl TokenConfig {
+    /// The secret a client presents.
+    pub fn secret(&self) -> &str {
+        match self {
+            TokenConfig::Plain(token) => token,
+            TokenConfig::Scoped(scoped) => &scoped.token,
+        }
+    }
+
+    /// The owner of the queries it starts: its name, or for a plain token `token-` and eight
+    /// hex digits of a hash of it (never the token's own characters).
+    pub fn owner(&self) -> String {
+        match self {
+            TokenConfig::Plain(token) => {
+                use std::hash::{Hash, Hasher};
+                let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                token.hash(&mut hasher);
+                format!("token-{:08x}", hasher.finish() as u32)
+            }
+            TokenConfig::Scoped(scoped) => scoped.name.clone(),
+        }
+    }
+
+    /// Whether it may do what `scope` allows (a higher scope includes the lower ones).
+    pub fn allows(&self, scope: Scope) -> bool {
+        match self {
+            TokenConfig::Plain(_) => true,
+            TokenConfig::Scoped(scoped) => scoped.scopes.iter().any(|s| *s >= scope),
+        }
+    }
+
+    /// Its own cap on running queries, if it has one.
+    pub fn max_queries(&self) -> Option<usize> {
+        match self {
+            TokenConfig::Plain(_) => None,
+            TokenConfig::Scoped(scoped) => scoped.max_queries,
         }
     }
 }
@@ -546,10 +673,40 @@ mod tests {
     }
 
     #[test]
+    fn tokens_are_strings_or_named_tables_with_scopes_and_a_cap() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        writeln!(
+            f,
+            r#"[server]
+tokens = ["plain", {{ name = "dash", token = "d", scopes = ["read"] }},
+          {{ name = "ops", token = "o", scopes = ["admin"], max_queries = 3 }}]"#
+        )
+        .unwrap();
+        let c = NeedleConfig::load(Some(f.path()), env(&[])).unwrap();
+        let [plain, dash, ops] = &c.server.tokens[..] else { panic!("{:?}", c.server.tokens) };
+        assert!(plain.allows(Scope::Admin) && plain.owner().starts_with("token-"));
+        assert!(!plain.owner().contains("plain"));
+        assert!(dash.allows(Scope::Read) && !dash.allows(Scope::Query));
+        assert!(ops.allows(Scope::Query) && ops.allows(Scope::Admin));
+        assert_eq!((dash.owner().as_str(), ops.max_queries()), ("dash", Some(3)));
+        let mut g = tempfile::NamedTempFile::new().unwrap();
+        write!(g, "{}", c.to_toml()).unwrap();
+        assert_eq!(NeedleConfig::load(Some(g.path()), env(&[])).unwrap(), c);
+
+        let mut bad = tempfile::NamedTempFile::new().unwrap();
+        writeln!(
+            bad,
+            "[server]\ntokens = [{{ name = \"x\", token = \"y\", scopes = [\"write\"] }}]"
+        )
+        .unwrap();
+        assert!(NeedleConfig::load(Some(bad.path()), env(&[])).is_err());
+    }
+
+    #[test]
     fn printed_toml_loads_back_the_same() {
         let c =
             NeedleConfig::load(None, env(&[("NEEDLE_SERVER__TOKENS", "[\"a\", \"b\"]")])).unwrap();
-        assert_eq!(c.server.tokens, ["a", "b"]);
+        assert_eq!(c.server.tokens, [TokenConfig::from("a"), TokenConfig::from("b")]);
         let mut f = tempfile::NamedTempFile::new().unwrap();
         write!(f, "{}", c.to_toml()).unwrap();
         assert_eq!(NeedleConfig::load(Some(f.path()), env(&[])).unwrap(), c);

@@ -386,15 +386,23 @@ impl Runtime {
                      wait for one to end or kill one"
                 )));
             }
-            let per_client = self.config.server.max_queries_per_client;
+            let server = &self.config.server;
+            // a token of this owner with its own cap, or the cap of every client
+            let own_cap =
+                server.tokens.iter().find_map(|t| t.max_queries().filter(|_| t.owner() == owner));
+            let per_client = own_cap.unwrap_or(server.max_queries_per_client);
             // (counted only when it could matter: the count is linear in the running queries)
             if status.len() >= per_client
                 && status.values().filter(|s| &*s.owner == owner).count() >= per_client
             {
                 self.metrics.queries_rejected.inc();
+                let setting = match own_cap {
+                    Some(_) => "its token's max_queries in server.tokens",
+                    None => "server.max_queries_per_client",
+                };
                 return Err(SubmitError::TooMany(format!(
-                    "you are running {per_client} queries, the most one client may \
-                     (server.max_queries_per_client); wait for one to end or kill one"
+                    "you are running {per_client} queries, the most this client may ({setting}); \
+                     wait for one to end or kill one"
                 )));
             }
         }

@@ -1,38 +1,104 @@
 //! Bearer tokens: when `server.tokens` is configured, every request but `GET /healthz` must carry
-//! `Authorization: Bearer <one of them>`. Without tokens (the default, on loopback) the API is
-//! open. The web UI's page and assets are open too (they hold no data): the page asks for a token.
+//! `Authorization: Bearer <one of them>`, and the token's scopes must allow what it asks: `read`
+//! for the rest, `query` to start queries (and kill its own), `admin` to kill another owner's
+//! query. The token found becomes the request's [`Grant`]: the owner its queries are listed under
+//! (its name, never its text). Without tokens (the default, on loopback) the API is open. The web
+//! UI's page and assets are open too (they hold no data): the page asks for a token.
 
 use crate::error::ApiError;
 use crate::state::AppState;
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use needle_runtime::config::{Scope, TokenConfig};
 
 /// Paths anyone may call: liveness checks must work without credentials.
 const OPEN_PATHS: &[&str] = &["/healthz"];
 
+/// The token a request was let in with.
+#[derive(Debug, Clone)]
+pub struct Grant {
+    /// The owner of the queries it starts.
+    pub owner: String,
+    token: TokenConfig,
+}
+
+impl Grant {
+    /// Whether the token may do what `scope` allows.
+    pub fn allows(&self, scope: Scope) -> bool {
+        self.token.allows(scope)
+    }
+}
+
 pub async fn require_token(
     State(state): State<AppState>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     let tokens = &state.config().server.tokens;
     let path = request.uri().path();
     if tokens.is_empty()
         || OPEN_PATHS.contains(&path)
-        || (request.method() == axum::http::Method::GET
-            && (path == "/" || path.starts_with("/assets/")))
+        || (request.method() == Method::GET && (path == "/" || path.starts_with("/assets/")))
     {
         return next.run(request).await;
     }
-    match presented_token(request.headers(), request.uri()) {
-        Some(token) if tokens.iter().any(|t| constant_time_eq(t.as_bytes(), token.as_bytes())) => {
-            next.run(request).await
-        }
-        Some(_) => unauthorized("the bearer token is not one this server accepts"),
-        None => unauthorized("this server needs a bearer token"),
+    let Some(presented) = presented_token(request.headers(), request.uri()) else {
+        return unauthorized("this server needs a bearer token");
+    };
+    // every token compared, each in constant time
+    let found = tokens.iter().fold(None, |found, t| {
+        let equal = constant_time_eq(t.secret().as_bytes(), presented.as_bytes());
+        found.or(equal.then_some(t))
+    });
+    let Some(token) = found else {
+        return unauthorized("the bearer token is not one this server accepts");
+    };
+    let needed = scope_needed(request.method(), path);
+    if !token.allows(needed) {
+        return forbidden(needed);
     }
+    request.extensions_mut().insert(Grant { owner: token.owner(), token: token.clone() });
+    next.run(request).await
+}
+
+/// The scope a request needs: `query` to start queries or kill one, `read` for the rest.
+fn scope_needed(method: &Method, path: &str) -> Scope {
+    let starts = matches!(path, "/api/v1/query" | "/api/v1/queries") && method == Method::POST;
+    let kills = method == Method::DELETE && path.starts_with("/api/v1/queries/");
+    // the WebSocket starts and kills queries
+    match starts || kills || path == "/api/v1/ws" {
+        true => Scope::Query,
+        false => Scope::Read,
+    }
+}
+
+/// Whether the request's token may kill query `id`: any query for an `admin` token (or with no
+/// tokens configured), else only the queries it started. An unknown id is the kill's to refuse.
+pub fn may_kill(grant: Option<&Grant>, state: &AppState, id: &str) -> bool {
+    match grant {
+        Some(grant) if !grant.allows(Scope::Admin) => {
+            state.runtime().query(id).is_none_or(|status| *status.owner == *grant.owner)
+        }
+        _ => true,
+    }
+}
+
+/// 403 for a kill of another owner's query.
+pub fn not_yours(id: &str) -> ApiError {
+    ApiError::new(StatusCode::FORBIDDEN, format!("query '{id}' was started by another owner"))
+        .with_hint("only a token with the 'admin' scope kills another owner's queries")
+}
+
+/// 403: the token is known but its scopes do not allow this.
+pub fn forbidden(needed: Scope) -> Response {
+    ApiError::new(
+        StatusCode::FORBIDDEN,
+        format!("this token's scopes do not include '{}'", needed.name()),
+    )
+    .with_hint("use a token given that scope in server.tokens")
+    .into_response()
 }
 
 /// The token a request presents: `Authorization: Bearer <token>`, or, for the WebSocket only

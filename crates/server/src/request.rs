@@ -90,15 +90,15 @@ pub fn submit_error(error: SubmitError) -> ApiError {
     }
 }
 
-/// Who is asking: `token:<first 8 chars>` with tokens configured, else the client's IP address.
+/// Who is asking: the owner of the token the request was let in with ([`crate::auth::Grant`]),
+/// else (no tokens configured) the client's IP address.
 pub struct Owner(pub String);
 
 impl<S: Send + Sync> FromRequestParts<S> for Owner {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        let token = crate::auth::presented_token(&parts.headers, &parts.uri)
-            .map(|t| format!("token:{}", t.chars().take(8).collect::<String>()));
+        let token = parts.extensions.get::<crate::auth::Grant>().map(|g| g.owner.clone());
         let address = parts
             .extensions
             .get::<ConnectInfo<SocketAddr>>()

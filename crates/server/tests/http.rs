@@ -77,6 +77,68 @@ async fn tokens_guard_everything_but_health() {
 }
 
 #[tokio::test]
+async fn scoped_tokens_read_start_and_kill_only_what_they_may() {
+    use needle_runtime::config::{Scope, ScopedToken, TokenConfig};
+    let scoped = |name: &str, scopes: Vec<Scope>, max_queries: Option<usize>| {
+        let token = format!("{name}-secret");
+        TokenConfig::Scoped(ScopedToken { name: name.into(), token, scopes, max_queries })
+    };
+    let mut config = NeedleConfig::default();
+    config.server.tokens = vec![
+        scoped("reader", vec![Scope::Read], None),
+        scoped("alice", vec![Scope::Query], Some(1)),
+        scoped("bob", vec![Scope::Query], None),
+        scoped("ops", vec![Scope::Admin], None),
+        "plain-secret".into(),
+    ];
+    let server = Server::start(config).await;
+    let client = reqwest::Client::new();
+    let start = |token: &'static str| {
+        let request = client.post(server.url("/api/v1/queries")).bearer_auth(token);
+        request.body("SELECT * FROM STREAM(60000, TIME)").send()
+    };
+    let kill = |token: &'static str, id: &str| {
+        client.delete(server.url(&format!("/api/v1/queries/{id}"))).bearer_auth(token).send()
+    };
+
+    // a read token reads, and starts nothing
+    let r = client.get(server.url("/api/v1/queries")).bearer_auth("reader-secret").send().await;
+    assert_eq!(r.unwrap().status(), StatusCode::OK);
+    let r = start("reader-secret").await.unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    assert!(json(r).await["error"].as_str().unwrap().contains("'query'"));
+
+    // alice's own cap is one query; her queries are hers by name, never by her token's text
+    let r = start("alice-secret").await.unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let id = json(r).await["id"].as_str().unwrap().to_owned();
+    assert_eq!(&*server.runtime.query(&id).unwrap().owner, "alice");
+    let r = start("alice-secret").await.unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(json(r).await["error"].as_str().unwrap().contains("max_queries"));
+
+    // bob may not kill it (nor may a read token); an admin token may
+    let r = kill("bob-secret", &id).await.unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    assert!(json(r).await["hint"].as_str().unwrap().contains("admin"));
+    assert_eq!(kill("reader-secret", &id).await.unwrap().status(), StatusCode::FORBIDDEN);
+    assert!(server.runtime.query(&id).unwrap().ended_ms.is_none(), "still running");
+    let r = kill("ops-secret", &id).await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(json(r).await["killed"], true);
+
+    // bob kills his own; a plain token has every scope and a hashed owner
+    let r = start("bob-secret").await.unwrap();
+    let id = json(r).await["id"].as_str().unwrap().to_owned();
+    assert_eq!(json(kill("bob-secret", &id).await.unwrap()).await["killed"], true);
+    let r = start("plain-secret").await.unwrap();
+    let id = json(r).await["id"].as_str().unwrap().to_owned();
+    let owner = server.runtime.query(&id).unwrap().owner.to_string();
+    assert!(owner.starts_with("token-") && !owner.contains("plain"), "{owner}");
+    server.shutdown().await;
+}
+
+#[tokio::test]
 async fn cors_is_off_by_default_and_on_when_configured() {
     let server = Server::start(NeedleConfig::default()).await;
     let client = reqwest::Client::new();

@@ -292,6 +292,42 @@ async fn a_websocket_runs_several_queries_and_kills_on_request() {
     server.shutdown().await;
 }
 
+#[tokio::test]
+async fn over_the_websocket_a_query_token_kills_only_its_own_queries() {
+    use needle_runtime::config::{Scope, ScopedToken, TokenConfig};
+    let scoped = |name: &str, scopes: Vec<Scope>| {
+        let token = format!("{name}-secret");
+        TokenConfig::Scoped(ScopedToken { name: name.into(), token, scopes, max_queries: None })
+    };
+    let mut config = NeedleConfig::default();
+    config.server.tokens =
+        vec![scoped("reader", vec![Scope::Read]), scoped("bob", vec![Scope::Query])];
+    let server = Server::start(config).await;
+    let ws_url = |token: &str| {
+        let base = server.url("/api/v1/ws").replace("http://", "ws://");
+        format!("{base}?access_token={token}")
+    };
+    // a read token cannot open the socket that starts queries
+    let refused = tokio_tungstenite::connect_async(ws_url("reader-secret")).await;
+    let status = match refused {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => response.status(),
+        other => panic!("a read token got a WebSocket: {:?}", other.map(|_| ())),
+    };
+    assert_eq!(status, 403);
+
+    let other = server.runtime.submit("SELECT * FROM STREAM(60000, TIME)", "alice").unwrap();
+    let (mut ws, _) = tokio_tungstenite::connect_async(ws_url("bob-secret")).await.unwrap();
+    use tokio_tungstenite::tungstenite::Message;
+    let kill = json!({"type": "kill", "id": &*other.id}).to_string();
+    ws.send(Message::Text(kill.into())).await.unwrap();
+    let answer = next_json(&mut ws).await;
+    assert_eq!(answer["type"], "error", "{answer}");
+    assert!(answer["error"].as_str().unwrap().contains("another owner"), "{answer}");
+    assert!(server.runtime.query(&other.id).unwrap().ended_ms.is_none(), "still running");
+    ws.close(None).await.unwrap();
+    server.shutdown().await;
+}
+
 /// The next WebSocket message, as JSON (waiting up to 30 s).
 async fn next_json<S, E>(ws: &mut S) -> Value
 where

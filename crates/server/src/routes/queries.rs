@@ -212,11 +212,16 @@ pub async fn query_status(
 #[utoipa::path(delete, path = "/api/v1/queries/{id}", tag = "queries",
     params(("id" = String, Path, description = "The query id")),
     responses((status = 200, description = "Killed (`killed: true`), or it had already ended (`killed: false`)"),
+        (status = 403, description = "With tokens configured: another owner's query, and this token is not an admin one", body = crate::error::ErrorBody),
         (status = 404, description = "No such query", body = crate::error::ErrorBody)))]
 pub async fn kill_query(
     State(state): State<AppState>,
+    grant: Option<axum::Extension<crate::auth::Grant>>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
+    if !crate::auth::may_kill(grant.as_deref(), &state, &id) {
+        return Err(crate::auth::not_yours(&id));
+    }
     if state.runtime().kill(&id) {
         return Ok(Json(json!({ "id": id, "killed": true })));
     }

@@ -32,13 +32,20 @@ use tokio::task::JoinHandle;
 pub async fn websocket(
     State(state): State<AppState>,
     Owner(owner): Owner,
+    grant: Option<axum::Extension<crate::auth::Grant>>,
     upgrade: WebSocketUpgrade,
 ) -> Response {
     let max = state.config().server.max_request_bytes;
-    upgrade.max_message_size(max).on_upgrade(move |socket| session(socket, state, owner))
+    let grant = grant.map(|g| g.0);
+    upgrade.max_message_size(max).on_upgrade(move |socket| session(socket, state, owner, grant))
 }
 
-async fn session(socket: WebSocket, state: AppState, owner: String) {
+async fn session(
+    socket: WebSocket,
+    state: AppState,
+    owner: String,
+    grant: Option<crate::auth::Grant>,
+) {
     let (mut sink, mut incoming) = socket.split();
     let (out, mut outgoing) = mpsc::channel::<String>(64);
     // Messages waiting together go out in one write: under a burst of results, one flush
@@ -82,7 +89,7 @@ async fn session(socket: WebSocket, state: AppState, owner: String) {
             _ => continue,
         };
         if !is_start(&request) {
-            handle(&state, &owner, request, &out, &mut pumps).await;
+            handle(&state, &owner, grant.as_ref(), request, &out, &mut pumps).await;
             continue;
         }
         // Starts that have already arrived are started together: one change of the workers'
@@ -120,6 +127,7 @@ async fn session(socket: WebSocket, state: AppState, owner: String) {
 async fn handle(
     state: &AppState,
     owner: &str,
+    grant: Option<&crate::auth::Grant>,
     request: Value,
     out: &mpsc::Sender<String>,
     pumps: &mut Pumps,
@@ -129,7 +137,12 @@ async fn handle(
         Some("start") => start(state, owner, vec![request], out, pumps).await,
         Some("kill") => {
             let id = request.get("id").and_then(Value::as_str).unwrap_or_default();
-            if !state.runtime().kill(id) {
+            if !crate::auth::may_kill(grant, state, id) {
+                let refused = crate::auth::not_yours(id).body.error;
+                let _ = out
+                    .send(json!({"type": "error", "id": id, "error": refused}).to_string())
+                    .await;
+            } else if !state.runtime().kill(id) {
                 let _ = out.send(json!({"type": "error", "id": id, "error": format!("no running query '{id}'")}).to_string()).await;
             }
         }
