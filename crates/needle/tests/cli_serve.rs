@@ -370,3 +370,93 @@ fn https_serves_the_api_with_the_configured_certificate_and_nothing_else() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("both server.tls_cert and"));
 }
+
+/// Good records (`"good": true`) between every kind of bad line a source may meet, and how many
+/// of each: good, counted as malformed, ignored (blank lines).
+fn abusive_input() -> (Vec<u8>, u64, u64) {
+    let bad: Vec<Vec<u8>> = vec![
+        [&b"{\"big\":\""[..], &vec![b'x'; 10 << 20], b"\"}"].concat(), // past max_line_bytes
+        [&b"{\"a\":"[..], &vec![b'['; 200_000], &vec![b']'; 200_000], b"}"].concat(),
+        b"{\"s\":\"\xff\xfe not UTF-8\"}".to_vec(),
+        b"\xef\xbb\xbf{\"after a BOM\":1}".to_vec(),
+        b"{\"n\x00ul\":1}".to_vec(),
+        b"{\"x\":1}\x00".to_vec(),
+        b"{\"past f64\":1e400}".to_vec(),
+        b"[1,2]".to_vec(),
+        b"{\"unterminated\":".to_vec(),
+    ];
+    let blank: Vec<&[u8]> = vec![b"", b"   ", b"\r"];
+    let mut out = Vec::new();
+    let mut good = 0;
+    for line in bad.iter().map(Vec::as_slice).chain(blank.iter().copied()) {
+        good += 1;
+        writeln!(out, "{{\"good\":true,\"i\":{good}}}").unwrap();
+        out.extend_from_slice(line);
+        out.push(b'\n');
+    }
+    // duplicate keys: the last one wins, as in JavaScript's JSON.parse
+    writeln!(out, "{{\"good\":false,\"good\":true}}").unwrap();
+    (out, good + 1, bad.len() as u64)
+}
+
+#[test]
+fn every_kind_of_bad_line_is_counted_and_skipped_and_every_good_record_counted() {
+    let (input, good, malformed) = abusive_input();
+    let count = "SELECT COUNT(*) AS n FROM STREAM(60000, TIME) WHERE good = true";
+
+    // the local query, from a file and from stdin
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("abuse.ndjson");
+    std::fs::write(&file, &input).unwrap();
+    let source = format!("file:{}", file.display());
+    let out = needle(&["query", "--source", &source, "--format", "json", count]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["records"][0]["n"], good, "{answer}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains(&format!("skipped {malformed} malformed")), "{said}");
+    assert!(said.contains("longer than runtime.max_line_bytes"), "{said}");
+    let mut child = Command::new(NEEDLE)
+        .args(["query", "--source", "stdin", "--format", "json", count])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["records"][0]["n"], good, "{answer}");
+
+    // the server, over TCP: it stays up, counts the bad lines, and counts every good record
+    let server = serve("tcp:127.0.0.1:0");
+    let data = server.source.rsplit(' ').next().unwrap().to_owned();
+    let url = server.url.clone();
+    let waiting = std::thread::spawn(move || post(&format!("{url}/api/v1/query"), count));
+    wait_for_queries(&server.url, 1);
+    let mut s = TcpStream::connect(&data).unwrap();
+    s.write_all(&input).unwrap();
+    drop(s);
+    // every good record counted by the query (its partials reach the joiner each tick)
+    let listed = || {
+        let r = reqwest::blocking::get(format!("{}/api/v1/queries", server.url)).unwrap();
+        r.json::<serde_json::Value>().unwrap()["queries"][0].clone()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while listed()["records_matched"].as_u64() < Some(good) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        server.metric("needle_records_malformed_total"),
+        malformed as f64,
+        "{}",
+        server.log()
+    );
+    assert_eq!(server.get("/healthz").status(), 200);
+    let id = listed()["id"].as_str().unwrap().to_owned();
+    let kill = format!("{}/api/v1/queries/{id}", server.url);
+    reqwest::blocking::Client::new().delete(kill).send().unwrap();
+    let (status, body) = waiting.join().unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["records"][0]["n"], good, "{body}");
+}

@@ -145,7 +145,10 @@ impl Runtime {
         let status: StatusTable = Arc::default();
         let ended: EndedTable = Arc::default();
         let stop = StopSignal::new();
-        let source_counters = Arc::new(SourceCounters::default());
+        let source_counters = Arc::new(SourceCounters {
+            malformed: metrics.records_malformed.clone(),
+            ..SourceCounters::default()
+        });
 
         let mut threads = Vec::new();
         for index in 0..workers {

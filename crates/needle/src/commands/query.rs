@@ -156,7 +156,14 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let lines = spawn_reader(reader);
+    let max_line_bytes = match super::config::load(None) {
+        Ok(config) => config.runtime.max_line_bytes,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let lines = spawn_reader(reader, max_line_bytes);
     let mut out = Printer { format: args.format, stdout: std::io::stdout().lock() };
     let mut malformed = Malformed::default();
     let mut read_error = None;
@@ -178,6 +185,13 @@ pub fn run(args: Args) -> ExitCode {
                         continue;
                     }
                 }
+            }
+            Ok(Line::Oversized(number)) => {
+                let why = format!(
+                    "longer than runtime.max_line_bytes ({max_line_bytes} bytes); not read"
+                );
+                malformed.add(number, why);
+                continue;
             }
             Ok(Line::Failed(e)) => {
                 read_error = Some(e);
@@ -306,33 +320,69 @@ pub(crate) fn read_query(arg: &str) -> Result<String, ExitCode> {
 
 enum Line {
     Text(u64, Vec<u8>),
+    /// A line longer than `runtime.max_line_bytes`, skipped without being held whole.
+    Oversized(u64),
     Failed(String),
 }
 
 /// Reads lines on their own thread so that time windows and the duration fire while the input
-/// is idle (a quiet stdin). The channel is bounded: a slow query slows the reading.
-fn spawn_reader(mut reader: Box<dyn BufRead + Send>) -> mpsc::Receiver<Line> {
+/// is idle (a quiet stdin). The channel is bounded: a slow query slows the reading. A line
+/// longer than `max_line_bytes` is read past, never held whole (a file without newlines would
+/// otherwise be read into memory at once).
+fn spawn_reader(
+    mut reader: Box<dyn BufRead + Send>,
+    max_line_bytes: usize,
+) -> mpsc::Receiver<Line> {
     let (tx, rx) = mpsc::sync_channel(1024);
     std::thread::spawn(move || {
         let mut number = 0u64;
         loop {
             let mut buf = Vec::new();
-            match reader.read_until(b'\n', &mut buf) {
+            let limit = max_line_bytes as u64 + 1;
+            let read = (&mut reader).take(limit).read_until(b'\n', &mut buf);
+            let line = match read {
                 Ok(0) => return,
                 Ok(_) => {
                     number += 1;
-                    if tx.send(Line::Text(number, buf)).is_err() {
-                        return;
+                    let text_len = buf.len() - usize::from(buf.ends_with(b"\n"));
+                    if text_len <= max_line_bytes {
+                        Line::Text(number, buf)
+                    } else {
+                        match skip_line(&mut reader) {
+                            Ok(()) => Line::Oversized(number),
+                            Err(e) => Line::Failed(e.to_string()),
+                        }
                     }
                 }
-                Err(e) => {
-                    let _ = tx.send(Line::Failed(e.to_string()));
-                    return;
-                }
+                Err(e) => Line::Failed(e.to_string()),
+            };
+            let failed = matches!(line, Line::Failed(_));
+            if tx.send(line).is_err() || failed {
+                return;
             }
         }
     });
     rx
+}
+
+/// Reads past the rest of the current line (through its newline, or to the end).
+fn skip_line(reader: &mut dyn BufRead) -> std::io::Result<()> {
+    loop {
+        let available = reader.fill_buf()?;
+        if available.is_empty() {
+            return Ok(());
+        }
+        match memchr::memchr(b'\n', available) {
+            Some(end) => {
+                reader.consume(end + 1);
+                return Ok(());
+            }
+            None => {
+                let n = available.len();
+                reader.consume(n);
+            }
+        }
+    }
 }
 
 pub(crate) struct Printer<W: Write> {

@@ -75,6 +75,9 @@ pub struct SourceCounters {
     pub bytes: AtomicU64,
     pub batches: AtomicU64,
     pub oversized_lines: AtomicU64,
+    /// Where lines too long to read are counted for `/metrics` too: the runtime's
+    /// `needle_records_malformed_total`, beside the lines that are not JSON objects.
+    pub malformed: prometheus_client::metrics::counter::Counter,
 }
 
 /// Where a source puts its batches: a bounded queue to the workers, plus the stop signal and the
@@ -171,6 +174,7 @@ impl BatchSink {
     pub fn count_oversized(&self, lines: u64) {
         if lines > 0 {
             self.counters.oversized_lines.fetch_add(lines, Ordering::Relaxed);
+            self.counters.malformed.inc_by(lines);
         }
     }
 }
