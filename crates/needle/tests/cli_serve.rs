@@ -460,3 +460,53 @@ fn every_kind_of_bad_line_is_counted_and_skipped_and_every_good_record_counted()
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["records"][0]["n"], good, "{body}");
 }
+
+/// The resident size of a process, in bytes (Linux).
+fn resident_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).unwrap();
+    kb.trim().trim_end_matches("kB").trim().parse::<u64>().unwrap() * 1024
+}
+
+#[test]
+fn ten_thousand_idle_websockets_leave_the_server_answering() {
+    const IDLE: usize = 10_000;
+    // this process holds one end of each connection: let it have the files
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit and setrlimit only read and write the struct passed.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit), 0);
+        limit.rlim_cur = limit.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+    }
+    assert!(limit.rlim_max >= IDLE as u64 + 500, "this machine allows {} files", limit.rlim_max);
+    let server = serve("tcp:127.0.0.1:0");
+    let data = server.source.rsplit(' ').next().unwrap().to_owned();
+    let before = resident_bytes(server.child.id());
+    let ws_url = format!("{}/api/v1/ws", server.url.replace("http://", "ws://"));
+    let idle: Vec<_> = (0..IDLE)
+        .map(|i| match tungstenite::connect(ws_url.as_str()) {
+            Ok((socket, _)) => socket,
+            Err(e) => panic!("connection {i}: {e}\n{}", server.log()),
+        })
+        .collect();
+    let held = resident_bytes(server.child.id()).saturating_sub(before);
+    // every one of them still open, and a query finds its records beside them
+    let url = server.url.clone();
+    let query = "SELECT id FROM STREAM(30000, TIME) WHERE id = 'needle' LIMIT 5";
+    let waiting = std::thread::spawn(move || post(&format!("{url}/api/v1/query"), query));
+    wait_for_queries(&server.url, 1);
+    let mut s = TcpStream::connect(&data).unwrap();
+    for i in 0..10 {
+        writeln!(s, "{{\"id\":\"{}\",\"i\":{i}}}", if i % 2 == 0 { "needle" } else { "hay" })
+            .unwrap();
+    }
+    drop(s);
+    let (status, body) = waiting.join().unwrap();
+    assert_eq!((status, body["records"].as_array().map(Vec::len)), (200, Some(5)), "{body}");
+    let per_connection = held / IDLE as u64;
+    assert!(per_connection < 32 << 10, "{per_connection} bytes per idle WebSocket");
+    eprintln!("{IDLE} idle WebSockets: {per_connection} bytes of resident size each");
+    drop(idle);
+    assert_eq!(server.get("/healthz").status(), 200);
+}

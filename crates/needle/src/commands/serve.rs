@@ -70,6 +70,7 @@ pub fn run(args: Args) -> ExitCode {
 }
 
 fn serve(args: Args) -> Result<(), String> {
+    raise_open_files_limit();
     let mut config = load(args.config)?;
     let role = args.role.as_str();
     match (role, args.source) {
@@ -217,4 +218,19 @@ async fn wait_for_signal() {
     }
     #[cfg(not(unix))]
     ctrl_c.await;
+}
+
+/// Lets the process hold as many connections as the system allows it: the soft limit on open
+/// files (often 1,024) raised to the hard one. Each client connection and each idle WebSocket is
+/// a file.
+fn raise_open_files_limit() {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit and setrlimit only read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
 }
