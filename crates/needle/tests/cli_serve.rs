@@ -274,6 +274,7 @@ fn results_nobody_reads_are_held_within_the_configured_bytes() {
         "gen:bullet?rate=5000&seed=9",
     ]);
     let query = "SELECT * FROM STREAM(30000, TIME) WINDOWING TUMBLING(1000, TIME) LIMIT 500";
+    let before = resident_bytes(server.child.id());
     let mut ids = Vec::new();
     for _ in 0..50 {
         let (status, body) = post(&format!("{}/api/v1/queries", server.url), query);
@@ -281,10 +282,13 @@ fn results_nobody_reads_are_held_within_the_configured_bytes() {
         ids.push(body["id"].as_str().unwrap().to_owned());
     }
     let mut peak: f64 = 0.0;
+    let mut peak_resident = 0;
     for _ in 0..16 {
         std::thread::sleep(Duration::from_millis(500));
         peak = peak.max(server.metric("needle_result_bytes"));
+        peak_resident = peak_resident.max(resident_bytes(server.child.id()));
     }
+    eprintln!("resident: {before} before the queries, {peak_resident} at most while they ran");
     assert!(peak > 0.0, "results were held");
     assert!(peak <= bound as f64, "{peak} bytes waiting, past the bound of {bound}");
     assert!(server.metric("needle_results_dropped_total") > 0.0, "the oldest were dropped");
