@@ -163,6 +163,35 @@ await test("a windowed query's chart updates with each window", async (page) => 
   await shot(page, 'windowed-chart');
 });
 
+await test('a RAW sliding window streams every record and the page stays responsive', async (page) => {
+  // every record the server sends, counted from the WebSocket's own frames
+  let sent = 0;
+  page.on('websocket', (ws) =>
+    ws.on('framereceived', (f) => {
+      const m = JSON.parse(String(f.payload));
+      if (m.type === 'result') sent += m.result.records.length;
+    }),
+  );
+  await page.goto(base + '/');
+  await page.evaluate(() => {
+    window.longTasks = [];
+    new PerformanceObserver((list) => {
+      for (const e of list.getEntries()) window.longTasks.push(Math.round(e.duration));
+    }).observe({ type: 'longtask' });
+  });
+  // the stream carries 500 records a second: 10 s of them, one emission each
+  await setQuery(page, 'SELECT id, device, timespent FROM STREAM(10000, TIME) WINDOWING EVERY(1, RECORD, FIRST, 1, RECORD)');
+  await page.click('[data-testid=run]');
+  await page.waitForSelector('[data-testid=status]:has-text("Done")', { timeout: 30000 });
+  await page.waitForTimeout(200);
+  const rows = Number(await page.getAttribute('[data-testid=table]', 'data-rows'));
+  const long = await page.evaluate(() => window.longTasks);
+  console.log(`     ${rows} rows shown of ${sent} records sent; main-thread tasks over 50 ms: ${long.length ? long.join(', ') + ' ms' : 'none'}`);
+  expect(sent >= 4000 && rows === sent, `${rows} rows shown of ${sent} records sent`);
+  expect(long.every((d) => d <= 100), `main-thread tasks of ${long.join(', ')} ms`);
+  await shot(page, 'raw-sliding');
+});
+
 await test('a query is killed from the queries page', async (page) => {
   await page.goto(base + '/');
   await setQuery(page, 'SELECT COUNT(*) FROM STREAM(120000, TIME) WINDOWING TUMBLING(1000, TIME)');
