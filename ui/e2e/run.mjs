@@ -7,7 +7,8 @@
 import { chromium } from 'playwright-core';
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:net';
-import { mkdirSync, copyFileSync, existsSync } from 'node:fs';
+import { mkdirSync, copyFileSync, existsSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
@@ -234,6 +235,56 @@ await test('the schema page lists fields, types and nested keys', async (page) =
   expect(text.includes('device') && text.includes('STRING'), 'device STRING');
   await shot(page, 'schema');
 });
+
+// A second server, with tokens and history: the page asks for the token, and the look-back
+// picker writes HISTORY(...) into the query.
+{
+  const tokenPort = await freePort();
+  const tokenBase = `http://127.0.0.1:${tokenPort}`;
+  const historyDir = mkdtempSync(resolve(tmpdir(), 'needle-ui-history-'));
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('NEEDLE_')));
+  const guarded = spawn(bin, ['serve', '--source', 'gen:bullet?rate=500', '--listen', `127.0.0.1:${tokenPort}`, '--workers', '1', '--history', historyDir], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env: { ...env, NEEDLE_SERVER__TOKENS: '["s3cret-ui"]' },
+  });
+  let guardedLog = '';
+  guarded.stderr.on('data', (d) => (guardedLog += d));
+  process.on('exit', () => guarded.kill('SIGTERM'));
+  for (let i = 0; ; i++) {
+    try {
+      if ((await fetch(`${tokenBase}/healthz`)).ok) break;
+    } catch {}
+    if (i > 100) throw new Error(`needle serve with tokens did not start:\n${guardedLog}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+
+  await test('with tokens the page asks for one, and with history the look-back picker writes HISTORY(...)', async (page) => {
+    await page.goto(tokenBase + '/');
+    const dialog = page.locator('#token-dialog');
+    await dialog.waitFor({ state: 'visible', timeout: 10000 });
+    expect(/needs a token/.test(await dialog.locator('.reason').textContent()), 'the dialog says why');
+    await shot(page, 'token');
+    await dialog.locator('input').fill('s3cret-ui');
+    await dialog.locator('button[type=submit]').click();
+    await page.waitForSelector('[data-testid=range]', { state: 'visible', timeout: 10000 });
+    await setQuery(page, 'SELECT COUNT(*) AS n FROM STREAM(30000, TIME)');
+    await page.selectOption('[data-testid=range]', 'history:-1h');
+    const text = await page.evaluate(() => window.needle.get());
+    expect(text === "SELECT COUNT(*) AS n FROM HISTORY('-1h')", `the picker wrote ${text}`);
+    await page.click('[data-testid=run]');
+    await page.waitForSelector('[data-testid=status]:has-text("Done")', { timeout: 15000 });
+    const n = Number((await page.locator('.vt-row').first().locator('.vt-td').allTextContents())[0]);
+    expect(n > 0, `counted ${n} records of the last hour`);
+    // a custom range asks for its ends
+    const answers = ['-30m', ''];
+    page.on('dialog', (d) => d.accept(answers.shift()));
+    await page.selectOption('[data-testid=range]', 'custom');
+    const custom = await page.evaluate(() => window.needle.get());
+    expect(custom === "SELECT COUNT(*) AS n FROM HISTORY('-30m')", `the custom range wrote ${custom}`);
+    await shot(page, 'look-back');
+  });
+  guarded.kill('SIGTERM');
+}
 
 await browser.close();
 stop();

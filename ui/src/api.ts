@@ -51,6 +51,8 @@ export async function api<T = unknown>(path: string, init: RequestInit = {}): Pr
       throw new ApiError(`cannot reach the server: ${(e as Error).message}`, 0);
     }
     if (response.status === 401) {
+      // sent before the person gave a token (several requests start together): try again with it
+      if (token() !== t) continue;
       const body = await response.json().catch(() => ({}));
       await askToken(t ? `The token was refused: ${body.error ?? ''}` : 'This server needs a token.');
       continue;
