@@ -154,6 +154,29 @@ await test('a GROUP BY made in the builder is drawn as bars', async (page) => {
   await shot(page, 'builder-bars');
 });
 
+await test('the builder reads back the query in the editor', async (page) => {
+  await page.goto(base + '/');
+  const query = "SELECT device, COUNT(*) AS n\nFROM STREAM(4000, TIME)\nWHERE browser_name = 'chrome' OR timespent > 10\nGROUP BY device";
+  await setQuery(page, query);
+  await page.click('[data-testid=builder-toggle]');
+  expect((await page.inputValue('[data-testid=output-kind]')) === 'groupBy', 'a GROUP BY');
+  const groups = await page.inputValue('[data-testid=group-fields]');
+  expect(groups === 'device', `grouped by ${groups}`);
+  expect((await page.inputValue('[data-testid=duration]')) === '4', 'for 4 s');
+  expect((await page.evaluate(() => window.needle.get())) === query, 'the editor keeps the query as written');
+  await page.fill('[data-testid=duration]', '6');
+  const text = await page.evaluate(() => window.needle.get());
+  expect(text.includes('STREAM(6000, TIME)') && text.includes("browser_name = 'chrome' OR timespent > 10"), `the builder wrote ${text}`);
+  await shot(page, 'builder-read-back');
+  // a query the builder has no form for is left as it is, and the builder says why
+  await page.click('[data-testid=builder-toggle]');
+  await setQuery(page, 'SELECT timespent * 2 AS twice FROM STREAM(1000, TIME)');
+  await page.click('[data-testid=builder-toggle]');
+  const note = await page.textContent('[data-testid=builder-note]');
+  expect(/no form for this query/.test(note), `the builder said ${note}`);
+  expect((await page.evaluate(() => window.needle.get())).includes('timespent * 2'), 'the query is kept');
+});
+
 await test("a windowed query's chart updates with each window", async (page) => {
   await page.goto(base + '/');
   await setQuery(page, 'SELECT COUNT(*) AS events, AVG(timespent) AS mean_time FROM STREAM(6000, TIME) WINDOWING TUMBLING(1000, TIME)');

@@ -7,6 +7,11 @@ export interface Condition {
   field: string;
   op: string;
   value: string;
+  /** The value was written as a number (a query read back): kept a number whatever the field's
+   * type in the schema. */
+  numeric?: boolean;
+  /** The value was written as a string (a query read back): kept quoted, even `true`. */
+  text?: boolean;
 }
 export interface Group {
   kind: 'group';
@@ -117,8 +122,9 @@ function alias(as: string | undefined): string {
 }
 
 /** A literal: a number as is when it is one, TRUE/FALSE/NULL as words, anything else a string. */
-export function literal(value: string, numeric = false): string {
+export function literal(value: string, numeric = false, text = false): string {
   const v = value.trim();
+  if (text) return "'" + v.replace(/'/g, "''") + "'";
   if (numeric && /^-?\d+(\.\d+)?([eE][-+]?\d+)?$/.test(v)) return v;
   if (/^(true|false|null)$/i.test(v) && !numeric) return v.toUpperCase();
   if (/^-?\d+(\.\d+)?$/.test(v) && numeric) return v;
@@ -143,8 +149,8 @@ export function splitList(text: string): string[] {
 
 function condition(c: Condition, types: Record<string, FieldType>): string {
   const f = name(c.field);
-  const numeric = types[c.field] === 'NUMBER';
-  const list = () => '(' + splitList(c.value).map((v) => literal(v, numeric)).join(', ') + ')';
+  const numeric = types[c.field] === 'NUMBER' || c.numeric === true;
+  const list = () => '(' + splitList(c.value).map((v) => literal(v, numeric, c.text)).join(', ') + ')';
   switch (c.op) {
     case 'IS NULL':
     case 'IS NOT NULL':
@@ -171,7 +177,7 @@ function condition(c: Condition, types: Record<string, FieldType>): string {
     case 'CONTAINSVALUE':
       return `CONTAINSVALUE(${f}, ${literal(c.value, /^-?\d+(\.\d+)?$/.test(c.value.trim()))})`;
     default:
-      return `${f} ${c.op} ${literal(c.value, numeric)}`;
+      return `${f} ${c.op} ${literal(c.value, numeric, c.text)}`;
   }
 }
 

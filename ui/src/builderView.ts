@@ -26,8 +26,10 @@ function input(value: string, onchange: (v: string) => void, attrs: Record<strin
   return i;
 }
 
-export function mountBuilder(root: HTMLElement, schema: () => Schema | null, write: (bql: string) => void): void {
-  const state: BuilderState = emptyState();
+/** Mounts the builder on `root`, showing `initial` (the editor's query read back) or an empty
+ * form. */
+export function mountBuilder(root: HTMLElement, schema: () => Schema | null, write: (bql: string) => void, initial?: BuilderState): void {
+  const state: BuilderState = initial ?? emptyState();
   const types = (): Record<string, FieldType> => {
     const t: Record<string, FieldType> = {};
     for (const f of schema()?.fields ?? []) t[f.name] = fieldType(Object.keys(f.types)[0] ?? '');
@@ -182,5 +184,6 @@ export function mountBuilder(root: HTMLElement, schema: () => Schema | null, wri
     root.replaceChildren(el('h3', {}, 'Builder'), el('h4', {}, 'Where'), groupView(state.filter, 0), el('h4', {}, 'Output'), outputView(), el('h4', {}, 'Window and duration'), windowView());
   }
   render();
-  emit();
+  // an empty form starts the query; a query read back is already in the editor as it is
+  if (!initial) emit();
 }

@@ -13,6 +13,8 @@ import { bqlLanguage, complete, known, lint, lastValidation } from './bql';
 import { VirtualTable, Chart, download, toCsv, type Row } from './results';
 import { past, saved, uid } from './store';
 import { mountBuilder } from './builderView';
+import { fromBql } from './builderParse';
+import type { BuilderState } from './builder';
 
 const app = document.getElementById('app')!;
 const socket = new Socket();
@@ -191,9 +193,22 @@ function queryPage(): HTMLElement {
   };
   builderBtn.onclick = () => {
     builderHost.hidden = !builderHost.hidden;
-    if (!builderHost.hidden && !builderHost.childElementCount) {
-      mountBuilder(builderHost, () => schema, (bql) => setQuery(bql));
+    if (builderHost.hidden) return;
+    // the builder shows the editor's query, read back, whenever it opens
+    const text = editor.state.doc.toString().trim();
+    let initial: BuilderState | undefined;
+    if (text) {
+      try {
+        initial = fromBql(text);
+      } catch (e) {
+        const fresh = h('button', { 'data-testid': 'builder-start-empty' }, 'Start from an empty form');
+        fresh.onclick = () => mountBuilder(builderHost, () => schema, (bql) => setQuery(bql));
+        const why = `The builder has no form for this query: ${(e as Error).message}. Edit it in the editor, or start from an empty form (it replaces the query).`;
+        builderHost.replaceChildren(h('p', { class: 'muted', 'data-testid': 'builder-note' }, why), fresh);
+        return;
+      }
     }
+    mountBuilder(builderHost, () => schema, (bql) => setQuery(bql), initial);
   };
   range.onchange = () => {
     let v = range.value;
