@@ -29,6 +29,21 @@ fn latency_scenarios_report_needle_and_the_baseline_as_json() {
         let file = std::fs::read_to_string(out_dir.join(format!("{scenario}.json"))).unwrap();
         assert_eq!(serde_json::from_str::<serde_json::Value>(&file).unwrap(), line);
     }
+    // measured again beside stalled subscribers, whose results the server drops past its bounds
+    let out = Command::new(NEEDLE)
+        .args(["bench", "find-record", "--runs", "3", "--rate", "2000", "--stalled", "3"])
+        .args(["--format", "json", "--out"])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let line: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (line["stalled"].as_u64(), line["needle_beside_stalled"]["runs"].as_u64()),
+        (Some(3), Some(3)),
+        "{line}"
+    );
+    assert!(line["stalled_result_bytes"].as_f64().is_some_and(|b| b > 0.0), "{line}");
     let _ = std::fs::remove_dir_all(&out_dir);
     let bad = Command::new(NEEDLE).args(["bench", "latency-min", "--runs", "0"]).output().unwrap();
     assert_eq!(bad.status.code(), Some(2));

@@ -7,6 +7,9 @@
 //!   SSE stream are open first); then that record is written into the source, and the time is
 //!   measured from the write to its result arriving on the stream. Bullet on Storm: 10.3 ms.
 //!
+//! With `--stalled N`, find-record is measured again beside N stalled subscribers: queries each
+//! sent 5 MB of results a second, their event streams opened and never read.
+//!
 //! The baseline, measured in the same run: an HTTP round trip to `GET /healthz` on the same
 //! server (latency-min), and a bare loopback TCP write-and-echo through the kernel for the same
 //! record size (find-record) — what any system pays to see a request and answer it. The ratio
@@ -28,6 +31,18 @@ pub struct LatencyResult {
     pub baseline_name: &'static str,
     pub ratio_p50: f64,
     pub bullet_reference_ms: f64,
+    /// find-record with `--stalled`: how many stalled subscribers, and needle measured again
+    /// beside them in the same run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stalled: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub needle_beside_stalled: Option<Summary>,
+    /// What the stall did, from `/metrics` after measuring beside it: emissions dropped for the
+    /// subscribers that did not read, and result bytes held for them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stalled_results_dropped: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stalled_result_bytes: Option<f64>,
 }
 
 /// The options of `needle bench latency-min` and `find-record`.
@@ -39,6 +54,10 @@ pub struct Args {
     /// Background records per second fed into the server while measuring (0: idle).
     #[arg(long, default_value_t = 20_000.0)]
     pub rate: f64,
+    /// find-record: then measure again beside this many stalled subscribers (queries matching
+    /// every record whose event streams are opened and never read).
+    #[arg(long, default_value_t = 0)]
+    pub stalled: usize,
     #[command(flatten)]
     pub output: Output,
 }
@@ -50,7 +69,7 @@ pub fn run(scenario: &str, args: Args) -> std::process::ExitCode {
     }
     let outcome = match scenario {
         "latency-min" => latency_min(args.runs, args.rate),
-        _ => find_record(args.runs, args.rate),
+        _ => find_record(args.runs, args.rate, args.stalled),
     };
     super::report(scenario, &args.output, outcome)
 }
@@ -67,9 +86,14 @@ impl Outcome for LatencyResult {
     fn print_table(&self) {
         let mut table = Table::new();
         table.set_header(["", "runs", "p50 ms", "p90 ms", "p99 ms", "max ms"]);
-        for (name, s) in [("needle", &self.needle), (self.baseline_name, &self.baseline)] {
+        let beside = self.needle_beside_stalled.as_ref().map(|s| {
+            (format!("needle beside {} stalled subscribers", self.stalled.unwrap_or(0)), s)
+        });
+        let rows =
+            [("needle".to_owned(), &self.needle), (self.baseline_name.to_owned(), &self.baseline)];
+        for (name, s) in rows.into_iter().chain(beside) {
             table.add_row([
-                name.to_owned(),
+                name,
                 s.runs.to_string(),
                 format!("{:.3}", s.p50_ms),
                 format!("{:.3}", s.p90_ms),
@@ -83,6 +107,14 @@ impl Outcome for LatencyResult {
             "needle p50 / baseline p50 = {:.2}; Bullet on Storm (reference): {} ms",
             self.ratio_p50, self.bullet_reference_ms
         );
+        if let (Some(dropped), Some(bytes)) =
+            (self.stalled_results_dropped, self.stalled_result_bytes)
+        {
+            println!(
+                "beside the stalled subscribers: {dropped} emissions dropped for them, {:.1} MB of results held",
+                bytes / 1e6
+            );
+        }
     }
 }
 
@@ -122,16 +154,124 @@ fn run_limit_one(client: &reqwest::blocking::Client, url: &str) -> Result<(), St
     }
 }
 
-pub fn find_record(runs: usize, rate: f64) -> Result<LatencyResult, String> {
+pub fn find_record(runs: usize, rate: f64, stalled: usize) -> Result<LatencyResult, String> {
     let server = BenchServer::start(rate)?;
     let client =
         reqwest::blocking::Client::builder().timeout(None).build().map_err(|e| e.to_string())?;
     let mut writer = TcpStream::connect(server.data).map_err(|e| e.to_string())?;
     writer.set_nodelay(true).map_err(|e| e.to_string())?;
     let record_bytes = needle_record_line("warmup").len();
+    let needle = find_records(&server, &client, &mut writer, runs, "alone")?;
+    let baseline = loopback_echo(runs, record_bytes)?;
+    let mut result = result(
+        "find-record",
+        rate,
+        &needle,
+        &baseline,
+        "loopback TCP write + echo of one record",
+        10.3,
+    );
+    if stalled > 0 {
+        let _held = stall_subscribers(&server, &client, stalled)?;
+        let _feed = StallFeed::start(server.data)?;
+        // let their sockets fill and their results pile up to the bounds before measuring
+        std::thread::sleep(Duration::from_secs(5));
+        let beside = find_records(&server, &client, &mut writer, runs, "beside")?;
+        result.stalled = Some(stalled);
+        result.needle_beside_stalled = Some(Summary::of(&beside));
+        let metrics = client
+            .get(format!("{}/metrics", server.url))
+            .send()
+            .and_then(|r| r.text())
+            .map_err(|e| e.to_string())?;
+        let metric = |name: &str| {
+            metrics.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        };
+        result.stalled_results_dropped = metric("needle_results_dropped_total");
+        result.stalled_result_bytes = metric("needle_result_bytes");
+    }
+    Ok(result)
+}
+
+/// What each stalled subscriber runs: each 100 KB "stall" record, as it comes (the bench writes
+/// 50 a second while it measures beside them: 5 MB/s for each subscriber that is never read,
+/// and little matching work for the workers).
+const STALLED_QUERY: &str =
+    "SELECT * FROM STREAM(600000, TIME) WHERE id = 'stall' WINDOWING EVERY(1, RECORD, FIRST, 1, RECORD)";
+
+/// Records a second of [`STALLED_QUERY`]'s records, and their size.
+const STALL_RATE: u64 = 50;
+const STALL_RECORD_BYTES: usize = 100_000;
+
+/// Writes the stalled subscribers' records into the source until dropped.
+struct StallFeed(
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    Option<std::thread::JoinHandle<()>>,
+);
+
+impl StallFeed {
+    fn start(data: std::net::SocketAddr) -> Result<Self, String> {
+        use std::sync::atomic::Ordering;
+        let mut s = TcpStream::connect(data).map_err(|e| e.to_string())?;
+        let running = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let flag = running.clone();
+        let line =
+            format!("{{\"id\":\"stall\",\"filler\":\"{}\"}}\n", "x".repeat(STALL_RECORD_BYTES));
+        let handle = std::thread::spawn(move || {
+            while flag.load(Ordering::Relaxed) && s.write_all(line.as_bytes()).is_ok() {
+                std::thread::sleep(Duration::from_millis(1000 / STALL_RATE));
+            }
+        });
+        Ok(Self(running, Some(handle)))
+    }
+}
+
+impl Drop for StallFeed {
+    fn drop(&mut self) {
+        self.0.store(false, std::sync::atomic::Ordering::Relaxed);
+        if let Some(h) = self.1.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// `count` queries ([`STALLED_QUERY`]), each with its event stream opened on a connection that
+/// never reads: the server's writes to them stall once the socket's buffers are full.
+fn stall_subscribers(
+    server: &BenchServer,
+    client: &reqwest::blocking::Client,
+    count: usize,
+) -> Result<Vec<TcpStream>, String> {
+    let address = server.url.trim_start_matches("http://").to_owned();
+    let mut held = Vec::with_capacity(count);
+    for _ in 0..count {
+        let started: serde_json::Value = client
+            .post(format!("{}/api/v1/queries", server.url))
+            .body(STALLED_QUERY)
+            .send()
+            .and_then(|r| r.json())
+            .map_err(|e| e.to_string())?;
+        let events =
+            started["urls"]["events"].as_str().ok_or(format!("no events url in {started}"))?;
+        let mut s = TcpStream::connect(&address).map_err(|e| e.to_string())?;
+        write!(s, "GET {events} HTTP/1.1\r\nHost: {address}\r\nAccept: text/event-stream\r\n\r\n")
+            .map_err(|e| e.to_string())?;
+        held.push(s);
+    }
+    Ok(held)
+}
+
+/// find-record `runs` times (after 3 untimed), each with its own id.
+fn find_records(
+    server: &BenchServer,
+    client: &reqwest::blocking::Client,
+    writer: &mut TcpStream,
+    runs: usize,
+    round: &str,
+) -> Result<Vec<Duration>, String> {
     let mut needle = Vec::with_capacity(runs);
     for run in 0..runs + 3 {
-        let id = format!("needle-{run:06}");
+        let id = format!("needle-{round}-{run:06}");
         let started: serde_json::Value = client
             .post(format!("{}/api/v1/queries", server.url))
             .body(format!("SELECT id FROM STREAM(30000, TIME) WHERE id = '{id}' LIMIT 1"))
@@ -156,15 +296,7 @@ pub fn find_record(runs: usize, rate: f64) -> Result<LatencyResult, String> {
             needle.push(start.elapsed());
         }
     }
-    let baseline = loopback_echo(runs, record_bytes)?;
-    Ok(result(
-        "find-record",
-        rate,
-        &needle,
-        &baseline,
-        "loopback TCP write + echo of one record",
-        10.3,
-    ))
+    Ok(needle)
 }
 
 /// A Bullet-shaped record (about the size of the workload's) with the given id.
@@ -223,5 +355,9 @@ fn result(
         baseline,
         baseline_name,
         bullet_reference_ms,
+        stalled: None,
+        needle_beside_stalled: None,
+        stalled_results_dropped: None,
+        stalled_result_bytes: None,
     }
 }
