@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { emptyState, name, operatorsFor, splitList, toBql, where, type BuilderState } from '../src/builder';
+import { nestedFilter } from './fixtures';
 
 describe('the builder writes BQL', () => {
   it('starts with every field of the stream', () => {
@@ -8,24 +9,7 @@ describe('the builder writes BQL', () => {
 
   it('nests AND/OR groups with parentheses and type-aware literals', () => {
     const s = emptyState();
-    s.filter = {
-      kind: 'group',
-      join: 'AND',
-      items: [
-        { kind: 'cond', field: 'device', op: 'RLIKE', value: 'iph.*' },
-        {
-          kind: 'group',
-          join: 'OR',
-          items: [
-            { kind: 'cond', field: 'latency', op: '>', value: '100' },
-            { kind: 'cond', field: 'country', op: 'IN', value: "us, 'fr, be', it's" },
-          ],
-        },
-        { kind: 'cond', field: 'tags', op: 'CONTAINSKEY', value: 'k' },
-        { kind: 'cond', field: 'items', op: 'SIZEOF >', value: '2' },
-        { kind: 'cond', field: 'ok', op: 'IS TRUE', value: '' },
-      ],
-    };
+    s.filter = nestedFilter();
     const types = { latency: 'NUMBER', country: 'STRING', device: 'STRING' } as const;
     expect(where(s.filter, types)).toBe(
       "device RLIKE 'iph.*' AND (latency > 100 OR country IN ('us', 'fr, be', 'it''s')) AND CONTAINSKEY(tags, 'k') AND SIZEOF(items) > 2 AND ok = TRUE",
