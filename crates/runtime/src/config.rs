@@ -177,11 +177,11 @@ pub struct ScopedToken {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Scope {
-    /// Read: list and follow queries' status, the schema, metrics, validate queries.
+    /// Read: list queries and their progress, the schema, metrics, validate queries.
     Read,
-    /// Start queries and kill its own.
+    /// Start queries, and follow and kill its own (closing a query's events ends it).
     Query,
-    /// Kill any owner's query.
+    /// Follow and kill any owner's query.
     Admin,
 }
 

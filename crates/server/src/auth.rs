@@ -63,10 +63,13 @@ pub async fn require_token(
     next.run(request).await
 }
 
-/// The scope a request needs: `query` to start queries or kill one, `read` for the rest.
+/// The scope a request needs: `query` to start queries, kill one or follow its events (which
+/// kills it when the stream closes), `read` for the rest.
 fn scope_needed(method: &Method, path: &str) -> Scope {
     let starts = matches!(path, "/api/v1/query" | "/api/v1/queries") && method == Method::POST;
-    let kills = method == Method::DELETE && path.starts_with("/api/v1/queries/");
+    // following a query's events ends it when the stream closes
+    let kills = (method == Method::DELETE && path.starts_with("/api/v1/queries/"))
+        || (path.starts_with("/api/v1/queries/") && path.ends_with("/events"));
     // the WebSocket starts and kills queries
     match starts || kills || path == "/api/v1/ws" {
         true => Scope::Query,
@@ -74,8 +77,9 @@ fn scope_needed(method: &Method, path: &str) -> Scope {
     }
 }
 
-/// Whether the request's token may kill query `id`: any query for an `admin` token (or with no
-/// tokens configured), else only the queries it started. An unknown id is the kill's to refuse.
+/// Whether the request's token may kill query `id` (or follow its events, which kills it when
+/// they close): any query for an `admin` token (or with no tokens configured), else only the
+/// queries it started. An unknown id is the caller's to refuse.
 pub fn may_kill(grant: Option<&Grant>, state: &AppState, id: &str) -> bool {
     match grant {
         Some(grant) if !grant.allows(Scope::Admin) => {

@@ -117,6 +117,14 @@ async fn scoped_tokens_read_start_and_kill_only_what_they_may() {
     assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
     assert!(json(r).await["error"].as_str().unwrap().contains("max_queries"));
 
+    // nor may anyone else follow its events, which would end it when they close
+    let events = |token: &'static str| {
+        let url = server.url(&format!("/api/v1/queries/{id}/events"));
+        client.get(url).bearer_auth(token).send()
+    };
+    assert_eq!(events("reader-secret").await.unwrap().status(), StatusCode::FORBIDDEN);
+    assert_eq!(events("bob-secret").await.unwrap().status(), StatusCode::FORBIDDEN);
+
     // bob may not kill it (nor may a read token); an admin token may
     let r = kill("bob-secret", &id).await.unwrap();
     assert_eq!(r.status(), StatusCode::FORBIDDEN);

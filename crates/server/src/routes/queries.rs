@@ -240,11 +240,17 @@ pub async fn kill_query(
     params(("id" = String, Path, description = "The query id")),
     responses((status = 200, description = "text/event-stream"),
         (status = 404, description = "No such query was started here", body = crate::error::ErrorBody),
+        (status = 403, description = "With tokens configured: another owner's query, and this token is not an admin one", body = crate::error::ErrorBody),
         (status = 409, description = "Another client follows this query's events", body = crate::error::ErrorBody)))]
 pub async fn query_events(
     State(state): State<AppState>,
+    grant: Option<axum::Extension<crate::auth::Grant>>,
     Path(id): Path<String>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    // closing the stream kills the query: following it is a kill's right
+    if !crate::auth::may_kill(grant.as_deref(), &state, &id) {
+        return Err(crate::auth::not_yours(&id));
+    }
     let results = state.claim(&id).map_err(|why| match why {
         Unclaimable::Unknown => {
             ApiError::new(StatusCode::NOT_FOUND, format!("no query '{id}' was started here"))
