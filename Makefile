@@ -28,7 +28,7 @@ test-ui: ui
 test-kafka:
 	bash scripts/kafka/broker.sh fetch
 	$(CARGO) test --locked -p needle-kafka
-	$(CARGO) test --locked -p needle --test cli_kafka
+	$(CARGO) test --locked -p needle-cli --test cli_kafka
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -2,7 +2,7 @@
 //! and api and worker nodes wired as `needle serve --role ...` wires them. One broker is shared
 //! by the tests of this file (each uses topics of its own) and stopped when the process exits.
 //! The tests of separate processes (a killed worker, a broker restart) are the CLI's
-//! (`crates/needle/tests/cli_kafka.rs`).
+//! (`crates/cli/tests/cli_kafka.rs`).
 
 use needle_engine::exec::Emission;
 use needle_kafka::testing::{Broker, Partitions};

@@ -10,6 +10,7 @@ pub mod decode;
 pub mod error;
 pub mod types;
 pub mod value;
+pub mod writer;
 
 pub use decode::{
     decode_fields, decode_record, decode_record_into, decode_value, FieldSet, Validation,
@@ -18,3 +19,4 @@ pub use decode::{
 pub use error::RecordError;
 pub use types::Type;
 pub use value::{map_with_capacity, Map, MapHasher, Record, Value};
+pub use writer::RecordWriter;

@@ -5,12 +5,23 @@
 //! sees half a record. A line longer than the configured maximum is dropped whole and counted,
 //! rather than growing memory without bound.
 //!
+//! A batch may instead hold [`Record`]s built in code (a program embedding needle pushes typed
+//! events, no JSON on the way): the workers run those through the queries as they are. Such a
+//! batch can carry a [`Recycler`] that takes its emptied vector of records back to the producer
+//! when the workers are done with it, so a steady producer allocates nothing per event.
+//!
 //! A batch may carry a [`Receipt`]: the source's token for "these bytes". The worker that reads
 //! the batch keeps the receipt until the partials it made from the batch have been handed on
 //! (its next flush), then drops it; a source that must know when its input is done with (Kafka,
 //! to commit offsets only for records whose results went out) acts when the receipt drops.
 
+use crossbeam_channel::Sender;
+use needle_record::Record;
 use std::time::Instant;
+
+/// Where a typed batch's records go back to when the workers are done with them (see the
+/// module doc): the producer refills them in place.
+pub type Recycler = Sender<Vec<Record>>;
 
 /// A source's token for a batch, dropped once the batch's effects have been handed on.
 pub struct Receipt(#[allow(dead_code)] Box<dyn Send + Sync>);
@@ -28,10 +39,12 @@ impl std::fmt::Debug for Receipt {
     }
 }
 
-/// Whole lines of input, as read, for one worker to decode.
+/// Whole lines of input, as read, for one worker to decode; or records built in code.
 #[derive(Debug)]
 pub struct Batch {
     data: Vec<u8>,
+    /// Records pushed from code (typed events), run through the queries as they are.
+    pushed: PushedRecords,
     /// When the bytes were read: the start of the read→matched latency.
     pub read_at: Instant,
     receipt: Option<Receipt>,
@@ -41,12 +54,51 @@ pub struct Batch {
 
 impl Batch {
     pub fn new(data: Vec<u8>) -> Self {
-        Self { data, read_at: Instant::now(), receipt: None, held: None }
+        Self {
+            data,
+            pushed: PushedRecords::default(),
+            read_at: Instant::now(),
+            receipt: None,
+            held: None,
+        }
     }
 
     /// A batch whose receipt the worker drops once it has handed on what it made of it.
     pub fn with_receipt(data: Vec<u8>, receipt: Receipt) -> Self {
-        Self { data, read_at: Instant::now(), receipt: Some(receipt), held: None }
+        Self { receipt: Some(receipt), ..Self::new(data) }
+    }
+
+    /// A batch of records built in code; `recycler`, when given, gets the vector back (records
+    /// and all, to be overwritten) once the workers are done with it.
+    pub fn of_records(records: Vec<Record>, recycler: Option<Recycler>) -> Self {
+        Self { pushed: PushedRecords { records, recycler }, ..Self::new(Vec::new()) }
+    }
+
+    /// The records pushed from code (empty for a batch of lines).
+    pub fn records(&self) -> &[Record] {
+        &self.pushed.records
+    }
+
+    /// True when the batch holds neither bytes nor records.
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty() && self.pushed.records.is_empty()
+    }
+
+    /// The batch as NDJSON: its bytes, or its records written as JSON lines (what history keeps
+    /// of records pushed from code).
+    pub fn to_ndjson(&self) -> Vec<u8> {
+        let records = self.records();
+        if records.is_empty() {
+            return self.data.clone();
+        }
+        let mut out = Vec::with_capacity(records.len() * 64);
+        for record in records {
+            // a Record always serializes
+            if serde_json::to_writer(&mut out, record).is_ok() {
+                out.push(b'\n');
+            }
+        }
+        out
     }
 
     /// Takes the batch's receipt (the worker holds it until its next flush).
@@ -88,6 +140,22 @@ impl Batch {
         })
         .map(|line| line.strip_suffix(b"\r").unwrap_or(line))
         .filter(|line| !line.iter().all(u8::is_ascii_whitespace))
+    }
+}
+
+/// A typed batch's records, and where they go back to.
+#[derive(Debug, Default)]
+struct PushedRecords {
+    records: Vec<Record>,
+    recycler: Option<Recycler>,
+}
+
+impl Drop for PushedRecords {
+    fn drop(&mut self) {
+        if let Some(recycler) = self.recycler.take() {
+            // a producer that is gone, or has enough spare vectors, lets this one go
+            let _ = recycler.try_send(std::mem::take(&mut self.records));
+        }
     }
 }
 

@@ -235,17 +235,7 @@ impl Runtime {
     /// node.
     pub fn run_source(&self, source: Box<dyn Source>) -> Result<(), RuntimeError> {
         let description = source.describe();
-        let Some(batch_tx) = self.batches.lock().unwrap_or_else(|e| e.into_inner()).take() else {
-            return Err(RuntimeError::bad_source(
-                &description,
-                format!("a runtime of role {} takes no (further) source", self.role.name()),
-            ));
-        };
-        let _ = self.source_description.set(description.clone());
-        let mut sink = BatchSink::new(batch_tx, self.stop.clone(), self.source_counters.clone());
-        if let Some(history) = &self.history {
-            sink = sink.with_history(history.tap.clone());
-        }
+        let sink = self.push_sink(&description)?;
         let thread = spawn("needle-source".into(), move || {
             if let Err(error) = source.run(sink) {
                 eprintln!("needle: source {description} stopped: {error}");
@@ -253,6 +243,25 @@ impl Runtime {
         })?;
         self.threads.lock().unwrap_or_else(|e| e.into_inner()).push(thread);
         Ok(())
+    }
+
+    /// The workers' queue for a program that pushes records itself (needle embedded as a
+    /// library) instead of a source: `description` says what feeds it. Like a source it is taken
+    /// once; the workers end when every clone of the sink is dropped (or at shutdown, which
+    /// the holder must let go of it for).
+    pub fn push_sink(&self, description: &str) -> Result<BatchSink, RuntimeError> {
+        let Some(batch_tx) = self.batches.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+            return Err(RuntimeError::bad_source(
+                description,
+                format!("a runtime of role {} takes no (further) source", self.role.name()),
+            ));
+        };
+        let _ = self.source_description.set(description.to_string());
+        let sink = BatchSink::new(batch_tx, self.stop.clone(), self.source_counters.clone());
+        Ok(match &self.history {
+            Some(history) => sink.with_history(history.tap.clone()),
+            None => sink,
+        })
     }
 
     /// What this node reads, for a node with no source of its own (an api node says where its

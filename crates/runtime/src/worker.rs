@@ -14,6 +14,9 @@
 //! sent with that flush's progress message, after the partials: whoever handles that message has
 //! handled everything the batch produced.
 //!
+//! Records pushed from code (a batch of [`needle_record::Record`]s) go through the same matcher
+//! whole, without decoding.
+//!
 //! Malformed lines (not JSON, not an object) are counted and skipped; a sample is logged to
 //! stderr (the 1st, 2nd, 4th, 8th, ... of the process) so a flood of garbage cannot flood the
 //! log.
@@ -107,6 +110,21 @@ impl Worker {
                     log_malformed(self.index, line, &error);
                 }
             }
+        }
+        for record in batch.records() {
+            records += 1;
+            self.lines += 1;
+            if self.lines <= SAMPLE_FIRST || self.lines.is_multiple_of(SAMPLE_EVERY) {
+                self.schema.observe(record);
+            }
+            if set.is_empty() {
+                continue;
+            }
+            // built in code: whole already, and nothing to check
+            let outcome = matcher.process_record(set, record, None, &ctx, |member, partial| {
+                send(joiner, member, partial)
+            });
+            matched_records += u64::from(outcome.matched > 0);
         }
         self.unreported += records;
         let m = &self.metrics;

@@ -114,7 +114,7 @@ impl HistoryTap {
         send: impl FnOnce(Batch) -> Result<(), (Batch, T)>,
     ) -> Result<(), (Batch, T)> {
         let _shared = self.gate.read().unwrap_or_else(|e| e.into_inner());
-        let bytes = batch.bytes().to_vec();
+        let bytes = batch.to_ndjson();
         let receipt = batch.take_receipt().map(Arc::new);
         if let Some(shared) = &receipt {
             batch.set_receipt(Receipt::new(shared.clone()));

@@ -232,5 +232,5 @@ pub fn pin_current_thread(cpu: usize) -> Result<(), String> {
 
 /// The CPU time the calling thread has used.
 fn thread_cpu_time() -> Duration {
-    Duration::try_from_secs_f64(crate::bench::thread_cpu_seconds()).unwrap_or(Duration::ZERO)
+    Duration::try_from_secs_f64(crate::thread_cpu_seconds()).unwrap_or(Duration::ZERO)
 }

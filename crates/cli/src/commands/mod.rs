@@ -1,6 +1,5 @@
 //! One module per subcommand; each has its clap `Args` and a `run` returning the exit code.
 
-pub mod bench;
 pub mod client;
 pub mod config;
 pub mod explain;

@@ -1,7 +1,13 @@
-//! The benchmark scenarios of docs/workloads.md (`needle bench SCENARIO`), one file each. A scenario
-//! measures needle and, in the same run, a baseline (a peer, or the bare cost of the same work
-//! without needle), and reports both with their ratio, because this machine is shared and
-//! absolute figures drift from run to run.
+//! needle's benchmark scenarios (`needle bench SCENARIO`): the reference experiments of
+//! docs/workloads.md, one file each. A scenario measures needle and, in the same run, a baseline
+//! (a peer such as Bullet's engine or DuckDB, or the bare cost of the same work without needle),
+//! and reports both with their ratio, because this machine is shared and absolute figures drift
+//! from run to run.
+//!
+//! Its place in the flow: beside the product, not in it. It drives the library (`needle`), the
+//! runtime and the server as a user would, and the `needle` binary exposes it as `needle bench`
+//! ([`Args`], [`run`]). [`report`] prints every outcome as a table or JSON lines and writes
+//! `--out DIR/SCENARIO.json`.
 
 pub mod chart;
 pub mod data_scaling;
@@ -14,7 +20,10 @@ pub mod live;
 pub mod matching;
 pub mod max_raw_queries;
 pub mod query_scaling;
+mod scenario;
 pub mod vs_bullet;
+
+pub use scenario::{run, Args, Scenario};
 
 use serde::Serialize;
 use std::path::PathBuf;

@@ -1,29 +1,17 @@
-//! `needle ingest`: load a finite source (an NDJSON file, or stdin) into a history store and
-//! exit once all of it is durable.
+//! [`ingest`]: loads a finite input (an NDJSON file, stdin, any reader) into a history store,
+//! and returns once all of it is durable — what `needle ingest` runs.
 //!
-//! ```text
-//! needle ingest --source file:iot.ndjson --history /data/needle --time-field ts --sort-by sensor
-//! needle gen iot --sensors 300 --minutes 1440 | needle ingest --source stdin --history /data/needle --format json
-//! ```
-//! Lines are read on one thread and decoded on the others (one per core), each line into the
-//! record kept from the line before and from it straight into columns
-//! ([`needle_history::ColumnBuffer`]); every [`INGEST_PART_RECORDS`] records a thread writes what
-//! it gathered as sorted parts, durable at once. At the end each partition's parts are merged
-//! into one, so when the command exits 0 every record is in a renamed, fsynced part. A progress
-//! bar shows on a terminal. The summary: records, points (numeric top-level values other than the time
-//! field: the readings of a time series), bytes on disk, bytes per point, seconds; with `--format
-//! json` one JSON object on one line. Lines that are not JSON objects are counted, skipped, and
-//! the first few reported on stderr. Exit codes: 0 durable, 1 the input or the store failed,
-//! 2 bad arguments.
+//! Lines are read on one thread and decoded on the others, each line into the record kept from
+//! the line before and from it straight into columns ([`needle_history::ColumnBuffer`]); every
+//! [`INGEST_PART_RECORDS`] records a thread writes what it gathered as sorted parts, durable at
+//! once. At the end each partition's parts are merged into one. Lines that are not JSON objects
+//! are counted and skipped, the first few kept in the summary with their line numbers.
 
-use super::history::HistoryFlags;
-use super::query::Format;
 use crossbeam_channel::{bounded, Receiver};
 use needle_record::{Record, Value};
 use needle_runtime::config::HistoryConfig;
-use std::io::{BufRead, BufReader, IsTerminal, Read};
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
-use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -32,125 +20,51 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 const CHUNK_BYTES: usize = 1 << 20;
 /// Records a decoding thread gathers as columns before it writes them as parts (bounds the
 /// memory an ingest holds).
-const INGEST_PART_RECORDS: usize = 262_144;
+pub const INGEST_PART_RECORDS: usize = 262_144;
 /// How many malformed lines are quoted.
 const MALFORMED_SAMPLES: usize = 5;
 
-#[derive(clap::Args)]
-pub struct Args {
-    /// What to load: file:PATH (NDJSON) or stdin.
-    #[arg(long)]
-    source: String,
-    #[command(flatten)]
-    history: HistoryFlags,
-    /// A needle.toml whose [history] section applies (flags override it).
-    #[arg(long)]
-    config: Option<std::path::PathBuf>,
-    /// Decoding threads (default: one per core).
-    #[arg(long)]
-    threads: Option<usize>,
-    /// How the summary prints.
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    format: Format,
-}
-
 /// What an ingest did.
-#[derive(Debug, Default, serde::Serialize)]
-pub struct Summary {
+#[derive(Debug, Default, Clone, serde::Serialize)]
+#[non_exhaustive]
+pub struct IngestSummary {
+    /// Records kept (`history.filter` may rule some out).
     pub records: u64,
+    /// Numeric top-level values other than the time field: the readings of a time series.
     pub points: u64,
+    /// Lines skipped because they were not JSON objects.
     pub malformed: u64,
+    /// The first malformed lines: their 1-based line numbers and what was wrong.
+    #[serde(skip)]
+    pub malformed_samples: Vec<(u64, String)>,
     /// Bytes of the store's files on disk afterwards.
     pub bytes: u64,
+    /// `bytes / points`.
     pub bytes_per_point: f64,
+    /// Bytes read from the input.
     pub input_bytes: u64,
+    /// Wall time of the whole ingest, merges included.
     pub seconds: f64,
+    /// `records / seconds`.
     pub records_per_second: f64,
+    /// `points / seconds`.
     pub points_per_second: f64,
 }
 
-pub fn run(args: Args) -> ExitCode {
-    let mut config = match super::config::load(args.config.clone()) {
-        Ok(config) => config.history,
-        Err(message) => {
-            eprintln!("error: {message}");
-            return ExitCode::from(2);
-        }
-    };
-    args.history.apply(&mut config);
-    if !config.is_on() {
-        eprintln!("error: where should the history go? give --history DIR");
-        return ExitCode::from(2);
-    }
-    let (reader, size): (Box<dyn Read + Send>, Option<u64>) = match args.source.as_str() {
-        "stdin" | "-" => (Box::new(std::io::stdin()), None),
-        spec => match spec.strip_prefix("file:").filter(|p| !p.is_empty()) {
-            Some(path) => match std::fs::File::open(path) {
-                Ok(f) => {
-                    let size = f.metadata().ok().map(|m| m.len());
-                    (Box::new(f), size)
-                }
-                Err(e) => {
-                    eprintln!("error: cannot open {path}: {e}");
-                    return ExitCode::from(1);
-                }
-            },
-            None => {
-                eprintln!("error: --source must be file:PATH or stdin, not {spec:?}");
-                return ExitCode::from(2);
-            }
-        },
-    };
-    let threads = args
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-        .max(1);
-    match ingest(&config, reader, size, threads) {
-        Ok(summary) => {
-            match args.format {
-                Format::Json => match serde_json::to_string(&summary) {
-                    Ok(line) => println!("{line}"),
-                    Err(e) => eprintln!("error: {e}"),
-                },
-                Format::Table => println!(
-                    "{} records ({} points) in {:.2} s: {:.0} records/s, {:.0} points/s; \
-                     {} bytes on disk, {:.3} bytes per point{}",
-                    summary.records,
-                    summary.points,
-                    summary.seconds,
-                    summary.records_per_second,
-                    summary.points_per_second,
-                    summary.bytes,
-                    summary.bytes_per_point,
-                    if summary.malformed > 0 {
-                        format!("; {} malformed lines skipped", summary.malformed)
-                    } else {
-                        String::new()
-                    }
-                ),
-            }
-            ExitCode::SUCCESS
-        }
-        Err(message) => {
-            eprintln!("error: {message}");
-            ExitCode::from(1)
-        }
-    }
-}
-
-/// Loads every line of `reader` into the store `config` names and flushes it.
+/// Loads every line of `reader` into the store `config` names, on `threads` decoding threads,
+/// and makes it durable; `progress` is told the bytes of each chunk read. An error says what
+/// failed (what was read before a read error is kept).
 pub fn ingest(
     config: &HistoryConfig,
     reader: Box<dyn Read + Send>,
-    size: Option<u64>,
     threads: usize,
-) -> Result<Summary, String> {
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<IngestSummary, String> {
     let store = needle_history::Store::open(config.store_config())
         .map_err(|e| format!("history {}: {e}", config.dir))?;
     let filter =
         needle_runtime::runtime::history_filter(&config.filter).map_err(|e| e.to_string())?;
     let started = Instant::now();
-    let bar = progress_bar(size);
     let (tx, rx) = bounded::<(u64, Vec<u8>)>(threads * 2);
     let read_error: Mutex<Option<String>> = Mutex::new(None);
     let records = AtomicU64::new(0);
@@ -160,7 +74,7 @@ pub fn ingest(
     let input_bytes = AtomicU64::new(0);
     std::thread::scope(|scope| {
         scope.spawn(|| {
-            if let Err(e) = read_chunks(reader, &tx, &input_bytes, bar.as_ref()) {
+            if let Err(e) = read_chunks(reader, &tx, &input_bytes, progress) {
                 *read_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
             }
             drop(tx);
@@ -229,9 +143,6 @@ pub fn ingest(
             });
         }
     });
-    if let Some(bar) = &bar {
-        bar.finish_and_clear();
-    }
     if let Some(e) = failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
         return Err(format!("the store refused records: {e}"));
     }
@@ -240,12 +151,6 @@ pub fn ingest(
     // the fastest to read
     store.compact().map_err(|e| format!("history could not be merged: {e}"))?;
     let (malformed_count, samples) = malformed.into_inner().unwrap_or_else(|e| e.into_inner());
-    if malformed_count > 0 {
-        eprintln!("warning: skipped {malformed_count} malformed input line(s):");
-        for (line, why) in &samples {
-            eprintln!("  line {line}: {why}");
-        }
-    }
     if let Some(e) = read_error.into_inner().unwrap_or_else(|e| e.into_inner()) {
         return Err(format!("reading the input failed (what was read before is kept): {e}"));
     }
@@ -253,10 +158,11 @@ pub fn ingest(
     let records = records.into_inner();
     let points = points.into_inner();
     let bytes = dir_bytes(Path::new(&config.dir));
-    Ok(Summary {
+    Ok(IngestSummary {
         records,
         points,
         malformed: malformed_count,
+        malformed_samples: samples,
         bytes,
         bytes_per_point: if points > 0 { bytes as f64 / points as f64 } else { 0.0 },
         input_bytes: input_bytes.into_inner(),
@@ -276,7 +182,7 @@ fn read_chunks(
     reader: Box<dyn Read + Send>,
     tx: &crossbeam_channel::Sender<(u64, Vec<u8>)>,
     input_bytes: &AtomicU64,
-    bar: Option<&indicatif::ProgressBar>,
+    progress: &(dyn Fn(u64) + Sync),
 ) -> Result<(), String> {
     let mut reader = BufReader::with_capacity(CHUNK_BYTES, reader);
     let mut lines = 0u64;
@@ -294,31 +200,13 @@ fn read_chunks(
             return Ok(());
         }
         input_bytes.fetch_add(chunk.len() as u64, Ordering::Relaxed);
-        if let Some(bar) = bar {
-            bar.inc(chunk.len() as u64);
-        }
+        progress(chunk.len() as u64);
         let first = lines;
         lines += in_chunk;
         if tx.send((first, chunk)).is_err() {
             return Ok(());
         }
     }
-}
-
-fn progress_bar(size: Option<u64>) -> Option<indicatif::ProgressBar> {
-    if !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let bar = match size {
-        Some(len) => indicatif::ProgressBar::new(len),
-        None => indicatif::ProgressBar::new_spinner(),
-    };
-    if let Ok(style) = indicatif::ProgressStyle::with_template(
-        "{spinner} ingesting {bytes}/{total_bytes} ({bytes_per_sec}, {eta} left) {wide_bar}",
-    ) {
-        bar.set_style(style);
-    }
-    Some(bar)
 }
 
 /// Bytes of every file under `dir`.

@@ -3,7 +3,6 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
-mod bench;
 mod commands;
 
 /// needle: a real-time query engine for live event streams.
@@ -38,7 +37,7 @@ enum Command {
     /// Kill a query running on a server.
     Kill(commands::kill::Args),
     /// Run a benchmark scenario (see docs/workloads.md), with a same-run baseline.
-    Bench(commands::bench::Args),
+    Bench(needle_bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +53,6 @@ fn main() -> ExitCode {
         Command::Config(args) => commands::config::run(args),
         Command::Queries(args) => commands::queries::run(args),
         Command::Kill(args) => commands::kill::run(args),
-        Command::Bench(args) => commands::bench::run(args),
+        Command::Bench(args) => needle_bench::run(args),
     }
 }

@@ -1,10 +1,9 @@
-//! `needle bench SCENARIO`: the reference experiments (docs/workloads.md), each with a same-run
-//! baseline and ratio. One clap subcommand per scenario; each scenario's options, measurement
-//! and table live in its own file under `src/bench/`, and all of them report through
-//! [`crate::bench::report`]: a table (default) or one JSON object per line (`--format json`),
-//! and the JSON result written to `--out DIR/SCENARIO.json`.
+//! `needle bench SCENARIO`: one clap subcommand per scenario; each scenario's options,
+//! measurement and table live in its own file of this crate, and all of them report through
+//! [`crate::report`]: a table (default) or one JSON object per line (`--format json`), and the
+//! JSON result written to `--out DIR/SCENARIO.json`.
 
-use crate::bench::{
+use crate::{
     data_scaling, eps, history, latency, matching, max_raw_queries, query_scaling, vs_bullet,
 };
 use clap::Subcommand;

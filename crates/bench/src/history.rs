@@ -17,8 +17,8 @@
 //! `--peer none` skips DuckDB and streams the records straight from the generator into the
 //! store (no NDJSON file): the way to take the billion-point run on a small disk.
 
-use crate::bench::{Outcome, Output};
-use crate::commands::ingest;
+use crate::{Outcome, Output};
+use needle::ingest;
 use needle_engine::exec::CompiledQuery;
 use needle_query::QueryConfig;
 use needle_runtime::config::HistoryConfig;
@@ -178,14 +178,12 @@ impl Outcome for HistoryBench {
 pub fn run(args: Args) -> ExitCode {
     let zero = |n: Option<usize>| n == Some(0);
     if args.sensors == 0 || args.minutes == 0 || args.runs == 0 || args.threads == 0 {
-        return crate::bench::usage_error(
-            "--sensors, --minutes, --runs and --threads must be at least 1",
-        );
+        return crate::usage_error("--sensors, --minutes, --runs and --threads must be at least 1");
     }
     if zero(args.block_rows) || zero(args.page_rows) {
-        return crate::bench::usage_error("--block-rows and --page-rows must be at least 1");
+        return crate::usage_error("--block-rows and --page-rows must be at least 1");
     }
-    crate::bench::report("history", &args.output.clone(), measure(&args))
+    crate::report("history", &args.output.clone(), measure(&args))
 }
 
 /// The work directory: the one given, or a temporary one (removed when this is dropped).
@@ -244,7 +242,7 @@ fn measure(args: &Args) -> Result<HistoryBench, String> {
         Box::new(GeneratorReader::new(&spec)?)
     };
     let cpu_before = process_cpu_seconds();
-    let summary = ingest::ingest(&history, reader, None, args.threads)?;
+    let summary = ingest::ingest(&history, reader, args.threads, &|_| {})?;
     let cpu_seconds = process_cpu_seconds() - cpu_before;
     if summary.records != records {
         return Err(format!("ingested {} records of {records}", summary.records));
