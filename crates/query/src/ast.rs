@@ -5,23 +5,7 @@
 use needle_record::{Type, Value};
 use serde::Serialize;
 
-/// A byte range `[start, end)` in the query text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash, Serialize)]
-pub struct Span {
-    pub start: usize,
-    pub end: usize,
-}
-
-impl Span {
-    pub fn new(start: usize, end: usize) -> Self {
-        Self { start, end }
-    }
-
-    /// The smallest span covering both.
-    pub fn to(self, other: Span) -> Span {
-        Span::new(self.start.min(other.start), self.end.max(other.end))
-    }
-}
+pub use crate::span::Span;
 
 /// A name as written, with where it was written.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -218,7 +202,48 @@ impl Expr {
     /// Calls `f` on this expression and every expression inside it (aggregate arguments and
     /// computed accessors `a[expr]` included), parents first.
     pub fn visit<'a>(&'a self, f: &mut impl FnMut(&'a Expr)) {
-        crate::validate::visit(self, f)
+        f(self);
+        match &self.kind {
+            ExprKind::Literal(_) | ExprKind::Now => {}
+            ExprKind::List(items) => items.iter().for_each(|i| i.visit(f)),
+            ExprKind::Field(field) => {
+                for a in &field.path {
+                    if let Accessor::Expr(x) = a {
+                        x.visit(f);
+                    }
+                }
+            }
+            ExprKind::Unary { operand, .. } => operand.visit(f),
+            ExprKind::Binary { left, right, .. } | ExprKind::Compare { left, right, .. } => {
+                left.visit(f);
+                right.visit(f);
+            }
+            ExprKind::Rlike { value, pattern, .. } => {
+                value.visit(f);
+                pattern.visit(f);
+            }
+            ExprKind::In { value, list, .. } => {
+                value.visit(f);
+                list.visit(f);
+            }
+            ExprKind::Between { value, low, high, .. } => {
+                value.visit(f);
+                low.visit(f);
+                high.visit(f);
+            }
+            ExprKind::IsNull { value, .. } | ExprKind::Cast { value, .. } => value.visit(f),
+            ExprKind::Call { args, .. } => args.iter().for_each(|a| a.visit(f)),
+            ExprKind::Aggregate(a) => match a {
+                Aggregate::Count => {}
+                Aggregate::Sum(x) | Aggregate::Min(x) | Aggregate::Max(x) | Aggregate::Avg(x) => {
+                    x.visit(f)
+                }
+                Aggregate::CountDistinct(xs) | Aggregate::Top { fields: xs, .. } => {
+                    xs.iter().for_each(|x| x.visit(f))
+                }
+                Aggregate::Distribution { value, .. } => value.visit(f),
+            },
+        }
     }
 }
 

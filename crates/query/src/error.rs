@@ -1,7 +1,7 @@
 //! The query crate's one error type: what is wrong, where (a byte span into the query text, turned
 //! into line and column on demand) and, where one helps, a hint.
 
-use crate::ast::Span;
+use crate::span::Span;
 
 /// Which stage refused the query.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

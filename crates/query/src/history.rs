@@ -120,7 +120,7 @@ pub(crate) fn wall_clock_ms() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ast::Span;
+    use crate::span::Span;
 
     fn bound(value: TimeLiteral) -> TimeBound {
         TimeBound { value, span: Span::new(3, 9) }

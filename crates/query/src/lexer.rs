@@ -16,8 +16,8 @@
 //!
 //! There are no comments in BQL (Bullet has none), so `--5` is minus minus five.
 
-use crate::ast::Span;
 use crate::error::QueryError;
+use crate::span::Span;
 
 /// Words that can never be a bare field name or alias: they start clauses, are operators, or are
 /// literals. Everything else (function names like `count`, units like `time` and `record`, `key`,

@@ -17,6 +17,7 @@ pub mod json;
 pub mod lexer;
 pub mod parser;
 pub mod plan;
+pub mod span;
 pub mod validate;
 
 pub use compile::compile;

@@ -5,7 +5,7 @@
 //! byte span of the value or of its key. Keys may contain dots (field names such as
 //! `demographics.country`); the longest key matching the rest of the path wins.
 
-use crate::ast::Span;
+use crate::span::Span;
 
 /// One step of a path.
 #[derive(Debug, Clone, PartialEq)]

@@ -15,8 +15,8 @@ pub mod types;
 mod tests;
 
 use crate::ast::{
-    self, Accessor, Aggregate, Expr, ExprKind, Field, From, Include, Query, SelectItem,
-    StreamDuration, TableFunction, Window, WindowKind, WindowUnit,
+    self, Aggregate, Expr, ExprKind, Field, From, Include, Query, SelectItem, StreamDuration,
+    TableFunction, Window, WindowKind, WindowUnit,
 };
 use crate::ast::{CompareOp, DistributionKind, Points};
 use crate::config::QueryConfig;
@@ -191,52 +191,6 @@ struct StageOut {
     columns: Option<Vec<String>>,
 }
 
-/// Calls `f` on `e` and every expression inside it (aggregate arguments and `a[expr]` included).
-pub(crate) fn visit<'a>(e: &'a Expr, f: &mut impl FnMut(&'a Expr)) {
-    f(e);
-    match &e.kind {
-        ExprKind::Literal(_) | ExprKind::Now => {}
-        ExprKind::List(items) => items.iter().for_each(|i| visit(i, f)),
-        ExprKind::Field(field) => {
-            for a in &field.path {
-                if let Accessor::Expr(x) = a {
-                    visit(x, f);
-                }
-            }
-        }
-        ExprKind::Unary { operand, .. } => visit(operand, f),
-        ExprKind::Binary { left, right, .. } | ExprKind::Compare { left, right, .. } => {
-            visit(left, f);
-            visit(right, f);
-        }
-        ExprKind::Rlike { value, pattern, .. } => {
-            visit(value, f);
-            visit(pattern, f);
-        }
-        ExprKind::In { value, list, .. } => {
-            visit(value, f);
-            visit(list, f);
-        }
-        ExprKind::Between { value, low, high, .. } => {
-            visit(value, f);
-            visit(low, f);
-            visit(high, f);
-        }
-        ExprKind::IsNull { value, .. } | ExprKind::Cast { value, .. } => visit(value, f),
-        ExprKind::Call { args, .. } => args.iter().for_each(|a| visit(a, f)),
-        ExprKind::Aggregate(a) => match a {
-            Aggregate::Count => {}
-            Aggregate::Sum(x) | Aggregate::Min(x) | Aggregate::Max(x) | Aggregate::Avg(x) => {
-                visit(x, f)
-            }
-            Aggregate::CountDistinct(xs) | Aggregate::Top { fields: xs, .. } => {
-                xs.iter().for_each(|x| visit(x, f))
-            }
-            Aggregate::Distribution { value, .. } => visit(value, f),
-        },
-    }
-}
-
 /// Rebuilds `e` with each direct child replaced by `f(child)` (aggregates and fields are leaves).
 fn map_children(
     e: &Expr,
@@ -289,7 +243,7 @@ fn map_children(
 
 fn first_aggregate(e: &Expr) -> Option<&Expr> {
     let mut found = None;
-    visit(e, &mut |x| {
+    e.visit(&mut |x| {
         if found.is_none() && matches!(x.kind, ExprKind::Aggregate(_)) {
             found = Some(x);
         }
@@ -483,7 +437,7 @@ fn validate_stage(
         exprs.extend(q.group_by.iter());
         for e in exprs {
             let mut bad = None;
-            visit(e, &mut |x| {
+            e.visit(&mut |x| {
                 if let ExprKind::Field(f) = &x.kind {
                     if bad.is_none()
                         && !columns.contains(&f.name)
@@ -536,7 +490,7 @@ fn validate_stage(
     for e in &post_exprs {
         types::infer(e)?;
         let mut found: Vec<&Expr> = Vec::new();
-        visit(e, &mut |x| {
+        e.visit(&mut |x| {
             if matches!(x.kind, ExprKind::Aggregate(_)) {
                 found.push(x);
             }
@@ -544,7 +498,7 @@ fn validate_stage(
         for agg in found {
             let ExprKind::Aggregate(a) = &agg.kind else { unreachable!() };
             let mut inner_found = None;
-            visit(agg, &mut |x| {
+            agg.visit(&mut |x| {
                 if inner_found.is_none()
                     && !std::ptr::eq(x, agg)
                     && matches!(x.kind, ExprKind::Aggregate(_))
@@ -1254,7 +1208,7 @@ fn distribution_stage(
     let mut order_by = Vec::new();
     for o in &q.order_by {
         let mut bad = None;
-        visit(&o.expr, &mut |x| {
+        o.expr.visit(&mut |x| {
             if let ExprKind::Field(f) = &x.kind {
                 if bad.is_none() && !columns.contains(&f.name) {
                     bad = Some(x);
