@@ -4,7 +4,8 @@
 //! neither the record nor the clock folded into constants.
 
 use super::functions;
-use super::node::{ArithOp, ConstSet, FieldRef, Node, Pattern, Step};
+use super::node::{ConstSet, FieldRef, Node, Pattern, Step};
+use super::ops::ArithOp;
 use super::regex_cache::compile_literal;
 use super::EvalContext;
 use crate::EngineError;

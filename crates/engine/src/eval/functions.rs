@@ -17,11 +17,10 @@
 //! | `UNIXTIMESTAMP()` | LONG: the current time in whole seconds (`floor(now_ms / 1000)`) |
 //! | `UNIXTIMESTAMP(s)`, `UNIXTIMESTAMP(s, pattern)` | LONG seconds, see [`super::time`] |
 
-use super::node::{Node, NULL};
 use super::ops::deep_eq;
-use super::{hash, time, EvalContext};
+use super::{hash, time};
 use needle_query::ast::Function;
-use needle_record::{Record, Value};
+use needle_record::Value;
 use std::borrow::Cow;
 
 /// How many arguments each function takes (inclusive range).
@@ -45,33 +44,6 @@ pub fn arity(f: Function) -> (usize, usize) {
 /// True when the function's value depends on nothing but its arguments (it can be folded).
 pub fn is_pure(f: Function, args: usize) -> bool {
     !(f == Function::UnixTimestamp && args == 0)
-}
-
-/// Evaluates a call whose argument count was checked at compile time.
-pub(crate) fn call<'a>(
-    f: Function,
-    args: &'a [Node],
-    record: &'a Record,
-    ctx: &EvalContext,
-) -> Cow<'a, Value> {
-    let arg = |i: usize| args[i].eval(record, ctx);
-    match f {
-        Function::If => match &*arg(0) {
-            Value::Bool(true) => arg(1),
-            Value::Bool(false) | Value::Null => arg(2),
-            _ => Cow::Borrowed(&NULL),
-        },
-        Function::UnixTimestamp if args.is_empty() => {
-            Cow::Owned(Value::Long(ctx.now_ms.div_euclid(1000)))
-        }
-        // At most three arguments: evaluated into locals, no allocation for the argument list.
-        _ => Cow::Owned(match args.len() {
-            0 => apply(f, &[]),
-            1 => apply(f, &[&arg(0)]),
-            2 => apply(f, &[&arg(0), &arg(1)]),
-            _ => apply(f, &[&arg(0), &arg(1), &arg(2)]),
-        }),
-    }
 }
 
 /// A function applied to argument values (`IF` included, with both branches already evaluated).

@@ -2,8 +2,9 @@
 //! as `Cow` so that field lookups and literals are borrowed, not copied; boolean contexts go
 //! through [`Node::eval_bool`], which never builds a `Value`.
 
+use super::ops::{self, ArithOp};
 use super::regex_cache::{self, LiteralRegex};
-use super::{cast, functions, ops, EvalContext};
+use super::{cast, functions, EvalContext};
 use needle_query::ast::{CompareOp, Function, Quantifier};
 use needle_record::{Record, Type, Value};
 use std::borrow::Cow;
@@ -11,17 +12,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-pub(crate) static NULL: Value = Value::Null;
-
-/// Arithmetic operators.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ArithOp {
-    Add,
-    Sub,
-    Mul,
-    Div,
-    Rem,
-}
+static NULL: Value = Value::Null;
 
 /// One step of a field path.
 #[derive(Debug, Clone)]
@@ -192,6 +183,34 @@ fn boolean<'a>(b: Option<bool>) -> Cow<'a, Value> {
     Cow::Owned(b.map_or(Value::Null, Value::Bool))
 }
 
+/// Evaluates a function call whose argument count was checked at compile time: the arguments
+/// are evaluated here so that `IF` evaluates only the branch it chooses.
+fn call<'a>(
+    f: Function,
+    args: &'a [Node],
+    record: &'a Record,
+    ctx: &EvalContext,
+) -> Cow<'a, Value> {
+    let arg = |i: usize| args[i].eval(record, ctx);
+    match f {
+        Function::If => match &*arg(0) {
+            Value::Bool(true) => arg(1),
+            Value::Bool(false) | Value::Null => arg(2),
+            _ => Cow::Borrowed(&NULL),
+        },
+        Function::UnixTimestamp if args.is_empty() => {
+            Cow::Owned(Value::Long(ctx.now_ms.div_euclid(1000)))
+        }
+        // At most three arguments: evaluated into locals, no allocation for the argument list.
+        _ => Cow::Owned(match args.len() {
+            0 => functions::apply(f, &[]),
+            1 => functions::apply(f, &[&arg(0)]),
+            2 => functions::apply(f, &[&arg(0), &arg(1)]),
+            _ => functions::apply(f, &[&arg(0), &arg(1), &arg(2)]),
+        }),
+    }
+}
+
 impl Node {
     /// True when this node's value does not depend on the record or the context.
     pub fn is_const(&self) -> bool {
@@ -220,7 +239,7 @@ impl Node {
             | Node::Rlike { .. }
             | Node::Between(..)
             | Node::IsNull(_) => boolean(self.eval_bool(record, ctx)),
-            Node::Call(f, args) => functions::call(*f, args, record, ctx),
+            Node::Call(f, args) => call(*f, args, record, ctx),
             Node::Cast(n, t) => {
                 let v = n.eval(record, ctx);
                 if cast::conforms(&v, t) {

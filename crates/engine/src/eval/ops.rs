@@ -3,11 +3,20 @@
 //! a plain function of values so that the evaluator, the tests and other engine code share one
 //! definition. `Option<bool>` is three-valued logic: `None` is NULL.
 
-pub use super::node::ArithOp;
 use crate::compare::compare;
 use needle_query::ast::{CompareOp, Quantifier};
 use needle_record::Value;
 use std::cmp::Ordering;
+
+/// Arithmetic operators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArithOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+}
 
 /// The numeric rank for promotion: INTEGER < LONG < FLOAT < DOUBLE; `None` for non-numbers.
 fn rank(v: &Value) -> Option<u8> {

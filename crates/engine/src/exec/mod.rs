@@ -41,6 +41,7 @@ pub mod explode;
 pub mod join;
 pub mod local;
 pub mod post;
+pub(crate) mod reads;
 pub mod result;
 pub mod stage;
 pub mod window;
@@ -55,6 +56,7 @@ pub use worker::{Partial, WorkerState};
 
 use crate::EngineError;
 use needle_query::plan::{Aggregation, Plan};
+use reads::Reads;
 use std::sync::Arc;
 
 /// A query compiled once and shared (`Arc`) by every worker and the joiner: immutable,
@@ -75,15 +77,6 @@ pub struct CompiledQuery {
     pub(crate) window: WindowPlan,
 }
 
-/// What a stream stage reads of a record.
-#[derive(Debug, Clone)]
-pub(crate) struct Reads {
-    /// Top-level field names, and `name\u{0}key` for a field read only through a constant key.
-    pub fields: Box<[Box<str>]>,
-    /// RAW with `*`: a matching record is handed over whole.
-    pub whole_record: bool,
-}
-
 impl CompiledQuery {
     /// Compiles a validated plan. Errors: what the engine cannot run (see [`window`] for the
     /// windows it refuses; record windows need RAW), an invalid regular expression.
@@ -99,7 +92,7 @@ impl CompiledQuery {
             text: plan.text.as_str().into(),
             duration_ms: plan.duration_ms,
             windowed: plan.window.is_some(),
-            reads: crate::matching::access::reads(&plan.stage),
+            reads: Reads::of(&plan.stage),
             inner: CompiledStage::compile(&plan.stage)?,
             outer: plan
                 .outer
@@ -153,7 +146,7 @@ impl CompiledQuery {
         }
         let mut names: Vec<String> = Vec::new();
         for read in self.reads.fields.iter() {
-            let name = read.split(crate::matching::access::PART).next().unwrap_or(read);
+            let name = read.split(reads::PART).next().unwrap_or(read);
             if !names.iter().any(|n| n == name) {
                 names.push(name.to_owned());
             }

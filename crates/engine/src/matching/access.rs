@@ -1,6 +1,6 @@
 //! What one query offers the matching index: its filter read as an OR of conjuncts (each an AND
-//! of clauses on single fields) that the index can look up, the top-level fields it reads, and
-//! whether it needs whole records.
+//! of clauses on single fields) that the index can look up, and whether it needs whole records
+//! (the top-level fields it reads are the compiled query's `crate::exec::reads`).
 //!
 //! The conjuncts are a necessary condition: when the filter is TRUE for a record, every clause
 //! of at least one conjunct is TRUE. When the filter is *exactly* the OR of its conjuncts
@@ -31,14 +31,10 @@
 //! a key match is the comparison's answer) is trusted without that check.
 
 use crate::eval::node::{ConstSet, FieldRef, Node, Step};
-use crate::exec::{CompiledQuery, Reads};
-use needle_query::ast::{Accessor, CompareOp, ExprKind, Quantifier};
-use needle_query::plan::Stage;
+use crate::exec::CompiledQuery;
+use needle_query::ast::{CompareOp, Quantifier};
 use needle_record::Value;
 use smallvec::{smallvec, SmallVec};
-
-/// Separates a field's name and a key of it in [`Access::fields`].
-pub(crate) const PART: char = '\u{0}';
 
 /// Past this many conjuncts, an AND keeps only its most selective side.
 pub(crate) const MAX_CONJUNCTS: usize = 16;
@@ -190,27 +186,6 @@ impl Access {
     }
 }
 
-/// What a stream stage reads of a record: its top-level fields, a field read only through a
-/// constant key as `name` [`PART`] `key` (the decoder may keep just the keys queries ask for),
-/// and whether it wants whole records (RAW with `*`).
-pub(crate) fn reads(stage: &Stage) -> Reads {
-    let mut fields: Vec<Box<str>> = Vec::new();
-    for expr in stage.input_expressions() {
-        expr.visit(&mut |e| {
-            if let ExprKind::Field(f) = &e.kind {
-                let read: Box<str> = match f.path.first() {
-                    Some(Accessor::Key(key)) => format!("{}{PART}{key}", f.name).into(),
-                    _ => f.name.as_str().into(),
-                };
-                if !fields.contains(&read) {
-                    fields.push(read);
-                }
-            }
-        });
-    }
-    Reads { fields: fields.into(), whole_record: stage.reads_whole_records() }
-}
-
 /// A node as an OR of conjuncts; `exact` when it is exactly that OR.
 struct Dnf {
     conjuncts: Vec<Conjunct>,
@@ -351,6 +326,7 @@ fn dnf(node: &Node) -> Option<Dnf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exec::reads::Reads;
     use needle_query::QueryConfig;
 
     fn access(bql: &str) -> Access {
@@ -474,7 +450,7 @@ mod tests {
     fn fields_and_whole_records() {
         let reads = |bql: &str| {
             let plan = needle_query::compile(bql, &QueryConfig::default()).unwrap();
-            let fields = reads(&plan.stage).fields;
+            let fields = Reads::of(&plan.stage).fields;
             fields.iter().map(|f| f.to_string()).collect::<Vec<_>>()
         };
         assert_eq!(

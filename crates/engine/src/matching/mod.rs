@@ -2,7 +2,7 @@
 //! testing every query against every record.
 //!
 //! - [`access`]: what a query's filter offers an index (equality, IN, ranges, their ANDs and
-//!   ORs) and which fields it reads;
+//!   ORs); which fields it reads is the compiled query's (`crate::exec::reads`);
 //! - [`index`]: the immutable predicate index over a list of queries;
 //! - [`set`]: [`MatchSet`], the snapshot the workers read (an index updated incrementally, and
 //!   the union of the fields to decode);

@@ -16,11 +16,11 @@
 //! The snapshot also keeps what decoding needs: the union of the top-level fields the members
 //! read, as a [`FieldSet`], rebuilt only when a field name comes or goes.
 
-use super::access::PART;
 use super::index::{Hit, PredicateIndex};
 use super::Member;
 use crate::eval::node::FieldRef;
 use crate::eval::EvalContext;
+use crate::exec::reads::PART;
 use needle_record::{FieldSet, Record, RecordError, Validation, Value};
 use smallvec::SmallVec;
 use std::borrow::Cow;
