@@ -18,6 +18,7 @@
 //! | [`wire`] | the query topic's notices and the results topic's messages |
 //! | [`queries`] | the query topic: api nodes publish, worker nodes follow |
 //! | [`results`] | the results topic: worker nodes send partials, api nodes read theirs |
+//! | [`peers`] | what a node knows of the others: who owns each query, which workers are up |
 //! | [`node`] | a worker or api node, wired |
 //! | [`produce`] | producing, and `needle gen --to kafka://` |
 //! | [`testing`] | a real broker for tests and benchmarks (`scripts/kafka/broker.sh`), a bare consumer |
@@ -27,6 +28,7 @@ pub mod client;
 pub mod error;
 pub mod node;
 pub mod offsets;
+pub mod peers;
 pub mod produce;
 pub mod queries;
 pub mod results;

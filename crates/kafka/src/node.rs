@@ -12,9 +12,10 @@
 
 use crate::background::{stopped, Background};
 use crate::client::Connection;
+use crate::peers::{Owners, Roster, HEARTBEAT};
 use crate::produce::MAX_MESSAGE_BYTES;
-use crate::queries::{Owners, QueryFollower, QueryPublisher};
-use crate::results::{ResultsOutlet, ResultsReader, Roster, HEARTBEAT};
+use crate::queries::{QueryFollower, QueryPublisher};
+use crate::results::{ResultsOutlet, ResultsReader};
 use crate::spec::check_topic;
 use crate::KafkaError;
 use needle_runtime::config::KafkaConfig;

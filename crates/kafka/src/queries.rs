@@ -14,8 +14,8 @@
 
 use crate::background::{stopped, Background};
 use crate::client::{Connection, Start, Throttled};
+use crate::peers::{Owners, Roster};
 use crate::produce::{Patience, Riders, Writer};
-use crate::results::Roster;
 use crate::wire::{plan_hash, QueryNotice};
 use crate::KafkaError;
 use needle_engine::CompiledQuery;
@@ -28,31 +28,13 @@ use rdkafka::producer::BaseRecord;
 use rdkafka::Offset;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long after its end time a query is kept by a worker that saw no tombstone for it.
 const END_GRACE_MS: i64 = 2_000;
 /// How long start-up may take to read the query topic to its end.
 const CATCH_UP: Duration = Duration::from_secs(30);
-
-/// Which api node owns each query a worker runs (its partials are addressed to it).
-#[derive(Debug, Clone, Default)]
-pub struct Owners(Arc<RwLock<HashMap<String, Arc<str>>>>);
-
-impl Owners {
-    pub fn get(&self, id: &str) -> Option<Arc<str>> {
-        self.0.read().unwrap_or_else(|e| e.into_inner()).get(id).cloned()
-    }
-
-    fn insert(&self, id: &str, owner: &str) {
-        self.0.write().unwrap_or_else(|e| e.into_inner()).insert(id.to_owned(), owner.into());
-    }
-
-    fn remove(&self, id: &str) {
-        self.0.write().unwrap_or_else(|e| e.into_inner()).remove(id);
-    }
-}
 
 /// An api node's announcer: notices and tombstones on the query topic.
 pub struct QueryPublisher {

@@ -10,13 +10,13 @@
 //!   are not needle's are logged (sampled) and skipped.
 //! - Queries that look back: each worker node keeping history sends its read of its store
 //!   (plan, pieces in time order, end) addressed like partials. Every worker node says it is up
-//!   once a second ([`HEARTBEAT`]); an api node's [`Roster`] of the workers heard from lately
+//!   once a second ([`crate::peers::HEARTBEAT`]); an api node's [`Roster`] of the workers heard from lately
 //!   says which reads a query waits for, and which worker stopped answering.
 
 use crate::background::{stopped, Background};
 use crate::client::{Connection, Start, Throttled};
+use crate::peers::{Owners, Roster};
 use crate::produce::{Riders, Writer};
-use crate::queries::Owners;
 use crate::wire::{HistoryWire, ReadReport, ResultsMessage};
 use crate::KafkaError;
 use needle_runtime::framing::Receipt;
@@ -25,60 +25,12 @@ use needle_runtime::remote::PartialOutlet;
 use needle_runtime::Runtime;
 use rdkafka::message::Message;
 use rdkafka::producer::BaseRecord;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// The partition every worker writes to (see the module doc).
 const PARTITION: i32 = 0;
-/// How often a worker node says it is up.
-pub const HEARTBEAT: Duration = Duration::from_secs(1);
-/// A worker node not heard from for this long is taken for gone.
-const SILENCE: Duration = Duration::from_secs(6);
-
-/// The worker nodes an api node has heard from, when last, and whether each keeps history.
-#[derive(Clone)]
-pub struct Roster {
-    seen: Arc<Mutex<HashMap<String, (Instant, bool)>>>,
-    since: Instant,
-}
-
-impl Default for Roster {
-    fn default() -> Self {
-        Self { seen: Arc::default(), since: Instant::now() }
-    }
-}
-
-impl Roster {
-    pub fn heard(&self, worker: &str, history: bool) {
-        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        seen.insert(worker.to_owned(), (Instant::now(), history));
-    }
-
-    /// The worker nodes keeping history heard from lately. Just after start-up, waits for a
-    /// heartbeat's time first (the roster starts empty).
-    pub fn keeping_history(&self) -> Vec<String> {
-        let settled = HEARTBEAT * 2;
-        if let Some(wait) = settled.checked_sub(self.since.elapsed()) {
-            std::thread::sleep(wait);
-        }
-        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        let mut names: Vec<String> = seen
-            .iter()
-            .filter(|(_, (at, history))| *history && at.elapsed() < SILENCE)
-            .map(|(name, _)| name.clone())
-            .collect();
-        names.sort();
-        names
-    }
-
-    /// False once `worker` has not been heard from for a while.
-    pub fn alive(&self, worker: &str) -> bool {
-        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        seen.get(worker).is_some_and(|(at, _)| at.elapsed() < SILENCE)
-    }
-}
 
 /// A worker node's outlet.
 pub struct ResultsOutlet {
