@@ -27,6 +27,7 @@ use arrow_array::{
 };
 use arrow_schema::{ArrowError, DataType, Field, Schema};
 use needle_record::{Record, Value};
+use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -274,7 +275,7 @@ impl ColumnBuffer {
     }
 
     /// The gathered records as columns, sorted as a part stores them: by the `sort_by` fields
-    /// (as [`crate::prune::compare_values`] orders values), then time; records that tie keep
+    /// (as [`compare_values`] orders values), then time; records that tie keep
     /// their arrival order.
     pub(crate) fn sorted(self, sort_by: &[String]) -> Result<Encoded, ArrowError> {
         let mut parts = self.sorted_by_partition(sort_by, None)?;
@@ -288,7 +289,7 @@ impl ColumnBuffer {
         sort_by: &[String],
         partition_ms: Option<u64>,
     ) -> Result<Vec<(i64, Encoded)>, ArrowError> {
-        let partition = |t: i64| partition_ms.map_or(0, |ms| crate::store::partition_of(t, ms));
+        let partition = |t: i64| partition_ms.map_or(0, |ms| crate::config::partition_of(t, ms));
         let encoded = self.into_batch()?;
         let times = encoded.batch.column(0).as_any().downcast_ref::<Int64Array>().cloned();
         let times = times.ok_or_else(|| ArrowError::InvalidArgumentError("no times".into()))?;
@@ -465,9 +466,8 @@ impl SortKey {
     }
 
     /// Row `a` of this column against row `b` of `other` (a column of the same field, so of
-    /// the same kind or absent), as [`crate::prune::compare_values`] orders their values.
-    pub(crate) fn cmp(&self, a: usize, other: &SortKey, b: usize) -> std::cmp::Ordering {
-        use std::cmp::Ordering;
+    /// the same kind or absent), as [`compare_values`] orders their values.
+    pub(crate) fn cmp(&self, a: usize, other: &SortKey, b: usize) -> Ordering {
         match (self.is_null(a), other.is_null(b)) {
             (true, true) => return Ordering::Equal,
             (true, false) => return Ordering::Less,
@@ -483,12 +483,34 @@ impl SortKey {
             }
             (SortKey::Double(x), SortKey::Double(y)) => x.value(a).total_cmp(&y.value(b)),
             (SortKey::Text(x), SortKey::Text(y)) => x.value(a).cmp(y.value(b)),
-            (SortKey::Values(x), SortKey::Values(y)) => {
-                crate::prune::compare_values(x.get(a), y.get(b))
-            }
+            (SortKey::Values(x), SortKey::Values(y)) => compare_values(x.get(a), y.get(b)),
             // one field has one kind in a part
             _ => Ordering::Equal,
         }
+    }
+}
+
+/// A total order on values for sorting parts: nulls first, then booleans, numbers (by value),
+/// strings, and lists and maps by their JSON text.
+pub(crate) fn compare_values(a: Option<&Value>, b: Option<&Value>) -> Ordering {
+    fn rank(v: Option<&Value>) -> u8 {
+        match v {
+            None | Some(Value::Null) => 0,
+            Some(Value::Bool(_)) => 1,
+            Some(v) if v.is_numeric() => 2,
+            Some(Value::String(_)) => 3,
+            Some(_) => 4,
+        }
+    }
+    match (a, b) {
+        (Some(Value::Bool(x)), Some(Value::Bool(y))) => x.cmp(y),
+        (Some(Value::String(x)), Some(Value::String(y))) => x.cmp(y),
+        (Some(x), Some(y)) if x.is_numeric() && y.is_numeric() => match (x, y) {
+            (Value::Long(x), Value::Long(y)) => x.cmp(y),
+            _ => x.as_f64().unwrap_or(0.0).total_cmp(&y.as_f64().unwrap_or(0.0)),
+        },
+        (Some(x), Some(y)) if rank(a) == 4 && rank(b) == 4 => x.to_json().cmp(&y.to_json()),
+        _ => rank(a).cmp(&rank(b)),
     }
 }
 
@@ -820,7 +842,7 @@ mod tests {
                 let got = read_back(encoded);
                 let mut want: Vec<&StoredRecord> = rows
                     .iter()
-                    .filter(|r| crate::store::partition_of(r.time_ms, partition_ms) == *start)
+                    .filter(|r| crate::config::partition_of(r.time_ms, partition_ms) == *start)
                     .collect();
                 crate::part::sort(&mut want, &["k".to_string()]);
                 prop_assert_eq!(got.len(), want.len());

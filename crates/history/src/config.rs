@@ -53,3 +53,9 @@ impl StoreConfig {
         }
     }
 }
+
+/// The start of the partition holding time `t`.
+pub(crate) fn partition_of(t: i64, partition_ms: u64) -> i64 {
+    let size = partition_ms.max(1) as i64;
+    t.div_euclid(size).saturating_mul(size)
+}

@@ -9,11 +9,10 @@
 //! overlaps the range.
 
 use crate::columns::{self, Kind, TIME_COLUMN};
-use crate::part::Part;
 use crate::prune::{self, ColumnStats, Zone};
 use needle_query::ast::{Expr, ExprKind};
 use needle_record::Value;
-use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, RowSelection, RowSelector};
 use parquet::file::page_index::column_index::{ColumnIndexMetaData, PrimitiveColumnIndex};
 use std::collections::HashMap;
 
@@ -33,23 +32,25 @@ impl Pages {
     }
 }
 
-/// The rows of block `index` worth reading for `filter` and `[from_ms, to_ms)`; `None` when the
-/// page index rules nothing out (or the part has none).
+/// The rows of block `index` of a part (its footer `meta`, and which of its columns hold JSON
+/// text) worth reading for `filter` and `[from_ms, to_ms)`; `None` when the page index rules
+/// nothing out (or the part has none).
 pub(crate) fn selection(
-    part: &Part,
+    meta: &ArrowReaderMetadata,
+    json_columns: &[String],
     index: usize,
     filter: Option<&Expr>,
     from_ms: i64,
     to_ms: i64,
 ) -> Option<RowSelection> {
-    let rows = part.parquet().row_group(index).num_rows().max(0) as usize;
+    let rows = meta.metadata().row_group(index).num_rows().max(0) as usize;
     let mut fields = vec![TIME_COLUMN.to_owned()];
     if let Some(filter) = filter {
         top_fields(filter, &mut fields);
     }
     let mut by_field: HashMap<&str, Pages> = HashMap::new();
     for field in &fields {
-        if let Some(pages) = pages(part, index, field, rows) {
+        if let Some(pages) = pages(meta, json_columns, index, field, rows) {
             by_field.insert(field.as_str(), pages);
         }
     }
@@ -67,7 +68,7 @@ pub(crate) fn selection(
         if start >= end {
             continue;
         }
-        let zone = PieceZone { part, by_field: &by_field, row: start };
+        let zone = PieceZone { meta, by_field: &by_field, row: start };
         let in_range = match zone.stats(TIME_COLUMN) {
             Some(Some(ColumnStats {
                 min: Some(Value::Long(lo)),
@@ -105,12 +106,18 @@ fn top_fields(expr: &Expr, out: &mut Vec<String>) {
 
 /// A column's pages in block `index`, from the page index (`None`: no such column, or no
 /// page index for it).
-fn pages(part: &Part, index: usize, field: &str, rows: usize) -> Option<Pages> {
+fn pages(
+    meta: &ArrowReaderMetadata,
+    json_columns: &[String],
+    index: usize,
+    field: &str,
+    rows: usize,
+) -> Option<Pages> {
     let column = columns::column_name(field);
-    let position = part.meta.schema().index_of(&column).ok()?;
-    let json = part.json_columns.iter().any(|c| *c == column);
-    let kind = prune::kind_of(part.meta.schema().field(position).data_type(), json)?;
-    let page_index = part.parquet().page_index_for_row_group(index);
+    let position = meta.schema().index_of(&column).ok()?;
+    let json = json_columns.iter().any(|c| *c == column);
+    let kind = prune::kind_of(meta.schema().field(position).data_type(), json)?;
+    let page_index = meta.metadata().page_index_for_row_group(index);
     let offsets = page_index.offset_index(position)?;
     let starts: Vec<usize> = offsets
         .page_locations()
@@ -174,7 +181,7 @@ fn bounds<T: Copy>(
 
 /// A piece of a block inside one page of each column read.
 struct PieceZone<'a> {
-    part: &'a Part,
+    meta: &'a ArrowReaderMetadata,
     by_field: &'a HashMap<&'a str, Pages>,
     row: usize,
 }
@@ -186,7 +193,7 @@ impl Zone for PieceZone<'_> {
             None => {
                 let column = columns::column_name(field);
                 // a column without a page index: unknown; no column: NULL everywhere
-                self.part.meta.schema().index_of(&column).ok().map(|_| None)
+                self.meta.schema().index_of(&column).ok().map(|_| None)
             }
         }
     }

@@ -18,10 +18,10 @@ use crate::columns::{
     self, Encoded, Kind, StoredRecord, LAYOUT_COLUMN, META_JSON_COLUMNS, META_LAYOUTS, TIME_COLUMN,
 };
 use crate::config::StoreConfig;
-use crate::store::BlockRows;
 use crate::{pages, vector, HistoryError};
 use arrow_array::RecordBatch;
 use needle_query::ast::Expr;
+use needle_record::Record;
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
     ParquetRecordBatchReaderBuilder, RowSelection,
@@ -56,6 +56,14 @@ pub const META_SEQUENCE: &str = "needle.sequence";
 /// the filter 3.2 → 2.3 ms at 144M points.
 const COLUMN_BATCH_ROWS: usize = 16_384;
 
+/// What [`crate::Block::for_each_matching`] hands on.
+pub enum BlockRows<'a> {
+    /// A row in range, by its time, and its record.
+    Record(i64, &'a Record),
+    /// The times of rows in range that the column filter proved fail the WHERE.
+    Failed(&'a [i64]),
+}
+
 /// What a new part says of itself besides its records.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct PartHeader {
@@ -83,7 +91,7 @@ pub(crate) fn sort(rows: &mut Vec<&StoredRecord>, sort_by: &[String]) {
         rows.iter().map(|r| (sort_by.iter().map(|f| r.record.get(f)).collect(), *r)).collect();
     keyed.sort_by(|(ka, a), (kb, b)| {
         for (x, y) in ka.iter().zip(kb) {
-            let order = crate::prune::compare_values(*x, *y);
+            let order = crate::columns::compare_values(*x, *y);
             if order != std::cmp::Ordering::Equal {
                 return order;
             }
@@ -516,7 +524,8 @@ impl Part {
         whole: Option<i64>,
     ) -> Result<Option<Vec<vector::BucketSummary>>, HistoryError> {
         let mut summarizer = vector::Summarizer::new(request, from_ms, to_ms, whole);
-        let selection = pages::selection(self, index, prune, from_ms, to_ms);
+        let selection =
+            pages::selection(&self.meta, &self.json_columns, index, prune, from_ms, to_ms);
         let columns = request.columns();
         let time = whole.is_none() || columns.is_empty();
         for batch in self.column_batches(index, &columns, time, true, selection)? {
@@ -541,7 +550,8 @@ impl Part {
         filter: Option<&vector::Filter>,
         f: &mut dyn FnMut(BlockRows<'_>),
     ) -> Result<(), HistoryError> {
-        let mut selection = pages::selection(self, index, prune, from_ms, to_ms);
+        let mut selection =
+            pages::selection(&self.meta, &self.json_columns, index, prune, from_ms, to_ms);
         // first the filter's columns: the rows that fail are handed on now, and only the
         // matches are read whole (`None`: a JSON column, every row is read whole)
         let filtered = match filter {

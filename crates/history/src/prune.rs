@@ -34,30 +34,6 @@ pub(crate) trait Zone {
     fn might_contain(&self, field: &str, value: &Value) -> bool;
 }
 
-/// A total order on values for sorting parts: nulls first, then booleans, numbers (by value),
-/// strings, and lists and maps by their JSON text.
-pub(crate) fn compare_values(a: Option<&Value>, b: Option<&Value>) -> Ordering {
-    fn rank(v: Option<&Value>) -> u8 {
-        match v {
-            None | Some(Value::Null) => 0,
-            Some(Value::Bool(_)) => 1,
-            Some(v) if v.is_numeric() => 2,
-            Some(Value::String(_)) => 3,
-            Some(_) => 4,
-        }
-    }
-    match (a, b) {
-        (Some(Value::Bool(x)), Some(Value::Bool(y))) => x.cmp(y),
-        (Some(Value::String(x)), Some(Value::String(y))) => x.cmp(y),
-        (Some(x), Some(y)) if x.is_numeric() && y.is_numeric() => match (x, y) {
-            (Value::Long(x), Value::Long(y)) => x.cmp(y),
-            _ => x.as_f64().unwrap_or(0.0).total_cmp(&y.as_f64().unwrap_or(0.0)),
-        },
-        (Some(x), Some(y)) if rank(a) == 4 && rank(b) == 4 => x.to_json().cmp(&y.to_json()),
-        _ => rank(a).cmp(&rank(b)),
-    }
-}
-
 /// How a literal compares with a column's bound: `None` when they cannot be compared here.
 fn compare(literal: &Value, bound: &Value) -> Option<Ordering> {
     match (literal, bound) {

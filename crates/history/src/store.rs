@@ -23,7 +23,7 @@
 //!   bounded (`max_buffer_records`), and what does not fit is dropped and counted.
 
 use crate::columns::{ColumnBuffer, StoredRecord};
-use crate::config::StoreConfig;
+use crate::config::{partition_of, StoreConfig};
 use crate::part::{self, Part, PartHeader};
 use crate::prune::{self, ColumnStats, Zone};
 use crate::vector::{BucketSummary, Filter, GroupRequest};
@@ -36,6 +36,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+pub use crate::part::BlockRows;
 
 /// Parts of one level a merge combines.
 pub const MERGE_FANIN: usize = 4;
@@ -190,14 +192,6 @@ pub struct Scan {
     pub blocks: Vec<Block>,
     pub buffered: Vec<StoredRecord>,
     pub stats: ScanStats,
-}
-
-/// What [`Block::for_each_matching`] hands on.
-pub enum BlockRows<'a> {
-    /// A row in range, by its time, and its record.
-    Record(i64, &'a Record),
-    /// The times of rows in range that the column filter proved fail the WHERE.
-    Failed(&'a [i64]),
 }
 
 /// One block (row group) of one part, with the scan's range and fields.
@@ -1130,12 +1124,6 @@ pub struct ColumnInfo {
     pub encodings: Vec<String>,
     pub compressed_bytes: u64,
     pub uncompressed_bytes: u64,
-}
-
-/// The start of the partition holding time `t`.
-pub(crate) fn partition_of(t: i64, partition_ms: u64) -> i64 {
-    let size = partition_ms.max(1) as i64;
-    t.div_euclid(size).saturating_mul(size)
 }
 
 fn partition_dir(dir: &Path, start: i64) -> PathBuf {
