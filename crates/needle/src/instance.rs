@@ -86,8 +86,9 @@ impl Builder {
     }
 
     /// Reads records from a source instead of pushed events: `file:PATH`, `file:PATH?follow=true`,
-    /// `stdin`, `tcp:HOST:PORT`, `gen:bullet?rate=20000`, or `kafka:TOPIC` (with the
-    /// configuration's `[kafka]` brokers).
+    /// `stdin`, `tcp:HOST:PORT`, `gen:bullet?rate=20000`, or
+    /// `kafka://HOST:PORT/TOPIC?start=earliest` (`kafka:` alone reads the configuration's
+    /// `[kafka]` brokers and data topic).
     pub fn source(mut self, spec: impl Into<String>) -> Self {
         self.source = Some(spec.into());
         self

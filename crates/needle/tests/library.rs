@@ -67,18 +67,21 @@ fn events_of_changing_shapes_keep_exactly_their_own_fields() {
     let needle = needle();
     let query = needle.query("SELECT * FROM STREAM(300, TIME) LIMIT 10").unwrap();
     let mut pusher = needle.pusher().unwrap();
-    pusher.push_with(|e| {
-        e.set_str("a", "x").set_i64("b", 1).set_bool("c", true);
-    })
-    .unwrap();
-    pusher.push_with(|e| {
-        e.set_i64("b", 2);
-    })
-    .unwrap();
-    pusher.push_with(|e| {
-        e.set_f64("d", 0.5).set_str("a", "y");
-    })
-    .unwrap();
+    pusher
+        .push_with(|e| {
+            e.set_str("a", "x").set_i64("b", 1).set_bool("c", true);
+        })
+        .unwrap();
+    pusher
+        .push_with(|e| {
+            e.set_i64("b", 2);
+        })
+        .unwrap();
+    pusher
+        .push_with(|e| {
+            e.set_f64("d", 0.5).set_str("a", "y");
+        })
+        .unwrap();
     pusher.flush().unwrap();
     let last = emissions(query).pop().unwrap();
     assert_eq!(last, r#"[{"a":"x","b":1,"c":true},{"b":2},{"d":0.5,"a":"y"}]"#);
@@ -95,10 +98,11 @@ fn a_windowed_top_k_emits_each_window_and_kill_ends_it() {
     let mut windows = 0;
     while windows < 3 {
         for device in ["a", "b", "b", "c", "c", "c"] {
-            pusher.push_with(|e| {
-                e.set_str("device", device);
-            })
-            .unwrap();
+            pusher
+                .push_with(|e| {
+                    e.set_str("device", device);
+                })
+                .unwrap();
         }
         pusher.flush().unwrap();
         let emission = query.next().expect("an emission per window");
@@ -183,9 +187,8 @@ fn a_source_is_read_instead_of_pushed_events() {
         needle.counts().records_read == 1000
     });
     assert!(read, "the file was not read: {:?}", needle.counts());
-    let query = needle
-        .query("SELECT COUNT(*) AS n FROM STREAM(2000, TIME) WHERE kind = 'needle'")
-        .unwrap();
+    let query =
+        needle.query("SELECT COUNT(*) AS n FROM STREAM(2000, TIME) WHERE kind = 'needle'").unwrap();
     let refused = needle.pusher().unwrap_err();
     assert!(matches!(refused, Error::Closed(_)), "{refused}");
     writeln!(file, r#"{{"id":-1,"kind":"needle"}}"#).unwrap();
@@ -209,10 +212,11 @@ fn emissions_stream_without_blocking_a_thread() {
         let mut counted = 0;
         for _ in 0..3 {
             for _ in 0..10 {
-                pusher.push_with(|e| {
-                    e.set_i64("x", 1);
-                })
-                .unwrap();
+                pusher
+                    .push_with(|e| {
+                        e.set_i64("x", 1);
+                    })
+                    .unwrap();
             }
             pusher.flush().unwrap();
             let emission = stream.next().await.unwrap();
@@ -229,19 +233,21 @@ fn shutdown_ends_queries_with_what_was_pushed_and_pushers_then_refuse() {
     let query = needle.query("SELECT COUNT(*) AS n FROM STREAM(60000, TIME)").unwrap();
     let mut pusher = needle.pusher().unwrap();
     for _ in 0..2500 {
-        pusher.push_with(|e| {
-            e.set_i64("x", 1);
-        })
-        .unwrap();
+        pusher
+            .push_with(|e| {
+                e.set_i64("x", 1);
+            })
+            .unwrap();
     }
     pusher.flush().unwrap();
     let reader = std::thread::spawn(move || emissions(query).pop().unwrap());
     needle.shutdown();
     assert_eq!(reader.join().unwrap(), r#"[{"n":2500}]"#);
-    pusher.push_with(|e| {
-        e.set_i64("x", 1);
-    })
-    .unwrap();
+    pusher
+        .push_with(|e| {
+            e.set_i64("x", 1);
+        })
+        .unwrap();
     assert!(matches!(pusher.flush(), Err(Error::Closed(_))));
 }
 
