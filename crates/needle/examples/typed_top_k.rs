@@ -46,7 +46,7 @@ fn main() -> Result<(), needle::Error> {
                 };
                 let view = PageView {
                     product: PRODUCTS[product],
-                    country: if n % 4 == 0 { "nz" } else { "fr" },
+                    country: if n.is_multiple_of(4) { "nz" } else { "fr" },
                     ms_on_page: (n % 5000) as i64,
                 };
                 pusher.push_with(|event| {
