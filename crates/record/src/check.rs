@@ -27,8 +27,8 @@
 //! Every failure is a [`RecordError`] (never a panic), with the byte offset where the checker
 //! stopped.
 
-use crate::decode::{FAST_SKIP_MAX_OPENINGS, STREAM_MAX_BYTES};
-use crate::{RecordError, MAX_DEPTH};
+use crate::limits::{FAST_SKIP_MAX_OPENINGS, MAX_DEPTH, STREAM_MAX_BYTES};
+use crate::RecordError;
 use smallvec::SmallVec;
 
 /// Which code classifies the bytes of a block in stage 1. Every kernel gives the same answers;

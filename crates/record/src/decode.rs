@@ -22,21 +22,13 @@
 //!   offset where the parser stopped, or [`RecordError::NotAnObject`] for a valid non-object line.
 
 use crate::check::{self, DepthRule, Kernel, KeyLengths, TopLevel, WantedValue};
+pub use crate::limits::{FAST_SKIP_MAX_OPENINGS, MAX_DEPTH, STREAM_MAX_BYTES};
 use crate::{Map, Record, RecordError, Value};
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use sonic_rs::{JsonContainerTrait, JsonValueTrait};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
-
-/// The deepest nesting of arrays and objects a decoder accepts (a top-level array or object is
-/// level 1).
-///
-/// Bullet's types nest at most `LIST[MAP[t]]` or `MAP[MAP[t]]` below a record (3 levels), so 32
-/// leaves room for any realistic event. The limit bounds the decoder's recursion: measured, one
-/// level costs about 0.9 KiB of stack in an optimized build and up to ~25 KiB in a debug build,
-/// so even unoptimized test threads (2 MiB stacks) decode the deepest accepted input safely.
-pub const MAX_DEPTH: usize = 32;
 
 /// Decodes one JSON object into a record.
 pub fn decode_record(bytes: &[u8]) -> Result<Record, RecordError> {
@@ -122,23 +114,6 @@ where
     seed.deserialize(&mut de).map_err(|e| malformed(&e))?;
     de.end().map_err(|e| malformed(&e))
 }
-
-/// A line with at most this many `{` and `[` bytes (inside strings or not) cannot nest deeper,
-/// so [`Validation::Fields`] may look fields up in it with sonic-rs, whose lookup recurses once
-/// per level: that many frames fit any thread's stack; other lines are checked whole. (Before
-/// needle's checker, [`Validation::Line`] read such long lines with sonic-rs's tree, which
-/// recurses likewise; the line mode keeps the decisions it made then: see
-/// [`FieldSet::decode`].)
-pub const FAST_SKIP_MAX_OPENINGS: usize = 256;
-
-/// Lines of at most this many bytes are read by sonic-rs's serde stream straight into the kept
-/// record ([`decode_fields`]' way), with [`Validation::Line`] and [`Validation::Fields`] alike:
-/// at that size it is as fast as needle's checker followed by building the values read, and
-/// faster than sonic-rs's lookup (`cargo bench -p needle-record --bench decode`,
-/// `examples/decode_rounds.rs`).
-/// Longer lines are read by needle's checker; before it, by sonic-rs's tree, and the line mode
-/// keeps the decisions it made then (see [`FieldSet::decode`]).
-pub const STREAM_MAX_BYTES: usize = 512;
 
 /// A set of top-level fields to decode, built once and used for many lines
 /// ([`FieldSet::decode`]): what the active queries touch. A field is decoded whole, or, when

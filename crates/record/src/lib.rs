@@ -8,15 +8,16 @@
 pub mod check;
 pub mod decode;
 pub mod error;
+pub mod limits;
 pub mod types;
 pub mod value;
 pub mod writer;
 
 pub use decode::{
     decode_fields, decode_record, decode_record_into, decode_value, FieldSet, Validation,
-    FAST_SKIP_MAX_OPENINGS, MAX_DEPTH, STREAM_MAX_BYTES,
 };
 pub use error::RecordError;
+pub use limits::{FAST_SKIP_MAX_OPENINGS, MAX_DEPTH, STREAM_MAX_BYTES};
 pub use types::Type;
 pub use value::{map_with_capacity, Map, MapHasher, Record, Value};
 pub use writer::RecordWriter;
