@@ -17,6 +17,8 @@
 
 use crossbeam_channel::Sender;
 use needle_record::Record;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Where a typed batch's records go back to when the workers are done with them (see the
@@ -39,6 +41,25 @@ impl std::fmt::Debug for Receipt {
     }
 }
 
+/// A batch's place among those the workers hold: dropped with the batch, when the worker is
+/// done with it (history's seam waits until the workers hold none).
+#[derive(Debug)]
+pub(crate) struct InWorkers(Arc<AtomicI64>);
+
+impl InWorkers {
+    /// Counts one more batch in `held` until the value returned drops.
+    pub(crate) fn enter(held: &Arc<AtomicI64>) -> Self {
+        held.fetch_add(1, Ordering::SeqCst);
+        Self(held.clone())
+    }
+}
+
+impl Drop for InWorkers {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// Whole lines of input, as read, for one worker to decode; or records built in code.
 #[derive(Debug)]
 pub struct Batch {
@@ -49,7 +70,7 @@ pub struct Batch {
     pub read_at: Instant,
     receipt: Option<Receipt>,
     /// With history on: counts the batch as held by the workers until it drops.
-    held: Option<crate::history::InWorkers>,
+    held: Option<InWorkers>,
 }
 
 impl Batch {
@@ -112,7 +133,7 @@ impl Batch {
     }
 
     /// Counts the batch as held by the workers while it lives.
-    pub(crate) fn hold(&mut self, held: crate::history::InWorkers) {
+    pub(crate) fn hold(&mut self, held: InWorkers) {
         self.held = Some(held);
     }
 

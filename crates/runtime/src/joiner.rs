@@ -22,170 +22,28 @@
 //! ([`JoinerMessage::Encoded`]), and are merged the same way; a query's end is announced (so the
 //! workers forget it) when it leaves the joiner.
 
-use crate::framing::Receipt;
+use crate::clock::now_ms;
 use crate::history::replay::record_range;
-use crate::history::{Gather, Gathered, WorkerHistory};
+use crate::history::{Gathered, WorkerHistory};
+use crate::messages::{JoinerMessage, RemotePast};
 use crate::metrics::Metrics;
 use crate::registry::QuerySet;
 use crate::remote::QueryAnnouncer;
 use crate::results::ResultQueue;
-use crate::worker::now_ms;
+use crate::status::{EndedTable, StatusTable};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use needle_engine::exec::{Emission, Partial, QueryRun};
-use needle_engine::matching::Member;
 use serde_json::json;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Why a query ended before its time, as its final emission's metadata says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EndReason {
-    Killed,
-    Shutdown,
-}
-
-pub(crate) enum JoinerMessage {
-    Start {
-        run: Box<QueryRun>,
-        results: Arc<ResultQueue>,
-        /// It reads live records (every query but `FROM HISTORY(...)`).
-        live: bool,
-        /// On an api node, a query that looks back: its worker nodes' reads, to gather.
-        remote: Option<Box<RemotePast>>,
-    },
-    /// Boxed: partial states are large, the channel's slots should not be.
-    Partial {
-        member: Arc<Member>,
-        partial: Box<Partial>,
-    },
-    /// A partial from a worker node, as the engine's partial codec encoded it.
-    Encoded {
-        id: Arc<str>,
-        bytes: Vec<u8>,
-    },
-    End {
-        id: Arc<str>,
-        reason: EndReason,
-    },
-    /// A worker read this many records since its last progress message: every running query
-    /// has seen them. The receipts of the batches they came from are dropped once this message
-    /// is handled (everything the worker sent before it has been).
-    Progress {
-        records: u64,
-        receipts: Vec<Receipt>,
-    },
-    /// A piece of a query's stored past, at the record time it belongs at (in time order).
-    History {
-        id: Arc<str>,
-        piece: Box<crate::history::Piece>,
-    },
-    /// A query's stored past has been read: a `HISTORY` query ends (its last bucket at
-    /// `end_ms`, record time); a `SINCE` query goes on live.
-    HistoryDone {
-        id: Arc<str>,
-        end_ms: i64,
-        report: Box<crate::history::ReplayReport>,
-    },
-    /// On an api node: what a worker node sent of its read of the past for a query.
-    RemoteHistory {
-        id: Arc<str>,
-        worker: Arc<str>,
-        event: Box<WorkerHistory<Vec<u8>>>,
-    },
-    /// Finish every query and exit.
-    Shutdown,
-}
-
-/// An api node's read of the past for one query: its worker nodes' pieces, gathered in time
-/// order, and the range asked for (the run's windows are placed in it once every worker has
-/// planned its read).
-pub(crate) struct RemotePast {
-    pub gather: Gather<Partial>,
-    pub from_ms: i64,
-    pub to_ms: Option<i64>,
-    /// Where the query ends in record time, once placed.
-    pub end_ms: i64,
-}
+pub use crate::messages::EndReason;
+pub use crate::status::QueryStatus;
 
 /// How often the workers an api node's reads of the past wait for are checked for being alive.
 const WORKERS_CHECK: Duration = Duration::from_secs(1);
-
-/// What the API shows of a running query (`GET /api/v1/queries`).
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct QueryStatus {
-    /// Shared with the runtime's tables (one allocation per query, not one per table).
-    pub id: Arc<str>,
-    /// Shared with the compiled query.
-    pub query: Arc<str>,
-    pub owner: Arc<str>,
-    pub received_ms: i64,
-    pub ends_ms: i64,
-    pub records_seen: u64,
-    pub records_matched: u64,
-    pub emissions: u64,
-    /// When it ended (ms since the epoch); `None` while it runs.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ended_ms: Option<i64>,
-}
-
-impl QueryStatus {
-    /// A query that has not read anything yet.
-    pub(crate) fn new(
-        id: Arc<str>,
-        query: Arc<str>,
-        owner: Arc<str>,
-        received_ms: i64,
-        ends_ms: i64,
-    ) -> Self {
-        Self {
-            id,
-            query,
-            owner,
-            received_ms,
-            ends_ms,
-            records_seen: 0,
-            records_matched: 0,
-            emissions: 0,
-            ended_ms: None,
-        }
-    }
-}
-
-pub(crate) type StatusTable = Arc<Mutex<HashMap<Arc<str>, QueryStatus>>>;
-
-/// The last statuses of the queries that ended most recently, so a client asking about one
-/// after its end gets its final figures rather than "no such query".
-#[derive(Debug, Default)]
-pub(crate) struct Ended {
-    by_id: HashMap<Arc<str>, QueryStatus>,
-    order: std::collections::VecDeque<Arc<str>>,
-}
-
-/// How many ended queries' statuses are kept.
-const ENDED_KEPT: usize = 10_000;
-
-impl Ended {
-    fn keep(&mut self, mut status: QueryStatus, ended_ms: i64) {
-        status.ended_ms = Some(ended_ms);
-        let id = status.id.clone();
-        if self.by_id.insert(id.clone(), status).is_none() {
-            self.order.push_back(id);
-        }
-        while self.order.len() > ENDED_KEPT {
-            if let Some(old) = self.order.pop_front() {
-                self.by_id.remove(&old);
-            }
-        }
-    }
-
-    pub fn get(&self, id: &str) -> Option<&QueryStatus> {
-        self.by_id.get(id)
-    }
-}
-
-pub(crate) type EndedTable = Arc<Mutex<Ended>>;
 
 struct Running {
     /// Boxed: the running table has a slot for every query and some to spare.
@@ -503,7 +361,7 @@ impl Joiner {
     }
 
     /// On an api node: takes what a worker node sent of its read of the past, and merges what
-    /// the gather lets go on (see [`Gather`]).
+    /// the gather lets go on (see [`crate::history::Gather`]).
     fn gather(&self, id: &str, q: &mut Running, worker: &str, event: WorkerHistory<Vec<u8>>) {
         let event = match event {
             WorkerHistory::Planned { data } => WorkerHistory::Planned { data },

@@ -7,11 +7,13 @@
 //! mode a runtime is half of this (a worker node or an api node, see [`remote`]); the
 //! `needle-kafka` crate connects the halves.
 
+mod clock;
 pub mod config;
 pub mod error;
 pub mod framing;
 pub mod history;
 pub mod joiner;
+mod messages;
 pub mod metrics;
 pub mod registry;
 pub mod remote;
@@ -19,11 +21,13 @@ pub mod results;
 pub mod runtime;
 pub mod schema;
 pub mod source;
+mod status;
 mod worker;
 
 pub use config::NeedleConfig;
 pub use error::RuntimeError;
-pub use joiner::{EndReason, QueryStatus};
+pub use messages::EndReason;
 pub use remote::Role;
 pub use results::ResultQueue;
 pub use runtime::{QueryHandle, Runtime, SubmitError};
+pub use status::QueryStatus;

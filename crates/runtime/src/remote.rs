@@ -20,8 +20,9 @@
 
 use crate::framing::Receipt;
 use crate::history::WorkerHistory;
-use crate::joiner::{JoinerMessage, QueryStatus, StatusTable};
+use crate::messages::JoinerMessage;
 use crate::metrics::Metrics;
+use crate::status::{QueryStatus, StatusTable};
 use crossbeam_channel::Receiver;
 use needle_query::plan::Plan;
 use std::collections::HashMap;

@@ -15,19 +15,20 @@
 //! node (no source or workers; queries are announced to a [`crate::remote::QueryAnnouncer`] and
 //! partials arrive through [`Runtime::remote_partial`]). [`Runtime::start`] is the whole of it.
 
+use crate::clock::now_ms;
 use crate::config::NeedleConfig;
 use crate::framing::Batch;
 use crate::history::{Gather, HistoryStore, HistoryTap, Replay, ReplayReport, WorkerHistory};
-use crate::joiner::{
-    EndReason, EndedTable, Joiner, JoinerMessage, QueryStatus, RemotePast, StatusTable,
-};
+use crate::joiner::Joiner;
+use crate::messages::{EndReason, JoinerMessage, RemotePast};
 use crate::metrics::Metrics;
 use crate::registry::QuerySet;
 use crate::remote::{Announcement, Role, Shipper};
 use crate::results::{ResultBudget, ResultQueue};
 use crate::schema::{SchemaReport, SchemaTracker};
 use crate::source::{BatchSink, Source, SourceCounters, StopSignal};
-use crate::worker::{now_ms, Worker};
+use crate::status::{EndedTable, QueryStatus, StatusTable};
+use crate::worker::Worker;
 use crate::RuntimeError;
 use crossbeam_channel::Sender;
 use needle_engine::exec::{CompiledQuery, QueryRun};

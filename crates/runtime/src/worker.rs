@@ -21,8 +21,9 @@
 //! stderr (the 1st, 2nd, 4th, 8th, ... of the process) so a flood of garbage cannot flood the
 //! log.
 
+use crate::clock::now_ms;
 use crate::framing::{Batch, Receipt};
-use crate::joiner::JoinerMessage;
+use crate::messages::JoinerMessage;
 use crate::metrics::Metrics;
 use crate::registry::{QuerySet, Snapshot};
 use crate::schema::{SchemaTracker, SAMPLE_EVERY, SAMPLE_FIRST};
@@ -163,11 +164,4 @@ fn log_malformed(worker: usize, line: &[u8], error: &needle_record::RecordError)
         let shown: String = String::from_utf8_lossy(&line[..line.len().min(120)]).into_owned();
         eprintln!("needle: worker {worker}: skipped malformed record #{n} ({error}): {shown}");
     }
-}
-
-/// Wall-clock time in ms since the epoch (the runtime's clock; the engine takes it injected).
-pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }

@@ -27,9 +27,9 @@ pub use gather::{Gather, Gathered, WorkerHistory};
 pub use needle_history::{Store as HistoryStore, StoreConfig};
 pub use replay::{Piece, Replay, ReplayReport};
 
-use crate::framing::{Batch, Receipt};
+use crate::clock::now_ms;
+use crate::framing::{Batch, InWorkers, Receipt};
 use crate::metrics::Metrics;
-use crate::worker::now_ms;
 use crossbeam_channel::{Receiver, Sender};
 use needle_engine::{CompiledExpr, EvalContext};
 use needle_record::{Record, Value};
@@ -61,17 +61,6 @@ struct TapBatch {
     bytes: Vec<u8>,
     arrival_ms: i64,
     receipt: Option<Arc<Receipt>>,
-}
-
-/// A batch's place among those the workers hold: dropped with the batch, when the worker is
-/// done with it.
-#[derive(Debug)]
-pub(crate) struct InWorkers(Arc<AtomicI64>);
-
-impl Drop for InWorkers {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
 }
 
 impl HistoryTap {
@@ -119,8 +108,7 @@ impl HistoryTap {
         if let Some(shared) = &receipt {
             batch.set_receipt(Receipt::new(shared.clone()));
         }
-        self.in_workers.fetch_add(1, Ordering::SeqCst);
-        batch.hold(InWorkers(self.in_workers.clone()));
+        batch.hold(InWorkers::enter(&self.in_workers));
         match send(batch) {
             Ok(()) => {
                 self.dispatched.fetch_add(1, Ordering::SeqCst);

@@ -1,0 +1,81 @@
+//! What the API shows of queries (`GET /api/v1/queries`): each running query's
+//! [`QueryStatus`] in the [`StatusTable`], kept up to date by the joiner (by the shipper on a
+//! worker node), and the last figures of the queries that ended lately ([`Ended`]).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// What the API shows of a running query (`GET /api/v1/queries`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct QueryStatus {
+    /// Shared with the runtime's tables (one allocation per query, not one per table).
+    pub id: Arc<str>,
+    /// Shared with the compiled query.
+    pub query: Arc<str>,
+    pub owner: Arc<str>,
+    pub received_ms: i64,
+    pub ends_ms: i64,
+    pub records_seen: u64,
+    pub records_matched: u64,
+    pub emissions: u64,
+    /// When it ended (ms since the epoch); `None` while it runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_ms: Option<i64>,
+}
+
+impl QueryStatus {
+    /// A query that has not read anything yet.
+    pub(crate) fn new(
+        id: Arc<str>,
+        query: Arc<str>,
+        owner: Arc<str>,
+        received_ms: i64,
+        ends_ms: i64,
+    ) -> Self {
+        Self {
+            id,
+            query,
+            owner,
+            received_ms,
+            ends_ms,
+            records_seen: 0,
+            records_matched: 0,
+            emissions: 0,
+            ended_ms: None,
+        }
+    }
+}
+
+pub(crate) type StatusTable = Arc<Mutex<HashMap<Arc<str>, QueryStatus>>>;
+
+/// The last statuses of the queries that ended most recently, so a client asking about one
+/// after its end gets its final figures rather than "no such query".
+#[derive(Debug, Default)]
+pub(crate) struct Ended {
+    by_id: HashMap<Arc<str>, QueryStatus>,
+    order: std::collections::VecDeque<Arc<str>>,
+}
+
+/// How many ended queries' statuses are kept.
+const ENDED_KEPT: usize = 10_000;
+
+impl Ended {
+    pub(crate) fn keep(&mut self, mut status: QueryStatus, ended_ms: i64) {
+        status.ended_ms = Some(ended_ms);
+        let id = status.id.clone();
+        if self.by_id.insert(id.clone(), status).is_none() {
+            self.order.push_back(id);
+        }
+        while self.order.len() > ENDED_KEPT {
+            if let Some(old) = self.order.pop_front() {
+                self.by_id.remove(&old);
+            }
+        }
+    }
+
+    pub fn get(&self, id: &str) -> Option<&QueryStatus> {
+        self.by_id.get(id)
+    }
+}
+
+pub(crate) type EndedTable = Arc<Mutex<Ended>>;
