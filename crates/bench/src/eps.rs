@@ -24,6 +24,8 @@
 //!   thread: what any consumer that looks inside the events pays at least.
 //!
 //! Target (issue 7): ≥ 5 million events/s per core. Linea: ~1M events/s on a 6-core node.
+//!
+//! `--push typed` measures events pushed from code instead ([`super::push`]).
 
 use super::live::{
     live_config, thread_cpu_seconds, wait_until, Feeder, LiveServer, Pool, WsClient, NEEDLE_THREADS,
@@ -53,6 +55,13 @@ pub struct Args {
     pub workers: usize,
     #[command(flatten)]
     pub validate: super::ValidateOption,
+    /// How events reach needle: `socket` (NDJSON over the tcp: source) or `typed` (structs
+    /// pushed from code through needle as a library, against bare hand-offs between threads).
+    #[arg(long, default_value = "socket", value_parser = ["socket", "typed"])]
+    pub push: String,
+    /// With `--push typed`: events a pusher gathers per batch (needle's default 1,024).
+    #[arg(long, default_value_t = 1024)]
+    pub batch_events: usize,
     #[command(flatten)]
     pub output: Output,
 }
@@ -89,6 +98,10 @@ pub struct EpsResult {
 pub fn run(args: Args) -> std::process::ExitCode {
     if args.events == 0 || args.pool == 0 {
         return super::usage_error("--events and --pool must be at least 1");
+    }
+    if args.push == "typed" {
+        let outcome = super::push::measure(args.events, args.pool, args.workers, args.batch_events);
+        return super::report("eps", &args.output, outcome);
     }
     super::report("eps", &args.output, measure(&args))
 }

@@ -19,6 +19,7 @@ pub mod latency;
 pub mod live;
 pub mod matching;
 pub mod max_raw_queries;
+pub mod push;
 pub mod query_scaling;
 mod scenario;
 pub mod vs_bullet;

@@ -253,6 +253,31 @@ fn eps_counts_every_event_exactly_and_reports_the_baselines() {
 }
 
 #[test]
+fn eps_of_typed_pushes_counts_every_event_exactly_and_reports_the_hand_offs() {
+    let (rows, out_dir) = bench_json(
+        "eps-typed",
+        &["eps", "--push", "typed", "--events", "300001", "--pool", "5000", "--workers", "2"],
+    );
+    let row = &rows[0];
+    assert_eq!((row["scenario"].as_str(), row["push"].as_str()), (Some("eps"), Some("typed")));
+    assert_eq!(row["result_events"].as_u64(), Some(300_001), "{row}");
+    assert_eq!(row["result_ok"], true, "{row}");
+    assert_eq!(row["workers"].as_u64(), Some(2), "{row}");
+    let per_core = row["events_per_core_sec"].as_f64().unwrap();
+    for (rate, ratio) in [
+        ("handoff_one_per_core_sec", "ratio_handoff_one"),
+        ("handoff_structs_per_core_sec", "ratio_handoff_structs"),
+        ("handoff_records_per_core_sec", "ratio_handoff_records"),
+    ] {
+        let rate = row[rate].as_f64().unwrap();
+        assert!(rate > 0.0 && rate.is_finite(), "{row}");
+        assert!((row[ratio].as_f64().unwrap() - per_core / rate).abs() < 1e-9, "{row}");
+    }
+    let _ = std::fs::remove_dir_all(&out_dir);
+    exits_2(&["eps", "--push", "sideways"]);
+}
+
+#[test]
 fn query_scaling_measures_latency_per_query_count_and_draws_the_curve() {
     let (rows, out_dir) = bench_json(
         "query-scaling",

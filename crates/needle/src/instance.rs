@@ -151,6 +151,11 @@ impl Needle {
         Builder::new()
     }
 
+    /// The configuration in force (defaults, the file, the builder's settings).
+    pub fn config(&self) -> &needle_runtime::NeedleConfig {
+        self.runtime.config()
+    }
+
     /// A pusher for events from code; one per producing thread. Refused when needle reads a
     /// source, or is shutting down.
     pub fn pusher(&self) -> Result<Pusher, Error> {

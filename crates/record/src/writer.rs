@@ -59,7 +59,7 @@ impl<'a> RecordWriter<'a> {
     fn slot(&mut self, name: &str, fill: impl FnOnce(&mut Value)) -> &mut Self {
         let map = self.record.map_mut();
         match map.get_index_mut(self.at) {
-            Some((held, slot)) if held == name => fill(slot),
+            Some((held, slot)) if same_name(held.as_bytes(), name.as_bytes()) => fill(slot),
             _ => {
                 // another shape: what followed is stale, and `name` may be among it or before
                 map.truncate(self.at);
@@ -76,6 +76,13 @@ impl<'a> RecordWriter<'a> {
         self.at += 1;
         self
     }
+}
+
+/// `a == b` for field names, inline: a call to `memcmp` per field cost more than the rest of
+/// writing it (names are a few bytes).
+#[inline]
+fn same_name(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 impl Drop for RecordWriter<'_> {
