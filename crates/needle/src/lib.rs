@@ -54,3 +54,8 @@ pub use needle_record::{Record, RecordWriter, Value};
 pub use needle_runtime::{EndReason, NeedleConfig as Config, QueryStatus};
 pub use push::Pusher;
 pub use query::{Emissions, Query};
+
+/// The README's Rust example, compiled and run as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeExample;
