@@ -7,7 +7,7 @@
 //! needle history /data/needle --format json
 //! ```
 
-use super::query::Format;
+use super::output::Format;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, ContentArrangement, Table};
 use needle_runtime::config::HistoryConfig;
 use serde_json::Value as Json;

@@ -17,7 +17,7 @@
 //! 2 bad arguments.
 
 use super::history::HistoryFlags;
-use super::query::Format;
+use super::output::Format;
 use std::io::{IsTerminal, Read};
 use std::process::ExitCode;
 

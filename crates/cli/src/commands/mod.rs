@@ -7,6 +7,7 @@ pub mod gen;
 pub mod history;
 pub mod ingest;
 pub mod kill;
+pub mod output;
 pub mod queries;
 pub mod query;
 pub mod query_remote;

@@ -7,7 +7,7 @@
 //! 130 killed by Ctrl-C.
 
 use super::client::{authorized, client, json_or_message, server_url};
-use super::query::{read_query, Format, Printer};
+use super::output::{read_query, Format, Printer};
 use indicatif::{ProgressBar, ProgressStyle};
 use needle_engine::exec::Emission;
 use serde_json::Value as Json;
