@@ -20,6 +20,8 @@ echo "== fmt"
 cargo fmt --all -- --check
 echo "== clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== docs (rustdoc, warnings are errors: broken or private links, the library's missing docs)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 echo "== the Bullet peer (bench/peers/bullet: Maven, JUnit)"
 (cd bench/peers/bullet && mvn -B -q package)
 echo "== DuckDB and Schemathesis from PyPI (DuckDB must read the history's files and is needle bench history's peer; Schemathesis checks the API against its OpenAPI document)"

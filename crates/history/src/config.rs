@@ -27,7 +27,7 @@ pub struct StoreConfig {
     /// Rows in a block (a Parquet row group): what one set of min/max/count/sum describes.
     pub block_rows: usize,
     /// Rows in a page of a block's column at most: what one entry of the page index
-    /// describes, and what a query's WHERE can skip inside a block ([`crate::pages`]).
+    /// describes, and what a query's WHERE can skip inside a block (`crate::pages`).
     pub page_rows: usize,
     /// Records the write buffer holds at most while writes fail; past it, appends are dropped
     /// and counted ([`crate::Counters::dropped_records`]). While writes succeed, an append that

@@ -1,6 +1,6 @@
 //! Zone maps: what a block's statistics prove about a query's WHERE clause.
 //!
-//! [`may_be_true`] answers "could any row of this block make the filter TRUE?" from the block's
+//! `may_be_true` answers "could any row of this block make the filter TRUE?" from the block's
 //! min, max and null count per column (and, for `=` and `IN` on fields with a bloom filter, the
 //! filter). Only a proof skips a block: anything it cannot reason about (functions, nested
 //! fields, arithmetic, a literal of another type than the column) may be true. Negation is

@@ -8,7 +8,7 @@
 //!   boolean. Anything else (functions, nested fields, arithmetic) is not a [`Filter`], and a
 //!   JSON column met while evaluating one makes the evaluation give up (`None`): the caller
 //!   then reads records.
-//! - [`summarize`]: the rows of a block in a time range that pass a filter, folded per time
+//! - `summarize`: the rows of a block in a time range that pass a filter, folded per time
 //!   bucket and per group (the values of the GROUP BY fields) into each field's count, sum, min
 //!   and max — what COUNT, SUM, AVG, MIN and MAX need — without building a record.
 
@@ -433,7 +433,7 @@ fn compare(col: Col<'_>, rows: usize, op: CompareOp, literal: &Value) -> Option<
     Some(truth)
 }
 
-/// What [`summarize`] folds a block into.
+/// What `summarize` folds a block into.
 pub struct GroupRequest<'a> {
     /// The GROUP BY fields (none: one group).
     pub keys: &'a [String],

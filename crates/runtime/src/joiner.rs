@@ -5,11 +5,11 @@
 //! Starting, killing and partials all arrive on one FIFO channel, so a query's start is always
 //! seen before any partial for it.
 //!
-//! Records read are counted once for all queries: a worker's [`JoinerMessage::Progress`] only
+//! Records read are counted once for all queries: a worker's `JoinerMessage::Progress` only
 //! adds to a running total (O(1), however many queries run), and each query is credited the
 //! difference since its last credit when it is next touched — before a merge, an end, or its
 //! tick — and the status table (what `GET /api/v1/queries` shows) is brought up to date every
-//! [`STATUS_REFRESH`].
+//! `STATUS_REFRESH`.
 //!
 //! Ticks touch only the queries that have something due — a time window to emit, or their
 //! end — from a schedule of deadlines ([`QueryRun::next_deadline_ms`]), so a tick costs
@@ -19,7 +19,7 @@
 //! snapshot) at once; the queries a tick ends leave the registry together, in one new snapshot.
 //!
 //! On an api node ([`crate::remote::Role::Api`]) the partials arrive encoded, from worker nodes
-//! ([`JoinerMessage::Encoded`]), and are merged the same way; a query's end is announced (so the
+//! (`JoinerMessage::Encoded`), and are merged the same way; a query's end is announced (so the
 //! workers forget it) when it leaves the joiner.
 
 use crate::clock::now_ms;

@@ -9,14 +9,14 @@
 //! 2. builds the peer if needed (its `run.sh`: Maven, once);
 //! 3. **same-results check**: both engines run every query of the largest count over the first
 //!    `--check-records` records, and every query's result records must be equal (see
-//!    [`compare`]); a disagreement stops the bench with an error. Some queries look for ids
+//!    `compare`); a disagreement stops the bench with an error. Some queries look for ids
 //!    that are in those records, so the check compares non-empty results;
 //! 4. for each query count: Bullet on the file (the peer, in its own JVM), then needle on the
 //!    same bytes on one thread of this process.
 //!
 //! What each side's time covers:
 //! - **needle**: every line from its JSON bytes (held in memory) through every query: lazy
-//!   decoding, the predicate index, filters, aggregation, the join ([`needle_side`]); wall
+//!   decoding, the predicate index, filters, aggregation, the join (`needle_side`); wall
 //!   clock of that loop over whole passes.
 //! - **Bullet**: the peer reads the lines (untimed), decodes them into Bullet records (timed on
 //!   its own: `decode`), then runs every record through every query's Querier as a Filter bolt

@@ -4,7 +4,7 @@
 //!
 //! The conjuncts are a necessary condition: when the filter is TRUE for a record, every clause
 //! of at least one conjunct is TRUE. When the filter is *exactly* the OR of its conjuncts
-//! ([`Access::exact`]), the converse holds too, and a record whose conjunct holds needs no
+//! (`Access::exact`), the converse holds too, and a record whose conjunct holds needs no
 //! filter at all.
 //!
 //! Clauses come from the compiled filter (constants already folded), so they follow the engine's
@@ -17,7 +17,7 @@
 //!   range clause, looked up as an inclusive `f64` range (a superset of the strict and integer
 //!   comparisons).
 //! - `a AND b`: every combination of a conjunct of `a` with one of `b` (at most
-//!   [`MAX_CONJUNCTS`]; past that, only the most selective side, and the result is not exact).
+//!   `MAX_CONJUNCTS`; past that, only the most selective side, and the result is not exact).
 //!   A side the index cannot read is left out (not exact).
 //! - `a OR b`: the conjuncts of both sides, when both have some.
 //! - Anything else (NOT, `!=`, RLIKE, IS NULL, functions, comparisons between fields, a field
@@ -25,7 +25,7 @@
 //!   every record and its filter decides, as without an index. So is a query without a filter,
 //!   and one that explodes records (its filter reads the exploded records, not the stream's).
 //!
-//! Each clause keeps the sub-expression it stands for ([`Clause::test`]), so the matcher checks
+//! Each clause keeps the sub-expression it stands for (`Clause::test`), so the matcher checks
 //! a candidate's conjunct with the engine's own evaluation: only the index lookup itself relies
 //! on the keys above, and only an equality on a string, a boolean or a number below 2^53 (where
 //! a key match is the comparison's answer) is trusted without that check.

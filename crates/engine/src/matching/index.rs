@@ -1,4 +1,4 @@
-//! [`PredicateIndex`]: an immutable index over a fixed list of members (one level of a
+//! `PredicateIndex`: an immutable index over a fixed list of members (one level of a
 //! [`super::MatchSet`]). Each conjunct of a member's filter ([`super::access`]) is filed under
 //! the part of it that rules out the most records:
 //! - two or three equality clauses on different fields: a **composite** entry, keyed by the
@@ -6,12 +6,12 @@
 //!   the record's `(country, device)`, not by every `device = 'ipad'` query);
 //! - else one equality clause: per field, a hash map from string, number and boolean values;
 //! - else a range clause (ranges on that field intersected): per field, ranges sorted for a
-//!   lookup that visits few ranges that do not hold (see [`RangeIndex`]);
+//!   lookup that visits few ranges that do not hold (see `RangeIndex`);
 //! - members without conjuncts are listed apart: candidates for every record.
 //!
 //! A lookup reads the record's value of each indexed field once (the caller passes them in,
 //! read through the engine's own field access, so paths and type hints behave exactly as in a
-//! filter) and yields [`Hit`]s: a member, which conjunct, and whether the hit still needs the
+//! filter) and yields `Hit`s: a member, which conjunct, and whether the hit still needs the
 //! conjunct's clauses checked (everything but a lone equality on an exact key does).
 
 use super::access::{number_bits, Clause, Condition, EqKey};

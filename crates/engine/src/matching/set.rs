@@ -4,7 +4,7 @@
 //!
 //! Updates are cheap, so that 100,000 queries arrive (and leave) in seconds:
 //! - **Adding** works like a log-structured merge: the members live in a few levels, each an
-//!   immutable [`PredicateIndex`], level `i` holding up to `FIRST_LEVEL × GROWTH^i` members (the
+//!   immutable `PredicateIndex`, level `i` holding up to `FIRST_LEVEL × GROWTH^i` members (the
 //!   last level is unbounded). New members go to the first level, which is rebuilt; a level
 //!   that overflows is merged into the next, and a burst of additions is built once into the
 //!   level it ends in. A member is rebuilt O(log n) times over its life, so an addition costs

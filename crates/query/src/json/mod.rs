@@ -1,4 +1,4 @@
-//! Bullet's legacy JSON queries, translated into the same [`ast::Query`] the equivalent BQL
+//! Bullet's legacy JSON queries, translated into the same `ast::Query` the equivalent BQL
 //! parses to, so that both share one validator and give the same [`crate::Plan`].
 //!
 //! ```json
@@ -15,7 +15,7 @@
 //!
 //! Errors name the JSON path (`filters[0].operation: unknown operation '=~'`); JSON syntax errors
 //! point at the line and column serde_json reports, other errors at the value concerned (found by
-//! [`locate`]), and the tree's nodes carry the spans of the JSON they came from, so that errors of
+//! `locate`), and the tree's nodes carry the spans of the JSON they came from, so that errors of
 //! the shared validator point into the JSON too.
 
 use crate::ast::{
