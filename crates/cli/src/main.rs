@@ -1,4 +1,9 @@
 //! The `needle` command line: one subcommand per file under `commands/`.
+//! The `needle` command line: one subcommand per file under `commands/`.
+//!
+//! Its place in the flow: the top — `serve` starts the runtime and the HTTP API over a source
+//! (or a node of the distributed mode), `query`/`ingest` run the library's layers over a file,
+//! and `bench` hands over to the scenarios of `needle-bench`.
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

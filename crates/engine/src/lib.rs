@@ -2,6 +2,11 @@
 //! language promises. Expressions, aggregations with real sketches, windows, partials that merge
 //! across workers, post-aggregation and result metadata. No I/O and no threads here: the runtime
 //! drives it.
+//!
+//! Its place in the flow: between the query language and the runtime — a worker thread hands it
+//! each record (`matching`: which of the active queries it may match, then their filters and
+//! partial aggregations, `exec`), and the joiner merges the partials into emissions
+//! (`exec::join`).
 
 pub mod aggregate;
 pub mod compare;

@@ -4,6 +4,9 @@
 //! The path of a query: text → [`ast::Query`] (syntax, with byte spans) → [`Plan`] (validated,
 //! aliases resolved, the aggregation kind chosen, limits from [`QueryConfig`] applied). Every
 //! failure is one [`QueryError`] that knows where in the text it happened and how to fix it.
+//!
+//! Its place in the flow: before any record — the API, the CLI and the library hand the query
+//! text here; the [`Plan`] goes on to the engine (`needle-engine`) to be compiled and run.
 
 pub mod ast;
 pub mod compile;

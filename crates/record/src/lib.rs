@@ -4,6 +4,10 @@
 //! Everything above this crate (the query language, the engine, the runtime) speaks these types.
 //! Values follow Bullet's typing: INTEGER, LONG, FLOAT, DOUBLE, BOOLEAN, STRING, lists and maps.
 //! A JSON integer that fits in 64 bits decodes as a LONG, any other number as a DOUBLE.
+//!
+//! Its place in the flow: the first step after the bytes — a worker decodes each line here (only
+//! the fields the active queries read, [`FieldSet`]), and a program embedding needle builds
+//! records in code with [`RecordWriter`]; the crates above only read records.
 
 pub mod check;
 pub mod decode;

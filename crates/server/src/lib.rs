@@ -3,6 +3,11 @@
 //! ([`error::ApiError`]); tokens, body limits and CORS come from [`needle_runtime::NeedleConfig`].
 //! The OpenAPI document is generated from the handlers' annotations ([`openapi`]); HTTPS is
 //! [`tls`].
+//!
+//! Its place in the flow: the outside of `needle serve` — it turns requests into the runtime's
+//! submit, kill and status calls, and a query's result queue into an HTTP response, SSE or
+//! WebSocket messages. A program embedding needle can nest the same router in its own
+//! (`needle::Needle::http_api`).
 
 pub mod auth;
 pub mod error;

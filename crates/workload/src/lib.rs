@@ -8,6 +8,9 @@
 //! the same bytes: every random draw comes from one `ChaCha8Rng` seeded with the seed. The spec's
 //! `count` is where drivers stop ([`Generator::is_done`], and the `Iterator` impl honours it); its
 //! `rate` is for drivers too ([`Pacer`]). Each module documents its workload's NDJSON shape.
+//!
+//! Its place in the flow: beside it — the input of `needle gen`, of the `gen:` source and of the
+//! benchmarks; nothing in the query path depends on it.
 
 pub mod bullet;
 mod error;
