@@ -137,6 +137,14 @@ impl PartialState {
         }
     }
 
+    /// Roughly the bytes of the records a RAW state holds (0 for any other kind).
+    pub fn raw_bytes(&self) -> usize {
+        match &self.inner {
+            State::Raw(s) => s.records.iter().map(needle_record::Record::approx_bytes).sum(),
+            _ => 0,
+        }
+    }
+
     /// Nothing to report: no record was folded in since the state was made (RAW: no record is
     /// held, e.g. after [`Aggregator::take_raw`]).
     pub fn is_empty(&self) -> bool {

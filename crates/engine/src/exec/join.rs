@@ -43,6 +43,28 @@ use std::sync::Arc;
 /// of more buckets than this is folded into one late emission).
 pub const MAX_EMPTY_BUCKETS: usize = 100_000;
 
+/// Where the records RAW windows hold are counted against a bound in bytes (the runtime's
+/// budget of results waiting): asked before a window keeps a record, told when it lets go.
+pub trait WindowBytes: Send + Sync + std::fmt::Debug {
+    /// Takes `bytes` when they fit under the bound; false when they do not.
+    fn try_take(&self, bytes: usize) -> bool;
+    /// Gives back bytes taken before.
+    fn give_back(&self, bytes: usize);
+}
+
+/// A RAW window's bound in bytes: its own, and the budget it shares with every other.
+#[derive(Debug)]
+struct RawBound {
+    per_query: usize,
+    shared: Arc<dyn WindowBytes>,
+    /// Bytes this run's window holds (taken from `shared`).
+    held: usize,
+    /// Since the last emission: windows emitted before their time to stay under the bound,
+    /// and records not kept because even an empty window had no room.
+    early: u64,
+    refused: u64,
+}
+
 /// One running query on the join side. Single-threaded: the joiner owns it.
 #[derive(Debug)]
 pub struct QueryRun {
@@ -64,6 +86,8 @@ pub struct QueryRun {
     /// Driven by the records' own times (stored records read back): time windows are buckets
     /// of record time, and their metadata names each bucket's start and end.
     record_time: bool,
+    /// RAW: the bound in bytes on the records the window holds ([`QueryRun::bound_raw_bytes`]).
+    raw_bound: Option<RawBound>,
 }
 
 impl QueryRun {
@@ -84,7 +108,28 @@ impl QueryRun {
             dropped: 0,
             done: false,
             record_time: false,
+            raw_bound: None,
         }
+    }
+
+    /// Bounds the bytes of the records a RAW window holds: at most `per_query`, and only while
+    /// `shared` has room. A window that reaches the bound is emitted at once, as one that
+    /// reaches its LIMIT is; where a window cannot be emitted early (no window, or one that
+    /// grows for the whole query) the records past the bound are not kept. Either way the next
+    /// emission warns. Without a bound (the default), only the LIMIT bounds a window.
+    pub fn bound_raw_bytes(&mut self, per_query: usize, shared: Arc<dyn WindowBytes>) {
+        self.raw_bound = Some(RawBound { per_query, shared, held: 0, early: 0, refused: 0 });
+    }
+
+    /// Takes room for `record` in the RAW window's bound (always, without one).
+    fn room_for(&mut self, record: &Record) -> bool {
+        let Some(bound) = &mut self.raw_bound else { return true };
+        let bytes = record.approx_bytes();
+        if bound.held + bytes > bound.per_query || !bound.shared.try_take(bytes) {
+            return false;
+        }
+        bound.held += bytes;
+        true
     }
 
     /// A run driven by the records' own times rather than the clock of their arrival: stored
@@ -212,8 +257,29 @@ impl QueryRun {
         for record in records.by_ref() {
             let admission = self.clock.admit(now_ms);
             if admission.keep {
-                self.raw.push(record);
-                self.window_matched += 1;
+                let mut fits = self.room_for(&record);
+                if !fits && !windowless && self.clock.plan().resets() && !self.raw.is_empty() {
+                    // full in bytes: the window goes now, as one full of records does
+                    if let Some(bound) = &mut self.raw_bound {
+                        bound.early += 1;
+                    }
+                    let is_final = now_ms >= self.end_ms;
+                    out.push(self.emit(now_ms, is_final));
+                    if is_final {
+                        break;
+                    }
+                    fits = self.room_for(&record);
+                }
+                if fits {
+                    self.raw.push(record);
+                    self.window_matched += 1;
+                } else {
+                    // no room even in an empty window (other queries hold the budget)
+                    self.dropped += 1;
+                    if let Some(bound) = &mut self.raw_bound {
+                        bound.refused += 1;
+                    }
+                }
             } else {
                 self.dropped += 1;
             }
@@ -286,6 +352,9 @@ impl QueryRun {
         let stage = &self.query.inner;
         let (records, sketch) = if self.query.is_raw() {
             let window = if self.clock.plan().resets() {
+                if let Some(bound) = &mut self.raw_bound {
+                    bound.shared.give_back(std::mem::take(&mut bound.held));
+                }
                 std::mem::take(&mut self.raw)
             } else {
                 self.raw.clone()
@@ -309,6 +378,9 @@ impl QueryRun {
             _ => 0,
         };
         let meta = self.meta(now_ms, is_final, late, sketch, outer_sketch);
+        if let Some(bound) = &mut self.raw_bound {
+            (bound.early, bound.refused) = (0, 0);
+        }
         if is_final {
             self.done = true;
         } else {
@@ -399,10 +471,34 @@ impl QueryRun {
                 .to_json(),
             );
         }
+        if let Some(bound) = self.raw_bound.as_ref().filter(|b| b.early + b.refused > 0) {
+            let what = match (bound.early, bound.refused) {
+                (early, 0) => format!(
+                    "{early} window(s) were emitted before their time: their records reached \
+                     the bytes results may hold"
+                ),
+                (_, refused) => format!(
+                    "{refused} matching record(s) were not kept: the results waiting for \
+                     subscribers reached the bytes they may hold"
+                ),
+            };
+            let fix = "Read the results faster, select fewer fields or a smaller LIMIT, or raise \
+                       runtime.max_result_bytes_per_query and runtime.max_result_bytes";
+            warnings.push(Notice::new(what, fix).to_json());
+        }
         if !warnings.is_empty() {
             meta.insert(keys::WARNINGS.into(), Json::Array(warnings));
         }
         meta
+    }
+}
+
+impl Drop for QueryRun {
+    /// The bytes a RAW window still holds go back to the shared bound with it.
+    fn drop(&mut self) {
+        if let Some(bound) = &mut self.raw_bound {
+            bound.shared.give_back(std::mem::take(&mut bound.held));
+        }
     }
 }
 
@@ -589,6 +685,95 @@ mod tests {
         let last = run.finish(20).unwrap();
         assert_eq!((ids(&last), last.is_final, last.window_number()), (vec![5], true, 3));
         assert_eq!(window(&last, keys::NAME), "Sliding");
+    }
+
+    /// A shared bound of bytes, as the runtime's results budget is.
+    #[derive(Debug)]
+    struct Budget {
+        used: std::sync::atomic::AtomicUsize,
+        limit: usize,
+    }
+
+    impl WindowBytes for Budget {
+        fn try_take(&self, bytes: usize) -> bool {
+            use std::sync::atomic::Ordering::SeqCst;
+            let fits = self.used.load(SeqCst) + bytes <= self.limit;
+            if fits {
+                self.used.fetch_add(bytes, SeqCst);
+            }
+            fits
+        }
+        fn give_back(&self, bytes: usize) {
+            self.used.fetch_sub(bytes, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    fn budget(limit: usize) -> Arc<Budget> {
+        Arc::new(Budget { used: 0.into(), limit })
+    }
+
+    fn raw_run(window: Option<WindowKind>) -> (Arc<CompiledQuery>, QueryRun) {
+        let query = Arc::new(CompiledQuery::compile(&plan(raw(100), window, 10_000)).unwrap());
+        let run = QueryRun::new(query.clone(), "q", 0);
+        (query, run)
+    }
+
+    /// The partial of `ids`' records, as a worker sends it.
+    fn partial(query: &CompiledQuery, ids: std::ops::RangeInclusive<i64>) -> Partial {
+        let mut worker = query.new_worker();
+        for id in ids {
+            assert!(query.process(&mut worker, &rec(id), &EvalContext::new(0)));
+        }
+        query.flush(&mut worker).unwrap()
+    }
+
+    #[test]
+    fn a_raw_window_full_in_bytes_is_emitted_early_and_loses_nothing() {
+        let w = WindowKind::Tumbling { every: 1000, unit: WindowUnit::Time };
+        let (query, mut run) = raw_run(Some(w));
+        let one = projected(1).approx_bytes();
+        let shared = budget(usize::MAX);
+        run.bound_raw_bytes(3 * one, shared.clone());
+        let mut out = run.merge(partial(&query, 1..=7), 10).unwrap();
+        assert_eq!(out.iter().map(ids).collect::<Vec<_>>(), [vec![1, 2, 3], vec![4, 5, 6]]);
+        assert!(out[0].meta[keys::WARNINGS][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("1 window(s) were emitted before their time"));
+        assert_eq!(shared.used.load(std::sync::atomic::Ordering::SeqCst), one, "record 7 held");
+        out.extend(run.tick(1000));
+        assert_eq!(ids(out.last().unwrap()), vec![7]);
+        assert!(out.last().unwrap().meta.get(keys::WARNINGS).is_none(), "a window on time");
+        assert_eq!(shared.used.load(std::sync::atomic::Ordering::SeqCst), 0, "given back");
+        run.merge(partial(&query, 8..=8), 1010).unwrap();
+        drop(run);
+        assert_eq!(shared.used.load(std::sync::atomic::Ordering::SeqCst), 0, "back at drop");
+    }
+
+    /// A record as the test plans' RAW keeps it (its `id`).
+    fn projected(id: i64) -> Record {
+        let mut r = Record::new();
+        r.insert("id", Value::Long(id));
+        r
+    }
+
+    #[test]
+    fn raw_records_past_a_shared_bound_are_not_kept_and_the_emission_says_so() {
+        let one = projected(1).approx_bytes();
+        // other queries hold all but two records' room
+        let shared = budget(2 * one);
+        let (query, mut run) = raw_run(None);
+        run.bound_raw_bytes(usize::MAX, shared.clone());
+        assert!(run.merge(partial(&query, 1..=5), 10).unwrap().is_empty());
+        let last = run.finish(20).unwrap();
+        assert_eq!(ids(&last), vec![1, 2]);
+        assert_eq!(last.meta[keys::STATS][keys::RECORDS_DROPPED], 3);
+        let warning = last.meta[keys::WARNINGS][0]["error"].as_str().unwrap().to_owned();
+        assert!(warning.contains("3 matching record(s) were not kept"), "{warning}");
+        // without a bound nothing is refused
+        let (query, mut free) = raw_run(None);
+        free.merge(partial(&query, 1..=5), 10).unwrap();
+        assert_eq!(ids(&free.finish(20).unwrap()), vec![1, 2, 3, 4, 5]);
     }
 
     #[test]

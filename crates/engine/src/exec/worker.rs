@@ -50,6 +50,13 @@ pub struct Partial {
     pub matched: u64,
 }
 
+impl Partial {
+    /// Roughly the bytes of the records a RAW partial carries (0 for any other kind).
+    pub fn raw_bytes(&self) -> usize {
+        self.state.raw_bytes()
+    }
+}
+
 impl CompiledQuery {
     /// A fresh worker state for this query.
     pub fn new_worker(&self) -> WorkerState {
