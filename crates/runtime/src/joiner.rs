@@ -171,7 +171,7 @@ impl Joiner {
                     running.insert(id.clone(), q);
                     touched = Some(id);
                 }
-                Ok(JoinerMessage::Partial { member, partial }) => {
+                Ok(JoinerMessage::Partial { member, partial, in_flight: _held }) => {
                     if let Some(q) = running.get_mut(&member.id) {
                         touched = Some(member.id.clone());
                         q.credit(records_total);

@@ -110,7 +110,7 @@ impl Shipper {
     pub fn run(self) {
         for message in self.messages.iter() {
             match message {
-                JoinerMessage::Partial { member, partial } => {
+                JoinerMessage::Partial { member, partial, in_flight: _held } => {
                     if let Some(s) = self.lock_status().get_mut(&member.id) {
                         s.records_matched += partial.matched;
                     }

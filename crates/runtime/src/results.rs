@@ -7,6 +7,11 @@
 //! `"Dropped Emissions": n` in its metadata. The final emission is never dropped (it is always
 //! the newest).
 //!
+//! The records RAW windows hold in the joiner before they are emitted count in the same
+//! [`ResultBudget`] (a window that reaches the bound is emitted early; see
+//! [`needle_engine::exec::join::WindowBytes`]), so the bytes of results anywhere in the process
+//! stay under `runtime.max_result_bytes`.
+//!
 //! "Full" is counted three ways: emissions (`runtime.subscriber_buffer`), bytes of this query's
 //! waiting emissions (`runtime.max_result_bytes_per_query`), and bytes waiting in every queue of
 //! the process ([`ResultBudget`], `runtime.max_result_bytes`). Past a bound, the oldest
@@ -17,6 +22,7 @@
 //! that keeps up loses nothing however far behind the others are, and slow or absent ones
 //! hold at most the bounds, plus their final emissions.
 
+use needle_engine::exec::join::WindowBytes;
 use needle_engine::exec::Emission;
 use prometheus_client::metrics::gauge::Gauge;
 use std::collections::VecDeque;
@@ -56,6 +62,23 @@ impl ResultBudget {
 
     fn give_back(&self, bytes: usize) {
         self.used.dec_by(bytes as i64);
+    }
+}
+
+/// The records RAW windows hold in the joiner count in the same budget as the results waiting
+/// for subscribers: together they stay under `runtime.max_result_bytes`.
+impl WindowBytes for ResultBudget {
+    fn try_take(&self, bytes: usize) -> bool {
+        // only the joiner's thread takes for windows: a check then an add is exact enough
+        let fits = self.used() + bytes <= self.limit;
+        if fits {
+            self.take(bytes);
+        }
+        fits
+    }
+
+    fn give_back(&self, bytes: usize) {
+        ResultBudget::give_back(self, bytes);
     }
 }
 

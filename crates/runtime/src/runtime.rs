@@ -152,12 +152,16 @@ impl Runtime {
         });
 
         let mut threads = Vec::new();
+        let records_in_flight = Arc::new(crate::messages::RecordsInFlight::default());
         for index in 0..workers {
             let worker = Worker {
                 index,
                 queries: queries.clone(),
                 batches: batch_rx.clone(),
-                joiner: joiner_tx.clone(),
+                joiner: crate::worker::ToJoiner {
+                    tx: joiner_tx.clone(),
+                    records: records_in_flight.clone(),
+                },
                 metrics: metrics.clone(),
                 schema: schema.clone(),
                 tick,
@@ -424,7 +428,7 @@ impl Runtime {
         let received_ms = now_ms();
         let windowed = compiled.is_windowed();
         let compiled = Arc::new(compiled);
-        let (run, ends_ms) = match past {
+        let (mut run, ends_ms) = match past {
             Some(past) => {
                 let run = QueryRun::on_record_time(
                     compiled.clone(),
@@ -445,6 +449,13 @@ impl Runtime {
                 (run, ends)
             }
         };
+        if compiled.is_raw() {
+            // the records a RAW window holds count against the results' bounds too
+            run.bound_raw_bytes(
+                self.config.runtime.max_result_bytes_per_query,
+                self.result_budget.clone(),
+            );
+        }
         let live = past.is_none_or(|p| p.live);
         let remote = past.and_then(|p| {
             let workers = p.workers.clone()?;

@@ -23,7 +23,7 @@
 
 use crate::clock::now_ms;
 use crate::framing::{Batch, Receipt};
-use crate::messages::JoinerMessage;
+use crate::messages::{JoinerMessage, RecordsInFlight};
 use crate::metrics::Metrics;
 use crate::registry::{QuerySet, Snapshot};
 use crate::schema::{SchemaTracker, SAMPLE_EVERY, SAMPLE_FIRST};
@@ -42,7 +42,7 @@ pub(crate) struct Worker {
     pub index: usize,
     pub queries: Arc<QuerySet>,
     pub batches: Receiver<Batch>,
-    pub joiner: Sender<JoinerMessage>,
+    pub joiner: ToJoiner,
     pub metrics: Arc<Metrics>,
     pub schema: Arc<SchemaTracker>,
     pub tick: Duration,
@@ -145,17 +145,28 @@ impl Worker {
         matcher.flush(|member, partial| send(joiner, member, partial));
         if self.unreported > 0 || !self.receipts.is_empty() {
             let receipts = std::mem::take(&mut self.receipts);
-            let _ =
-                self.joiner.send(JoinerMessage::Progress { records: self.unreported, receipts });
+            let progress = JoinerMessage::Progress { records: self.unreported, receipts };
+            let _ = self.joiner.tx.send(progress);
             self.unreported = 0;
         }
     }
 }
 
-fn send(joiner: &Sender<JoinerMessage>, member: &Arc<Member>, partial: Partial) {
-    // Blocks when the joiner is behind: backpressure up to the sources.
-    let _ =
-        joiner.send(JoinerMessage::Partial { member: member.clone(), partial: Box::new(partial) });
+/// The workers' way to the joiner: its channel, and the bound on the bytes of records in flight
+/// on it.
+#[derive(Clone)]
+pub(crate) struct ToJoiner {
+    pub tx: Sender<JoinerMessage>,
+    pub records: Arc<RecordsInFlight>,
+}
+
+fn send(joiner: &ToJoiner, member: &Arc<Member>, partial: Partial) {
+    // Blocks when the joiner is behind (too many messages, or too many bytes of records):
+    // backpressure up to the sources.
+    let bytes = partial.raw_bytes();
+    let in_flight = (bytes > 0).then(|| joiner.records.enter(bytes, || !joiner.tx.is_empty()));
+    let partial = Box::new(partial);
+    let _ = joiner.tx.send(JoinerMessage::Partial { member: member.clone(), partial, in_flight });
 }
 
 fn log_malformed(worker: usize, line: &[u8], error: &needle_record::RecordError) {
