@@ -114,10 +114,18 @@ impl QueryRun {
 
     /// Bounds the bytes of the records a RAW window holds: at most `per_query`, and only while
     /// `shared` has room. A window that reaches the bound is emitted at once, as one that
-    /// reaches its LIMIT is; where a window cannot be emitted early (no window, or one that
-    /// grows for the whole query) the records past the bound are not kept. Either way the next
-    /// emission warns. Without a bound (the default), only the LIMIT bounds a window.
+    /// reaches its LIMIT is, and warns; a record that finds no room even in an empty window
+    /// (others hold the shared budget) is not kept, and the next emission warns.
+    ///
+    /// Only windows that can be emitted early are bounded: a RAW query without a window (or
+    /// with one that grows for the whole query) holds what it found until its LIMIT, its
+    /// duration or its end, as before — its records are its one answer (a find-record query
+    /// waiting for its needles), and its LIMIT bounds them.
     pub fn bound_raw_bytes(&mut self, per_query: usize, shared: Arc<dyn WindowBytes>) {
+        let plan = self.clock.plan();
+        if matches!(plan, WindowPlan::None) || !plan.resets() {
+            return;
+        }
         self.raw_bound = Some(RawBound { per_query, shared, held: 0, early: 0, refused: 0 });
     }
 
@@ -258,7 +266,7 @@ impl QueryRun {
             let admission = self.clock.admit(now_ms);
             if admission.keep {
                 let mut fits = self.room_for(&record);
-                if !fits && !windowless && self.clock.plan().resets() && !self.raw.is_empty() {
+                if !fits && !self.raw.is_empty() {
                     // full in bytes: the window goes now, as one full of records does
                     if let Some(bound) = &mut self.raw_bound {
                         bound.early += 1;
@@ -760,20 +768,33 @@ mod tests {
     #[test]
     fn raw_records_past_a_shared_bound_are_not_kept_and_the_emission_says_so() {
         let one = projected(1).approx_bytes();
-        // other queries hold all but two records' room
-        let shared = budget(2 * one);
-        let (query, mut run) = raw_run(None);
+        // other queries hold all of the budget but half a record's room
+        let shared = budget(3 * one);
+        assert!(shared.try_take(3 * one - one / 2));
+        let w = WindowKind::Tumbling { every: 1000, unit: WindowUnit::Time };
+        let (query, mut run) = raw_run(Some(w));
         run.bound_raw_bytes(usize::MAX, shared.clone());
         assert!(run.merge(partial(&query, 1..=5), 10).unwrap().is_empty());
+        let next = run.tick(1000);
+        assert!(next[0].records.is_empty());
+        assert_eq!(next[0].meta[keys::STATS][keys::RECORDS_DROPPED], 5);
+        let warning = next[0].meta[keys::WARNINGS][0]["error"].as_str().unwrap().to_owned();
+        assert!(warning.contains("5 matching record(s) were not kept"), "{warning}");
+        // room again: the next window keeps its records
+        shared.give_back(3 * one - one / 2);
+        run.merge(partial(&query, 6..=6), 1010).unwrap();
+        assert_eq!(ids(&run.tick(2000)[0]), vec![6]);
+    }
+
+    #[test]
+    fn a_raw_query_without_a_window_keeps_its_records_whatever_the_bound() {
+        // its records are its one answer (a needle search): only its LIMIT bounds them
+        let (query, mut run) = raw_run(None);
+        run.bound_raw_bytes(1, budget(1));
+        assert!(run.merge(partial(&query, 1..=5), 10).unwrap().is_empty());
         let last = run.finish(20).unwrap();
-        assert_eq!(ids(&last), vec![1, 2]);
-        assert_eq!(last.meta[keys::STATS][keys::RECORDS_DROPPED], 3);
-        let warning = last.meta[keys::WARNINGS][0]["error"].as_str().unwrap().to_owned();
-        assert!(warning.contains("3 matching record(s) were not kept"), "{warning}");
-        // without a bound nothing is refused
-        let (query, mut free) = raw_run(None);
-        free.merge(partial(&query, 1..=5), 10).unwrap();
-        assert_eq!(ids(&free.finish(20).unwrap()), vec![1, 2, 3, 4, 5]);
+        assert_eq!(ids(&last), vec![1, 2, 3, 4, 5]);
+        assert!(last.meta.get(keys::WARNINGS).is_none());
     }
 
     #[test]
