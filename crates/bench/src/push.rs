@@ -25,6 +25,7 @@
 //!
 //! Target (issue 16): ≥ 10M events/s per core. Linea: ~1M events/s on a 6-core node.
 
+use super::eps::print_result_and_target;
 use super::live::{thread_cpu_seconds, wait_until};
 use super::Outcome;
 use comfy_table::Table;
@@ -132,7 +133,7 @@ pub fn measure(
         ratio_handoff_structs: per_core / structs,
         ratio_handoff_records: per_core / records,
         target_per_core: 10e6,
-        linea_reference: "~1M events/s on a 6-core node (~170k per core)",
+        linea_reference: super::eps::LINEA_REFERENCE,
     })
 }
 
@@ -357,17 +358,10 @@ impl Outcome for PushResult {
             self.cpu_seconds
         );
         println!("{table}");
-        println!(
-            "result: {} events, sum {:.3} (expected {:.3}, to 1e-9): {}",
-            self.result_events,
-            self.result_sum,
-            self.expected_sum,
-            if self.result_ok { "right" } else { "WRONG" }
-        );
-        println!(
-            "target ≥ 10M events/s per core: {}; Linea: {}",
-            if self.events_per_core_sec >= self.target_per_core { "met" } else { "not met" },
-            self.linea_reference
+        print_result_and_target(
+            (self.result_events, self.result_sum, self.expected_sum, self.result_ok),
+            self.events_per_core_sec,
+            self.target_per_core,
         );
     }
 }
