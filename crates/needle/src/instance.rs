@@ -116,11 +116,15 @@ impl Builder {
                 };
                 let mut registry = SourceRegistry::default();
                 needle_kafka::register(&mut registry, &config.kafka, metrics);
-                let source = registry.open(spec, &options).map_err(|e| {
+                let started = registry
+                    .open(spec, &options)
+                    .map_err(|e| Error::Config(e.to_string()))
+                    .and_then(|source| runtime.run_source(source).map_err(Error::from));
+                if let Err(error) = started {
+                    // the workers and the joiner started: they stop with it
                     runtime.shutdown();
-                    Error::Config(e.to_string())
-                })?;
-                runtime.run_source(source)?;
+                    return Err(error);
+                }
             }
             None => {
                 let pushed = runtime.push_sink("events pushed from code")?;

@@ -100,11 +100,6 @@ impl Batch {
         &self.pushed.records
     }
 
-    /// True when the batch holds neither bytes nor records.
-    pub fn is_empty(&self) -> bool {
-        self.data.is_empty() && self.pushed.records.is_empty()
-    }
-
     /// The batch as NDJSON: its bytes, or its records written as JSON lines (what history keeps
     /// of records pushed from code).
     pub fn to_ndjson(&self) -> Vec<u8> {

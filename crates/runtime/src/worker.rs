@@ -92,10 +92,7 @@ impl Worker {
         let joiner = &self.joiner;
         for line in batch.lines() {
             records += 1;
-            self.lines += 1;
-            // the first lines each, so the schema is there as soon as a stream starts; then
-            // one in SAMPLE_EVERY
-            if self.lines <= SAMPLE_FIRST || self.lines.is_multiple_of(SAMPLE_EVERY) {
+            if count_and_sample(&mut self.lines) {
                 if let Ok(record) = needle_record::decode_record(line) {
                     self.schema.observe(&record);
                 }
@@ -114,8 +111,7 @@ impl Worker {
         }
         for record in batch.records() {
             records += 1;
-            self.lines += 1;
-            if self.lines <= SAMPLE_FIRST || self.lines.is_multiple_of(SAMPLE_EVERY) {
+            if count_and_sample(&mut self.lines) {
                 self.schema.observe(record);
             }
             if set.is_empty() {
@@ -150,6 +146,13 @@ impl Worker {
             self.unreported = 0;
         }
     }
+}
+
+/// Counts one more record read; true for one the schema samples: the first ones each, so the
+/// schema is there as soon as a stream starts, then one in `SAMPLE_EVERY`.
+fn count_and_sample(lines: &mut u64) -> bool {
+    *lines += 1;
+    *lines <= SAMPLE_FIRST || lines.is_multiple_of(SAMPLE_EVERY)
 }
 
 /// The workers' way to the joiner: its channel, and the bound on the bytes of records in flight
