@@ -274,3 +274,32 @@ fn typed_events_are_kept_in_history_and_found_looking_back() {
         .unwrap();
     assert_eq!(emissions(query).pop().unwrap(), r#"[{"n":100,"top":297}]"#);
 }
+
+#[test]
+fn a_bullet_json_query_runs_as_its_bql_twin_does() {
+    let needle = needle();
+    let json = needle
+        .query(
+            r#"{"filters": [{"field": "device", "operation": "==", "values": ["ipad"]}],
+                "aggregation": {"type": "COUNT DISTINCT", "fields": {"id": ""}},
+                "duration": 300}"#,
+        )
+        .unwrap();
+    let bql = needle
+        .query("SELECT COUNT(DISTINCT id) FROM STREAM(300, TIME) WHERE device = 'ipad'")
+        .unwrap();
+    let mut pusher = needle.pusher().unwrap();
+    for i in 0..100 {
+        pusher
+            .push_with(|e| {
+                e.set_i64("id", i % 30).set_str("device", if i % 2 == 0 { "ipad" } else { "pc" });
+            })
+            .unwrap();
+    }
+    pusher.flush().unwrap();
+    let json = json.last().unwrap();
+    let bql = bql.last().unwrap();
+    let distinct = |e: &needle::Emission| e.records[0].iter().next().unwrap().1.as_f64();
+    assert_eq!(distinct(&json), Some(15.0), "{}", json.to_json_string());
+    assert_eq!(distinct(&json), distinct(&bql));
+}
