@@ -544,9 +544,10 @@ async function refreshSchema(): Promise<void> {
   setTimeout(refreshSchema, known.sampled < 100 ? 2_000 : 30_000);
 }
 void refreshSchema();
-// For the end-to-end tests and the console: read and write the editor's text.
+// For the end-to-end tests and the console: read and write the editor's text, and the rows of
+// the last run.
 Object.assign(window, {
-  needle: { get: () => editor.state.doc.toString(), set: setQuery },
+  needle: { get: () => editor.state.doc.toString(), set: setQuery, rows: () => (run ? resultRows(run) : []) },
   needleReady: performance.now(),
 });
 document.body.dataset.ready = 'true';
