@@ -4,7 +4,7 @@
 CARGO ?= cargo
 NEEDLE := target/release/needle
 
-.PHONY: demo test test-kafka build ui test-ui lint fmt bench clean
+.PHONY: demo test test-kafka build ui test-ui lint fmt bench soak clean
 
 build:
 	$(CARGO) build --release --bin needle
@@ -39,6 +39,11 @@ fmt:
 
 bench:
 	$(CARGO) bench --workspace
+
+# 30 minutes of queries starting and ending on a generated stream; memory must stay flat
+# (SOAK_SECONDS, SOAK_RATE). Not part of `make test`.
+soak:
+	bash scripts/soak.sh
 
 clean:
 	$(CARGO) clean
