@@ -4,7 +4,7 @@
 CARGO ?= cargo
 NEEDLE := target/release/needle
 
-.PHONY: demo test test-kafka build ui test-ui lint fmt bench soak clean
+.PHONY: demo test test-kafka build ui test-ui lint fmt bench fuzz soak clean
 
 build:
 	$(CARGO) build --release --bin needle
@@ -44,6 +44,11 @@ bench:
 # (SOAK_SECONDS, SOAK_RATE). Not part of `make test`.
 soak:
 	bash scripts/soak.sh
+
+# Coverage-guided fuzzing on stable Rust (cargo-afl, afl++): each target for SECONDS seconds.
+SECONDS ?= 60
+fuzz:
+	bash scripts/fuzz.sh $(SECONDS)
 
 clean:
 	$(CARGO) clean
