@@ -296,7 +296,7 @@ impl Aggregator {
             (Kind::TopK(a), State::TopK(s), State::TopK(o)) => a.merge(s, o),
             _ => return Err(EngineError::MergeMismatch("partials of different kinds".into())),
         }
-        into.seen += other.seen;
+        into.seen = into.seen.saturating_add(other.seen);
         Ok(())
     }
 
@@ -313,7 +313,7 @@ impl Aggregator {
                     && other.fingerprint == self.fingerprint =>
             {
                 a.merge_owned(s, *o);
-                into.seen += other.seen;
+                into.seen = into.seen.saturating_add(other.seen);
                 Ok(())
             }
             (_, _, inner) => self.merge(into, &PartialState { inner, ..other }),

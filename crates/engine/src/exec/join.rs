@@ -201,7 +201,7 @@ impl QueryRun {
     /// each partial ([`CompiledQuery::process_candidate`]). Ignored once the query is done.
     pub fn add_seen(&mut self, records: u64) {
         if !self.done {
-            self.seen += records;
+            self.seen = self.seen.saturating_add(records);
         }
     }
 
@@ -227,10 +227,11 @@ impl QueryRun {
     pub fn merge(&mut self, partial: Partial, now_ms: i64) -> Result<Vec<Emission>, EngineError> {
         // a due window or the end of the query comes first: this partial arrived after it
         let mut out = self.tick(now_ms);
-        self.seen += partial.seen;
-        self.matched += partial.matched;
+        // saturating: a partial's counts come off the wire (the distributed mode) unchecked
+        self.seen = self.seen.saturating_add(partial.seen);
+        self.matched = self.matched.saturating_add(partial.matched);
         if self.done {
-            self.dropped += partial.matched;
+            self.dropped = self.dropped.saturating_add(partial.matched);
             return Ok(out);
         }
         if self.query.is_raw() {
@@ -244,9 +245,9 @@ impl QueryRun {
             };
             if admitted {
                 self.query.inner.aggregator.merge_owned(&mut self.state, partial.state)?;
-                self.window_matched += partial.matched;
+                self.window_matched = self.window_matched.saturating_add(partial.matched);
             } else {
-                self.dropped += partial.matched;
+                self.dropped = self.dropped.saturating_add(partial.matched);
             }
         }
         Ok(out)
@@ -867,6 +868,27 @@ mod tests {
         assert_eq!(count_of(&out[0]), 7);
         assert_eq!(out[0].meta[keys::STATS][keys::RECORDS_SEEN], 7);
         assert!(run.tick(2000).is_empty() && run.finish(2000).is_none());
+    }
+
+    #[test]
+    fn a_partials_counts_off_the_wire_saturate_rather_than_overflow() {
+        // seen and matched head the bytes unchecked (a fuzz find: fuzz/regressions/kafka_wire/)
+        let query = Arc::new(CompiledQuery::compile(&plan(count(), None, 1000)).unwrap());
+        let mut run = QueryRun::new(query.clone(), "q", 0);
+        let mut w = query.new_worker();
+        query.process(&mut w, &rec(1), &EvalContext::new(0));
+        let mut bytes = query.encode_partial(&query.flush(&mut w).unwrap());
+        bytes[..16].fill(0xff);
+        for now in [1, 2] {
+            assert!(run.merge_bytes(&bytes, now).unwrap().is_empty());
+        }
+        let mut other = query.decode_partial(&bytes).unwrap();
+        query.combine(&mut other, query.decode_partial(&bytes).unwrap()).unwrap();
+        assert_eq!((other.seen, other.matched), (u64::MAX, u64::MAX));
+        run.add_seen(5);
+        let out = run.tick(1000);
+        assert_eq!(count_of(&out[0]), 2);
+        assert_eq!(out[0].meta[keys::STATS][keys::RECORDS_SEEN], u64::MAX);
     }
 
     #[test]

@@ -175,8 +175,8 @@ impl CompiledQuery {
     /// history's blocks), so that the joiner's thread merges one partial a reader, not one a
     /// block. Not for RAW partials, whose records the joiner admits one by one.
     pub fn combine(&self, into: &mut Partial, other: Partial) -> Result<(), EngineError> {
-        into.seen += other.seen;
-        into.matched += other.matched;
+        into.seen = into.seen.saturating_add(other.seen);
+        into.matched = into.matched.saturating_add(other.matched);
         self.inner.aggregator.merge_owned(&mut into.state, other.state)
     }
 
