@@ -17,11 +17,11 @@
 
 use crate::columns::{self, Kind, SortKey, LAYOUT_COLUMN, META_LAYOUTS, TIME_COLUMN};
 use crate::config::StoreConfig;
-use crate::part::{Part, PartHeader, PartWriter};
+use crate::part::{guard, Batches, Part, PartHeader, PartWriter};
 use crate::HistoryError;
 use arrow_array::{new_null_array, Array, ArrayRef, Int32Array, RecordBatch};
 use arrow_schema::{Field, Schema, SchemaRef};
-use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use std::borrow::Borrow;
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -60,11 +60,12 @@ fn merge_planned(
     let mut cursors = Vec::with_capacity(inputs.len());
     for (input, part) in inputs.iter().enumerate() {
         let file = File::open(&part.path).map_err(|e| HistoryError::io(&part.path, e))?;
-        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, part.meta.clone())
+        let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, part.meta.clone())
             // small batches: a merge of up to 64 inputs holds one of each at a time
-            .with_batch_size(config.block_rows.clamp(1, MERGE_BATCH_ROWS))
-            .build()
+            .with_batch_size(config.block_rows.clamp(1, MERGE_BATCH_ROWS));
+        let reader = guard(&part.path, || builder.build())?
             .map_err(|e| HistoryError::parquet(&part.path, e))?;
+        let reader = Batches::new(reader, &part.path);
         cursors.push(Cursor { input, reader, batch: None, keys: Vec::new(), row: 0, slot: 0 });
     }
     let mut writer = PartWriter::create(
@@ -333,7 +334,7 @@ fn has_values(part: &Part, index: usize) -> bool {
 /// One input being read: its current batch (conformed) and the next row to take from it.
 struct Cursor {
     input: usize,
-    reader: ParquetRecordBatchReader,
+    reader: Batches,
     batch: Option<RecordBatch>,
     /// The sort columns of `batch`, then its times.
     keys: Vec<SortKey>,

@@ -56,6 +56,48 @@ pub const META_SEQUENCE: &str = "needle.sequence";
 /// the filter 3.2 → 2.3 ms at 144M points.
 const COLUMN_BATCH_ROWS: usize = 16_384;
 
+/// Runs `read`, a call into the Parquet reader about `path`, turning a panic into the error of
+/// a corrupt part: the reader asserts instead of returning an error on some damaged footers and
+/// pages (a fuzz find, `fuzz/regressions/history_reader/`), and a damaged part must be skipped
+/// and counted, not take the process down.
+pub(crate) fn guard<T>(path: &Path, read: impl FnOnce() -> T) -> Result<T, HistoryError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)).map_err(|panic| {
+        let why = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        HistoryError::parquet(path, format!("the Parquet reader failed on a corrupt part: {why}"))
+    })
+}
+
+/// A reader of record batches whose panics ([`guard`]) are errors; it ends after one.
+pub(crate) struct Batches {
+    reader: Option<ParquetRecordBatchReader>,
+    path: PathBuf,
+}
+
+impl Batches {
+    pub(crate) fn new(reader: ParquetRecordBatchReader, path: &Path) -> Self {
+        Self { reader: Some(reader), path: path.to_owned() }
+    }
+}
+
+impl Iterator for Batches {
+    type Item = Result<RecordBatch, arrow_schema::ArrowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let reader = self.reader.as_mut()?;
+        match guard(&self.path, || reader.next()) {
+            Ok(next) => next,
+            Err(error) => {
+                self.reader = None;
+                Some(Err(arrow_schema::ArrowError::ParquetError(error.to_string())))
+            }
+        }
+    }
+}
+
 /// What [`crate::Block::for_each_matching`] hands on.
 pub enum BlockRows<'a> {
     /// A row in range, by its time, and its record.
@@ -322,7 +364,7 @@ impl Part {
         let file = File::open(path).map_err(|e| HistoryError::io(path, e))?;
         let bytes = file.metadata().map_err(|e| HistoryError::io(path, e))?.len();
         let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
-        let meta = ArrowReaderMetadata::load(&file, options)
+        let meta = guard(path, || ArrowReaderMetadata::load(&file, options))?
             .map_err(|e| HistoryError::parquet(path, e))?;
         let parquet: &ParquetMetaData = meta.metadata();
         let kv: HashMap<&str, &str> = parquet
@@ -426,7 +468,7 @@ impl Part {
         index: usize,
         wanted: Option<&[String]>,
         selection: Option<RowSelection>,
-    ) -> Result<ParquetRecordBatchReader, HistoryError> {
+    ) -> Result<Batches, HistoryError> {
         let keep = |name: &str| match wanted {
             None => true,
             Some(fields) => {
@@ -448,7 +490,7 @@ impl Part {
         time: bool,
         dictionary: bool,
         selection: Option<RowSelection>,
-    ) -> Result<ParquetRecordBatchReader, HistoryError> {
+    ) -> Result<Batches, HistoryError> {
         let meta = match dictionary {
             true => self.dictionary_meta().unwrap_or(&self.meta),
             false => &self.meta,
@@ -468,7 +510,7 @@ impl Part {
         keep: impl Fn(&str) -> bool,
         batch_size: usize,
         selection: Option<RowSelection>,
-    ) -> Result<ParquetRecordBatchReader, HistoryError> {
+    ) -> Result<Batches, HistoryError> {
         let file = File::open(&self.path).map_err(|e| HistoryError::io(&self.path, e))?;
         let descriptor = meta.metadata().file_metadata().schema_descr_ptr();
         let indices = meta.schema().fields().iter().enumerate();
@@ -480,7 +522,9 @@ impl Part {
         if let Some(selection) = selection {
             builder = builder.with_row_selection(selection);
         }
-        builder.build().map_err(|e| HistoryError::parquet(&self.path, e))
+        let reader = guard(&self.path, || builder.build())?
+            .map_err(|e| HistoryError::parquet(&self.path, e))?;
+        Ok(Batches::new(reader, &self.path))
     }
 
     /// The footer with its text columns (not JSON) typed as dictionaries of text.
