@@ -24,12 +24,14 @@ fn steps(path: &str) -> Vec<Step> {
         if !name.is_empty() {
             out.push(Step::Key(name.to_string()));
         }
-        while let Some(close) = rest.find(']') {
-            match rest[1..close].parse() {
+        // `[i]` steps while they follow; a key with brackets of its own (`a]b`) ends the path
+        while let Some(inside) = rest.strip_prefix('[') {
+            let Some(close) = inside.find(']') else { break };
+            match inside[..close].parse() {
                 Ok(i) => out.push(Step::Index(i)),
-                Err(_) => out.push(Step::Key(rest[1..close].to_string())),
+                Err(_) => out.push(Step::Key(inside[..close].to_string())),
             }
-            rest = &rest[close + 1..];
+            rest = &inside[close + 1..];
         }
     }
     out
@@ -184,5 +186,20 @@ mod tests {
         assert_eq!(at("query.filters[0].field", false), Some("\"a\""));
         assert_eq!(at("filters[5]", false), None);
         assert_eq!(at("window", false), None);
+    }
+
+    #[test]
+    fn keys_with_brackets_of_their_own_do_not_panic() {
+        // a fuzz find (fuzz/regressions/bullet_json/): `]` right after `[i]` sliced backwards
+        let text = r#"{"hi[1, 2]]]]]story": {"to": 1000}, "a[0]": [1]}"#;
+        for path in ["hi[1, 2]]]]]story", "hi[1, 2]]]]]story.to", "a[0][0]", "a]b[", "[", "]"] {
+            let _ = locate(text, path, false);
+            let _ = locate(text, path, true);
+        }
+        assert_eq!(
+            steps("a[0][1].b"),
+            [Step::Key("a".into()), Step::Index(0), Step::Index(1), Step::Key("b".into())]
+        );
+        assert!(crate::json::parse_json(text).is_err());
     }
 }
