@@ -113,7 +113,7 @@ impl CountDistinct {
         if let Some(theirs) = &other.union {
             union.update(&theirs.to_sketch(true)).map_err(sketch_error)?;
         }
-        into.updates += other.updates;
+        into.updates = into.updates.saturating_add(other.updates);
         Ok(())
     }
 

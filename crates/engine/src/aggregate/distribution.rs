@@ -198,7 +198,7 @@ impl Distribution {
         other: &DistributionState,
     ) -> Result<(), EngineError> {
         into.sketch.merge(&other.sketch).map_err(sketch_error)?;
-        into.ignored += other.ignored;
+        into.ignored = into.ignored.saturating_add(other.ignored);
         Ok(())
     }
 

@@ -643,14 +643,14 @@ impl GroupBy {
         } else if self.room(into) {
             into.groups.insert(key.to_owned(), own(group));
         } else {
-            into.dropped += incoming.records;
+            into.dropped = into.dropped.saturating_add(incoming.records);
         }
     }
 
     fn merge_counters(into: &mut GroupByState, other: &GroupByState) {
-        into.dropped += other.dropped;
+        into.dropped = into.dropped.saturating_add(other.dropped);
         for (a, b) in into.ignored.iter_mut().zip(&other.ignored) {
-            *a += b;
+            *a = a.saturating_add(*b);
         }
     }
 

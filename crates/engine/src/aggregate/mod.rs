@@ -293,7 +293,7 @@ impl Aggregator {
             (Kind::Distribution(a), State::Distribution(s), State::Distribution(o)) => {
                 a.merge(s, o)?
             }
-            (Kind::TopK(a), State::TopK(s), State::TopK(o)) => a.merge(s, o),
+            (Kind::TopK(a), State::TopK(s), State::TopK(o)) => a.merge(s, o)?,
             _ => return Err(EngineError::MergeMismatch("partials of different kinds".into())),
         }
         into.seen = into.seen.saturating_add(other.seen);

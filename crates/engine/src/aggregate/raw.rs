@@ -84,7 +84,8 @@ impl Raw {
         let room = self.size.saturating_sub(into.records.len());
         let take = room.min(other.records.len());
         into.records.extend_from_slice(&other.records[..take]);
-        into.dropped += other.dropped + (other.records.len() - take) as u64;
+        let dropped = other.dropped.saturating_add((other.records.len() - take) as u64);
+        into.dropped = into.dropped.saturating_add(dropped);
     }
 
     pub fn encode(&self, state: &RawState, w: &mut Writer) {
