@@ -10,10 +10,10 @@
 #
 #   bash scripts/fuzz.sh [SECONDS] [TARGET...]
 #
-# Installs what it needs when it is missing: cargo-afl (cargo install; it needs a C compiler and
-# make), and cargo-afl's afl++ for this compiler (cargo afl config --build). A crash's input lands in
-# fuzz/out/<target>/default/crashes/: once fixed, copy it to fuzz/regressions/<target>/, where
-# the normal test run replays it (see fuzz/README.md).
+# Installs what it needs when it is missing: cargo-afl (cargo install; it needs a C compiler
+# and make), and cargo-afl's afl++ for this compiler (cargo afl config --build). A crash's input
+# lands in fuzz/out/<target>/default/crashes/: once fixed, copy it to fuzz/regressions/<target>/,
+# where the normal test run replays it (see fuzz/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,7 +21,9 @@ secs="${1:-60}"
 shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(parse bullet_json decode kafka_wire history_reader)
-case "$secs" in '' | *[!0-9]*) echo "fuzz: SECONDS must be a whole number, not '$secs'" >&2; exit 2 ;; esac
+case "$secs" in
+    '' | *[!0-9]*) echo "fuzz: SECONDS must be a whole number, not '$secs'" >&2; exit 2 ;;
+esac
 
 if ! cargo afl --version >/dev/null 2>&1; then
     echo "== installing cargo-afl (cargo install)"
