@@ -77,11 +77,13 @@ pub(crate) enum JoinerMessage {
         /// On an api node, a query that looks back: its worker nodes' reads, to gather.
         remote: Option<Box<RemotePast>>,
     },
-    /// Boxed: partial states are large, the channel's slots should not be.
-    Partial {
-        member: Arc<Member>,
-        partial: Box<Partial>,
-        /// A RAW partial's records, counted in flight until the message is handled.
+    /// A worker's partials: the RAW partials of one batch, sent when the batch is read, or the
+    /// partials of one flush (in the order they were made). One message per batch, not one per
+    /// partial: 100,000 queries each matching a record a second made the channel's wake-ups a
+    /// good part of the joiner's time.
+    Partials {
+        partials: Vec<(Arc<Member>, Partial)>,
+        /// The RAW partials' records, counted in flight until the message is handled.
         in_flight: Option<InFlight>,
     },
     /// A partial from a worker node, as the engine's partial codec encoded it.

@@ -110,13 +110,15 @@ impl Shipper {
     pub fn run(self) {
         for message in self.messages.iter() {
             match message {
-                JoinerMessage::Partial { member, partial, in_flight: _held } => {
-                    if let Some(s) = self.lock_status().get_mut(&member.id) {
-                        s.records_matched += partial.matched;
+                JoinerMessage::Partials { partials, in_flight: _held } => {
+                    for (member, partial) in partials {
+                        if let Some(s) = self.lock_status().get_mut(&member.id) {
+                            s.records_matched += partial.matched;
+                        }
+                        let bytes = member.query.encode_partial(&partial);
+                        self.metrics.partials_remote.inc();
+                        self.outlet.partial(&member.id, bytes);
                     }
-                    let bytes = member.query.encode_partial(&partial);
-                    self.metrics.partials_remote.inc();
-                    self.outlet.partial(&member.id, bytes);
                 }
                 JoinerMessage::Progress { records, receipts } => {
                     for s in self.lock_status().values_mut() {

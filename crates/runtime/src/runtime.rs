@@ -168,6 +168,7 @@ impl Runtime {
                 lines: 0,
                 unreported: 0,
                 receipts: Vec::new(),
+                pending: Vec::new(),
             };
             threads.push(spawn(format!("needle-worker-{index}"), move || worker.run())?);
         }

@@ -1,7 +1,8 @@
 //! A worker thread: takes batches of lines from the sources' queue and runs each line through
 //! the engine's matcher ([`MatchWorker`]): decode only the fields the active queries read, find
 //! the candidate queries in the predicate index, run their filters and partial aggregations.
-//! Partials go to the joiner at once when a RAW query matched (latency), otherwise on the tick.
+//! Partials go to the joiner when the batch is read if a RAW query matched (latency), otherwise
+//! on the tick; either way in one message per batch or tick.
 //! Nothing is locked per record; the set of queries is the registry's snapshot, loaded once per
 //! batch.
 //!
@@ -52,6 +53,9 @@ pub(crate) struct Worker {
     pub unreported: u64,
     /// Receipts of the batches read since the last [`JoinerMessage::Progress`].
     pub receipts: Vec<Receipt>,
+    /// Partials made while reading a batch (RAW queries that matched) or flushing, sent to the
+    /// joiner together at the end of it.
+    pub pending: Vec<(Arc<Member>, Partial)>,
 }
 
 impl Worker {
@@ -89,7 +93,7 @@ impl Worker {
         let mut matched_records = 0u64;
         let ctx = EvalContext::new(now_ms());
         let set = &snapshot.set;
-        let joiner = &self.joiner;
+        let pending = &mut self.pending;
         for line in batch.lines() {
             records += 1;
             if count_and_sample(&mut self.lines) {
@@ -100,7 +104,8 @@ impl Worker {
             if set.is_empty() {
                 continue;
             }
-            match matcher.process(set, line, &ctx, |member, partial| send(joiner, member, partial))
+            match matcher
+                .process(set, line, &ctx, |member, partial| pending.push((member.clone(), partial)))
             {
                 Ok(outcome) => matched_records += u64::from(outcome.matched > 0),
                 Err(error) => {
@@ -119,10 +124,11 @@ impl Worker {
             }
             // built in code: whole already, and nothing to check
             let outcome = matcher.process_record(set, record, None, &ctx, |member, partial| {
-                send(joiner, member, partial)
+                pending.push((member.clone(), partial))
             });
             matched_records += u64::from(outcome.matched > 0);
         }
+        send(&self.joiner, &mut self.pending);
         self.unreported += records;
         let m = &self.metrics;
         m.records_read.inc_by(records);
@@ -137,8 +143,9 @@ impl Worker {
     /// Sends every partial with something in it, then how many records were read: the joiner
     /// credits them to the queries running when it arrives.
     fn flush(&mut self, matcher: &mut MatchWorker) {
-        let joiner = &self.joiner;
-        matcher.flush(|member, partial| send(joiner, member, partial));
+        let pending = &mut self.pending;
+        matcher.flush(|member, partial| pending.push((member.clone(), partial)));
+        send(&self.joiner, &mut self.pending);
         if self.unreported > 0 || !self.receipts.is_empty() {
             let receipts = std::mem::take(&mut self.receipts);
             let progress = JoinerMessage::Progress { records: self.unreported, receipts };
@@ -163,13 +170,17 @@ pub(crate) struct ToJoiner {
     pub records: Arc<RecordsInFlight>,
 }
 
-fn send(joiner: &ToJoiner, member: &Arc<Member>, partial: Partial) {
+/// Sends the `pending` partials to the joiner in one message (nothing when there are none).
+fn send(joiner: &ToJoiner, pending: &mut Vec<(Arc<Member>, Partial)>) {
+    if pending.is_empty() {
+        return;
+    }
+    let partials = std::mem::take(pending);
     // Blocks when the joiner is behind (too many messages, or too many bytes of records):
     // backpressure up to the sources.
-    let bytes = partial.raw_bytes();
+    let bytes: usize = partials.iter().map(|(_, partial)| partial.raw_bytes()).sum();
     let in_flight = (bytes > 0).then(|| joiner.records.enter(bytes, || !joiner.tx.is_empty()));
-    let partial = Box::new(partial);
-    let _ = joiner.tx.send(JoinerMessage::Partial { member: member.clone(), partial, in_flight });
+    let _ = joiner.tx.send(JoinerMessage::Partials { partials, in_flight });
 }
 
 fn log_malformed(worker: usize, line: &[u8], error: &needle_record::RecordError) {

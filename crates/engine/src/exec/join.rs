@@ -39,6 +39,9 @@ use needle_record::Record;
 use serde_json::{json, Map, Value as Json};
 use std::sync::Arc;
 
+/// The most records a RAW query's window makes room for at its first record.
+const RAW_RESERVE: u64 = 64;
+
 /// The most windows a run on record time emits for one step of its clock (a gap in the data
 /// of more buckets than this is folded into one late emission).
 pub const MAX_EMPTY_BUCKETS: usize = 100_000;
@@ -280,6 +283,12 @@ impl QueryRun {
                     fits = self.room_for(&record);
                 }
                 if fits {
+                    if self.raw.capacity() == 0 {
+                        // room for the LIMIT at once (up to a point): growing one record at a
+                        // time reallocated a query's records four times on the way to 10, a
+                        // tenth of the joiner's time when 100,000 queries each found 10
+                        self.raw.reserve(size.min(RAW_RESERVE) as usize);
+                    }
                     self.raw.push(record);
                     self.window_matched += 1;
                 } else {
