@@ -531,12 +531,7 @@ impl Joiner {
 
     /// Ends a query here at once; it leaves the registry with the others of this tick
     /// (`leaving`), in one change of the workers' snapshot.
-    fn retire(
-        &self,
-        running: &mut Table,
-        id: &Arc<str>,
-        leaving: &mut Vec<Arc<str>>,
-    ) {
+    fn retire(&self, running: &mut Table, id: &Arc<str>, leaving: &mut Vec<Arc<str>>) {
         let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
         if let Some(mut q) = running.remove(id) {
             q.publish(status.as_mut());

@@ -168,7 +168,7 @@ impl Runtime {
                 lines: 0,
                 unreported: 0,
                 receipts: Vec::new(),
-                pending: Vec::new(),
+                outbox: Default::default(),
             };
             threads.push(spawn(format!("needle-worker-{index}"), move || worker.run())?);
         }

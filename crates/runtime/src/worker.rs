@@ -53,9 +53,8 @@ pub(crate) struct Worker {
     pub unreported: u64,
     /// Receipts of the batches read since the last [`JoinerMessage::Progress`].
     pub receipts: Vec<Receipt>,
-    /// Partials made while reading a batch (RAW queries that matched) or flushing, sent to the
-    /// joiner together at the end of it.
-    pub pending: Vec<(Arc<Member>, Partial)>,
+    /// Partials made while reading a batch (RAW queries that matched) or flushing.
+    pub outbox: Outbox,
 }
 
 impl Worker {
@@ -93,7 +92,7 @@ impl Worker {
         let mut matched_records = 0u64;
         let ctx = EvalContext::new(now_ms());
         let set = &snapshot.set;
-        let pending = &mut self.pending;
+        let (outbox, joiner) = (&mut self.outbox, &self.joiner);
         for line in batch.lines() {
             records += 1;
             if count_and_sample(&mut self.lines) {
@@ -105,7 +104,7 @@ impl Worker {
                 continue;
             }
             match matcher
-                .process(set, line, &ctx, |member, partial| pending.push((member.clone(), partial)))
+                .process(set, line, &ctx, |member, partial| outbox.push(joiner, member, partial))
             {
                 Ok(outcome) => matched_records += u64::from(outcome.matched > 0),
                 Err(error) => {
@@ -124,11 +123,11 @@ impl Worker {
             }
             // built in code: whole already, and nothing to check
             let outcome = matcher.process_record(set, record, None, &ctx, |member, partial| {
-                pending.push((member.clone(), partial))
+                outbox.push(joiner, member, partial)
             });
             matched_records += u64::from(outcome.matched > 0);
         }
-        send(&self.joiner, &mut self.pending);
+        self.outbox.send(&self.joiner);
         self.unreported += records;
         let m = &self.metrics;
         m.records_read.inc_by(records);
@@ -143,9 +142,9 @@ impl Worker {
     /// Sends every partial with something in it, then how many records were read: the joiner
     /// credits them to the queries running when it arrives.
     fn flush(&mut self, matcher: &mut MatchWorker) {
-        let pending = &mut self.pending;
-        matcher.flush(|member, partial| pending.push((member.clone(), partial)));
-        send(&self.joiner, &mut self.pending);
+        let (outbox, joiner) = (&mut self.outbox, &self.joiner);
+        matcher.flush(|member, partial| outbox.push(joiner, member, partial));
+        self.outbox.send(&self.joiner);
         if self.unreported > 0 || !self.receipts.is_empty() {
             let receipts = std::mem::take(&mut self.receipts);
             let progress = JoinerMessage::Progress { records: self.unreported, receipts };
@@ -170,17 +169,42 @@ pub(crate) struct ToJoiner {
     pub records: Arc<RecordsInFlight>,
 }
 
-/// Sends the `pending` partials to the joiner in one message (nothing when there are none).
-fn send(joiner: &ToJoiner, pending: &mut Vec<(Arc<Member>, Partial)>) {
-    if pending.is_empty() {
-        return;
+/// Records of RAW partials a worker holds before sending them on: past this, the partials made
+/// so far go at once, so that a batch whose records many `SELECT *` queries match is not held
+/// whole (the bound on records in flight applies per message).
+const OUTBOX_BYTES: usize = 64 << 10;
+
+/// The partials a worker made and has not sent yet. They go to the joiner in one message at
+/// the end of a batch or a flush (or sooner, past [`OUTBOX_BYTES`] of records): 100,000 queries
+/// each matching a record a second made one message and wake-up per partial a good part of the
+/// joiner's time.
+#[derive(Default)]
+pub(crate) struct Outbox {
+    partials: Vec<(Arc<Member>, Partial)>,
+    raw_bytes: usize,
+}
+
+impl Outbox {
+    fn push(&mut self, joiner: &ToJoiner, member: &Arc<Member>, partial: Partial) {
+        self.raw_bytes += partial.raw_bytes();
+        self.partials.push((member.clone(), partial));
+        if self.raw_bytes >= OUTBOX_BYTES {
+            self.send(joiner);
+        }
     }
-    let partials = std::mem::take(pending);
-    // Blocks when the joiner is behind (too many messages, or too many bytes of records):
-    // backpressure up to the sources.
-    let bytes: usize = partials.iter().map(|(_, partial)| partial.raw_bytes()).sum();
-    let in_flight = (bytes > 0).then(|| joiner.records.enter(bytes, || !joiner.tx.is_empty()));
-    let _ = joiner.tx.send(JoinerMessage::Partials { partials, in_flight });
+
+    /// Sends what is waiting (nothing when nothing is).
+    fn send(&mut self, joiner: &ToJoiner) {
+        if self.partials.is_empty() {
+            return;
+        }
+        let partials = std::mem::take(&mut self.partials);
+        let bytes = std::mem::take(&mut self.raw_bytes);
+        // Blocks when the joiner is behind (too many messages, or too many bytes of records):
+        // backpressure up to the sources.
+        let in_flight = (bytes > 0).then(|| joiner.records.enter(bytes, || !joiner.tx.is_empty()));
+        let _ = joiner.tx.send(JoinerMessage::Partials { partials, in_flight });
+    }
 }
 
 fn log_malformed(worker: usize, line: &[u8], error: &needle_record::RecordError) {
