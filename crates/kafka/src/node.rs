@@ -3,19 +3,22 @@
 //!
 //! A worker node says it is up on the results topic every [`HEARTBEAT`] (and whether it keeps
 //! history): an api node's roster of workers tells which reads of the past a query waits for.
+//! An api node says so too, and watches the query topic for the queries of api nodes that went
+//! silent, to adopt them ([`crate::failover`]).
 //!
 //! Both check at start-up that the brokers answer and create the query topic (1 partition,
-//! compacted) and the results topic (1 partition, large messages allowed, an hour's retention)
-//! when they are missing. [`Node::shutdown`] ends the runtime first (an api node's queries end
-//! with a final result and a tombstone; a worker's source commits what its partials covered),
-//! then waits for Kafka to acknowledge what was sent.
+//! compacted) and the results topic (`kafka.results_partitions` partitions, large messages
+//! allowed, an hour's retention) when they are missing. [`Node::shutdown`] ends the runtime
+//! first (an api node's queries end with a final result and a tombstone; a worker's source
+//! commits what its partials covered), then waits for Kafka to acknowledge what was sent.
 
 use crate::background::{stopped, Background};
 use crate::client::Connection;
+use crate::failover::{Adopting, Watcher};
 use crate::peers::{Owners, Roster, HEARTBEAT};
 use crate::produce::MAX_MESSAGE_BYTES;
-use crate::queries::{QueryFollower, QueryPublisher};
-use crate::results::{ResultsOutlet, ResultsReader};
+use crate::queries::{QueryFollower, QueryPublisher, Shared};
+use crate::results::{Hearing, ResultsOutlet, ResultsReader};
 use crate::spec::check_topic;
 use crate::KafkaError;
 use needle_runtime::config::KafkaConfig;
@@ -43,6 +46,7 @@ struct Parts {
     reader: Option<ResultsReader>,
     publisher: Option<Arc<QueryPublisher>>,
     heartbeat: Option<Background>,
+    watcher: Option<Watcher>,
 }
 
 impl Node {
@@ -52,12 +56,13 @@ impl Node {
         metrics: Arc<Metrics>,
         source: Box<dyn Source>,
     ) -> Result<Self, KafkaError> {
-        let connection = connect(&config.kafka)?;
+        let (connection, partitions) = connect(&config.kafka)?;
         let owners = Owners::default();
         let name = node_name(&config.kafka.node_id, "worker")?;
         let results_topic = &config.kafka.results_topic;
         let outlet =
-            Arc::new(ResultsOutlet::new(&connection, results_topic, owners.clone(), &name)?);
+            ResultsOutlet::new(&connection, results_topic, partitions, owners.clone(), &name)?;
+        let outlet = Arc::new(outlet);
         let query_topic = config.kafka.query_topic.clone();
         let history = config.history.is_on();
         let runtime = Runtime::start_role(config, Role::Worker(outlet.clone()), metrics)?;
@@ -86,27 +91,55 @@ impl Node {
     /// An api node: queries in over HTTP, out on the query topic; partials in from the results
     /// topic.
     pub fn start_api(config: NeedleConfig, metrics: Arc<Metrics>) -> Result<Self, KafkaError> {
-        let connection = connect(&config.kafka)?;
+        let (connection, partitions) = connect(&config.kafka)?;
         let node = node_name(&config.kafka.node_id, "api")?;
         let kafka = config.kafka.clone();
-        let roster = Roster::default();
+        let (workers, apis) = (Roster::default(), Roster::default());
+        let shared = Shared::new(partitions);
         let publisher = Arc::new(QueryPublisher::new(
             &connection,
-            &kafka.query_topic,
+            (&kafka.query_topic, &kafka.results_topic),
             &node,
             config.query.clone(),
-            roster.clone(),
+            workers.clone(),
+            shared.clone(),
         )?);
         let role = Role::Api { announcer: publisher.clone(), node: node.clone() };
         let runtime = Runtime::start_role(config, role, metrics)?;
-        let reader =
-            ResultsReader::start(&connection, &kafka.results_topic, runtime.clone(), &node, roster)
-                .inspect_err(|_| runtime.shutdown())?;
+        let (rewinds, rewound) = std::sync::mpsc::channel();
+        let hearing = Hearing { workers, apis: apis.clone() };
+        let reader = ResultsReader::start(
+            &connection,
+            &kafka.results_topic,
+            runtime.clone(),
+            &node,
+            hearing,
+            shared.clone(),
+            rewound,
+        )
+        .inspect_err(|_| runtime.shutdown())?;
+        let heartbeat = crate::failover::heartbeat(&connection, &kafka.results_topic, &node)
+            .inspect_err(|_| runtime.shutdown())?;
+        let adopting = Adopting {
+            runtime: runtime.clone(),
+            publisher: publisher.clone(),
+            apis,
+            shared,
+            rewinds,
+        };
+        let watcher = Watcher::start(&connection, &kafka.query_topic, adopting)
+            .inspect_err(|_| runtime.shutdown())?;
         runtime.describe_as(format!(
             "kafka: api node {node}; queries to topic {}, partials from topic {} on {}",
             kafka.query_topic, kafka.results_topic, kafka.brokers
         ));
-        let parts = Parts { reader: Some(reader), publisher: Some(publisher), ..Parts::default() };
+        let parts = Parts {
+            reader: Some(reader),
+            publisher: Some(publisher),
+            heartbeat: Some(heartbeat),
+            watcher: Some(watcher),
+            ..Parts::default()
+        };
         Ok(Self { runtime, parts: Mutex::new(parts) })
     }
 
@@ -116,8 +149,15 @@ impl Node {
 
     /// Stops the node (see the module doc). Idempotent.
     pub fn shutdown(&self) {
-        if let Some(outlet) = &self.parts.lock().unwrap_or_else(|e| e.into_inner()).outlet {
-            outlet.stopping();
+        {
+            let mut parts = self.parts.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(outlet) = &parts.outlet {
+                outlet.stopping();
+            }
+            // (no adoption while this node ends its queries)
+            if let Some(mut watcher) = parts.watcher.take() {
+                watcher.stop();
+            }
         }
         self.runtime.shutdown();
         let mut parts = self.parts.lock().unwrap_or_else(|e| e.into_inner());
@@ -141,8 +181,9 @@ impl Node {
     }
 }
 
-/// Checks the section, that the brokers answer, and that the node's topics exist (creating them).
-fn connect(kafka: &KafkaConfig) -> Result<Connection, KafkaError> {
+/// Checks the section, that the brokers answer, and that the node's topics exist (creating them);
+/// the results topic's partition count.
+fn connect(kafka: &KafkaConfig) -> Result<(Connection, i32), KafkaError> {
     for (key, topic) in
         [("query_topic", &kafka.query_topic), ("results_topic", &kafka.results_topic)]
     {
@@ -154,6 +195,12 @@ fn connect(kafka: &KafkaConfig) -> Result<Connection, KafkaError> {
                 .into(),
         ));
     }
+    if !(1..=MAX_RESULTS_PARTITIONS).contains(&kafka.results_partitions) {
+        return Err(KafkaError::Config(format!(
+            "kafka.results_partitions is {}: give 1 to {MAX_RESULTS_PARTITIONS}",
+            kafka.results_partitions
+        )));
+    }
     let connection = Connection::new(&kafka.brokers, &kafka.properties)?;
     let probe = connection.probe("start-up")?;
     connection.check_reachable(probe.client())?;
@@ -161,11 +208,24 @@ fn connect(kafka: &KafkaConfig) -> Result<Connection, KafkaError> {
     let max = (MAX_MESSAGE_BYTES + 1024).to_string();
     connection.ensure_topic(
         &kafka.results_topic,
-        1,
+        kafka.results_partitions,
         &[("max.message.bytes", &max), ("retention.ms", "3600000")],
     )?;
-    Ok(connection)
+    let partitions = connection.partitions(probe.client(), &kafka.results_topic, "")?;
+    // partitions are numbered from 0; every node hashes query ids over the count it finds
+    let found = i32::try_from(partitions.len()).unwrap_or(i32::MAX);
+    if found != kafka.results_partitions {
+        eprintln!(
+            "needle: kafka: topic {} has {found} partition(s), kafka.results_partitions says {}: \
+             using {found}",
+            kafka.results_topic, kafka.results_partitions
+        );
+    }
+    Ok((connection, found))
 }
+
+/// The most partitions `kafka.results_partitions` may ask for.
+const MAX_RESULTS_PARTITIONS: i32 = 10_000;
 
 /// The configured node name, or one made up from `role`, the process id and the clock.
 fn node_name(configured: &str, role: &str) -> Result<String, KafkaError> {
@@ -203,5 +263,7 @@ mod tests {
         assert!(connect(&k).err().unwrap().to_string().contains("three topics"));
         let k = KafkaConfig { query_topic: "bad name".into(), ..KafkaConfig::default() };
         assert!(connect(&k).err().unwrap().to_string().contains("kafka.query_topic"));
+        let k = KafkaConfig { results_partitions: 0, ..KafkaConfig::default() };
+        assert!(connect(&k).err().unwrap().to_string().contains("kafka.results_partitions"));
     }
 }

@@ -1,42 +1,63 @@
 //! The results topic: how worker nodes hand partials to the api nodes that own the queries.
 //!
 //! - [`ResultsOutlet`] (worker node) is the runtime's [`PartialOutlet`]: each partial is sent
-//!   addressed to its query's api node; each progress message carries the receipts of the batches
-//!   it covers, dropped when Kafka acknowledges it. Everything goes to partition 0 with an
-//!   idempotent producer, so that acknowledgement means every partial sent before it was
-//!   delivered too: only then are the records' offsets committed (see [`crate::offsets`]).
+//!   addressed to its query's api node, to the partition its query id hashes to
+//!   ([`partition_of`]), so a query's partials keep their order whichever api node reads them.
+//!   A progress message goes to every partition, all of them carrying the receipts of the
+//!   batches it covers, dropped when Kafka has acknowledged every one: with an idempotent
+//!   producer (order kept per partition) that means every partial sent before it was delivered
+//!   too, on whichever partition. Only then are the records' offsets committed (see
+//!   [`crate::offsets`]). The count of records rides on partition 0's copy; the others carry 0.
 //! - [`ResultsReader`] (api node) reads the topic from its end at start-up and hands the partials
-//!   addressed to this node, and every progress message, to the runtime's joiner. Messages that
-//!   are not needle's are logged (sampled) and skipped.
+//!   of the queries this node merges, and every progress message, to the runtime's joiner.
+//!   For a query adopted from an api node that died it goes back on the query's partition to
+//!   where its partials start ([`Rewind`]) and hands them on again, each with the time it was
+//!   sent, and the places where the dead node cut its emissions (a windowed query's), up to
+//!   where it was; then tells the runtime the query caught up. Messages that are not needle's
+//!   are logged (sampled) and skipped.
 //! - Queries that look back: each worker node keeping history sends its read of its store
 //!   (plan, pieces in time order, end) addressed like partials. Every worker node says it is up
 //!   once a second ([`crate::peers::HEARTBEAT`]); an api node's [`Roster`] of the workers heard from lately
 //!   says which reads a query waits for, and which worker stopped answering.
 
 use crate::background::{stopped, Background};
-use crate::client::{Connection, Start, Throttled};
+use crate::client::{Connection, Quiet, Throttled, CONNECT_TIMEOUT};
 use crate::peers::{Owners, Roster};
 use crate::produce::{Riders, Writer};
+use crate::queries::Shared;
 use crate::wire::{HistoryWire, ReadReport, ResultsMessage};
 use crate::KafkaError;
+use needle_engine::aggregate::codec::fnv1a64;
 use needle_runtime::framing::Receipt;
 use needle_runtime::history::WorkerHistory;
-use needle_runtime::remote::PartialOutlet;
-use needle_runtime::Runtime;
-use rdkafka::message::Message;
+use needle_runtime::remote::{Cut, PartialOutlet};
+use needle_runtime::{Runtime, Sent};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::producer::BaseRecord;
+use rdkafka::{Offset, TopicPartitionList};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The partition every worker writes to (see the module doc).
-const PARTITION: i32 = 0;
+/// The partition of the results topic that worker heartbeats and the count of records read go to.
+const FIRST: i32 = 0;
+
+/// The partition of a results topic of `partitions` partitions that query `id`'s messages go to:
+/// FNV-1a of the id, so every node agrees.
+pub fn partition_of(id: &str, partitions: i32) -> i32 {
+    let n = u64::try_from(partitions.max(1)).unwrap_or(1);
+    (fnv1a64(id.as_bytes()) % n) as i32
+}
 
 /// A worker node's outlet.
 pub struct ResultsOutlet {
     writer: Writer,
     topic: String,
     owners: Owners,
+    /// The results topic's partitions.
+    partitions: i32,
     /// This worker node's name (its reads of the past are signed with it).
     worker: String,
     log: Throttled,
@@ -47,6 +68,7 @@ impl ResultsOutlet {
     pub fn new(
         connection: &Connection,
         topic: &str,
+        partitions: i32,
         owners: Owners,
         worker: &str,
     ) -> Result<Self, KafkaError> {
@@ -59,6 +81,7 @@ impl ResultsOutlet {
         Ok(Self {
             writer,
             topic: topic.to_owned(),
+            partitions: partitions.max(1),
             owners,
             worker: worker.to_owned(),
             log,
@@ -69,7 +92,7 @@ impl ResultsOutlet {
     /// Says this worker node is up (and whether it keeps history).
     pub fn heartbeat(&self, history: bool) {
         let value = ResultsMessage::Worker { name: &self.worker, history }.encode();
-        self.send("", &value, Riders::default());
+        self.send(FIRST, "", &value, Riders::default());
     }
 
     /// Waits (at most `timeout`) for what was sent to be acknowledged.
@@ -83,9 +106,9 @@ impl ResultsOutlet {
         self.stopping.store(true, Ordering::Relaxed);
     }
 
-    fn send(&self, key: &str, value: &[u8], riders: Riders) {
+    fn send(&self, partition: i32, key: &str, value: &[u8], riders: Riders) {
         let record = BaseRecord::with_opaque_to(&self.topic, riders)
-            .partition(PARTITION)
+            .partition(partition)
             .key(key)
             .payload(value);
         // Waits as long as librdkafka's queue is full: backpressure on the workers; but not
@@ -104,12 +127,17 @@ impl PartialOutlet for ResultsOutlet {
         // A query released meanwhile (ended): its api node no longer merges it.
         let Some(owner) = self.owners.get(id) else { return };
         let value = ResultsMessage::Partial { owner: &owner, id, partial: &bytes }.encode();
-        self.send(&owner, &value, Riders::default());
+        self.send(partition_of(id, self.partitions), &owner, &value, Riders::default());
     }
 
     fn progress(&self, records: u64, receipts: Vec<Receipt>) {
-        let value = ResultsMessage::Progress { records }.encode();
-        self.send("", &value, Box::new(receipts));
+        // a fence on every partition: the receipts drop when all of them are acknowledged
+        let receipts = Riders::new(receipts);
+        for partition in 0..self.partitions {
+            let records = if partition == FIRST { records } else { 0 };
+            let value = ResultsMessage::Progress { records }.encode();
+            self.send(partition, "", &value, receipts.clone());
+        }
     }
 
     fn history(&self, id: &str, event: WorkerHistory<Vec<u8>>) {
@@ -127,7 +155,7 @@ impl PartialOutlet for ResultsOutlet {
         };
         let value =
             ResultsMessage::History { owner: &owner, id, worker: &self.worker, event }.encode();
-        self.send(&owner, &value, Riders::default());
+        self.send(partition_of(id, self.partitions), &owner, &value, Riders::default());
     }
 }
 
@@ -149,51 +177,68 @@ pub struct ResultsReader {
     thread: Background,
 }
 
+/// A request to the results reader: make query `id` (adopted) one of this node's and hand it
+/// its partials from offset `from` of `partition` (none: the oldest the topic keeps), then tell
+/// the runtime it caught up.
+#[derive(Debug, Clone)]
+pub struct Rewind {
+    pub id: String,
+    pub partition: i32,
+    pub from: Option<i64>,
+}
+
+/// What an api node's results reader hears besides partials.
+pub struct Hearing {
+    /// The worker nodes.
+    pub workers: Roster,
+    /// The api nodes.
+    pub apis: Roster,
+}
+
 impl ResultsReader {
-    /// Starts reading at the topic's current end, on a thread of its own.
+    /// Starts reading at the topic's current end, on a thread of its own. Partials go to the
+    /// runtime when `shared.mine` says they are this node's; progress, heartbeats and reads of
+    /// the past once (a partition read again for an adopted query hands on only its partials).
     pub fn start(
         connection: &Connection,
         topic: &str,
         runtime: Arc<Runtime>,
         node: &str,
-        roster: Roster,
+        hearing: Hearing,
+        shared: Shared,
+        rewinds: Receiver<Rewind>,
     ) -> Result<Self, KafkaError> {
         let consumer = connection.probe("results reader")?;
-        connection.assign_whole(&consumer, topic, Start::End)?;
-        let node = node.to_owned();
-        let log = Throttled::new("results reader", Duration::from_secs(5));
+        let partitions = shared.partitions;
+        let mut at = Vec::new();
+        for p in 0..partitions {
+            let (_, high) = consumer
+                .fetch_watermarks(topic, p, CONNECT_TIMEOUT)
+                .map_err(|e| KafkaError::client(format!("reading the end of topic {topic}"), e))?;
+            shared.positions.set(p, high);
+            at.push(high);
+        }
+        let mut reading = Reading {
+            topic: topic.to_owned(),
+            runtime,
+            node: node.to_owned(),
+            hearing,
+            shared,
+            catching: vec![Vec::new(); at.len()],
+            at,
+            log: Throttled::new("results reader", Duration::from_secs(5)),
+        };
+        reading.assign(&consumer)?;
         let thread = Background::spawn("needle-results-reader", move |stop| {
             while !stopped(stop) {
-                let Some(result) = consumer.poll(Duration::from_millis(100)) else { continue };
-                let message = match result {
-                    Ok(message) => message,
-                    Err(e) => {
-                        log.say(format_args!("reading the results topic: {e}"));
-                        continue;
-                    }
-                };
-                match ResultsMessage::decode(message.payload().unwrap_or_default()) {
-                    Ok(ResultsMessage::Partial { owner, id, partial }) if owner == node => {
-                        runtime.remote_partial(id, partial.to_vec());
-                    }
-                    Ok(ResultsMessage::Partial { .. }) => {} // another api node's
-                    Ok(ResultsMessage::Progress { records }) => runtime.remote_progress(records),
-                    Ok(ResultsMessage::Worker { name, history }) => roster.heard(name, history),
-                    Ok(ResultsMessage::History { owner, id, worker, event }) if owner == node => {
-                        roster.heard(worker, true);
-                        match history_event(event) {
-                            Ok(event) => runtime.remote_history(id, worker, event),
-                            Err(e) => log.say(format_args!(
-                                "skipped message {} of the results topic: {e}",
-                                message.offset()
-                            )),
-                        }
-                    }
-                    Ok(ResultsMessage::History { .. }) => {} // another api node's
-                    Err(e) => log.say(format_args!(
-                        "skipped message {} of the results topic: {e}",
-                        message.offset()
-                    )),
+                while let Ok(rewind) = rewinds.try_recv() {
+                    reading.rewind(&consumer, rewind);
+                }
+                reading.release_caught_up();
+                match consumer.poll(Duration::from_millis(100)) {
+                    Some(Ok(message)) => reading.take(&message),
+                    Some(Err(e)) => reading.log.say(format_args!("reading the results topic: {e}")),
+                    None => {}
                 }
             }
         })?;
@@ -202,5 +247,148 @@ impl ResultsReader {
 
     pub fn stop(&mut self) {
         self.thread.stop();
+    }
+}
+
+/// The results reader's thread.
+struct Reading {
+    topic: String,
+    runtime: Arc<Runtime>,
+    node: String,
+    hearing: Hearing,
+    shared: Shared,
+    /// Per partition, the offset the consumer reads next.
+    at: Vec<i64>,
+    /// Per partition, the adopted queries reading it again, until they caught up.
+    catching: Vec<Vec<String>>,
+    log: Throttled,
+}
+
+impl Reading {
+    /// Assigns every partition at the offset it is to be read from next.
+    fn assign(&self, consumer: &BaseConsumer<Quiet>) -> Result<(), KafkaError> {
+        let mut list = TopicPartitionList::new();
+        for (p, &offset) in (0..).zip(&self.at) {
+            list.add_partition_offset(&self.topic, p, Offset::Offset(offset))
+                .map_err(|e| KafkaError::client(format!("assigning topic {}", self.topic), e))?;
+        }
+        consumer
+            .assign(&list)
+            .map_err(|e| KafkaError::client(format!("assigning topic {}", self.topic), e))
+    }
+
+    /// Goes back on a partition for an adopted query (see [`Rewind`]).
+    fn rewind(&mut self, consumer: &BaseConsumer<Quiet>, rewind: Rewind) {
+        let Some(slot) = usize::try_from(rewind.partition).ok().filter(|&p| p < self.at.len())
+        else {
+            return;
+        };
+        // never before the oldest message kept (the consumer would jump to the end instead)
+        let low = match consumer.fetch_watermarks(&self.topic, rewind.partition, CONNECT_TIMEOUT) {
+            Ok((low, _)) => low,
+            Err(e) => {
+                self.log.say(format_args!("reading the start of {}: {e}", self.topic));
+                0
+            }
+        };
+        let from = rewind.from.unwrap_or(low).max(low);
+        // this node's from now: partials at or after `from` are handed on, each once
+        self.shared.mine.insert(&rewind.id, from);
+        self.catching[slot].push(rewind.id);
+        if from < self.at[slot] {
+            self.at[slot] = from;
+            if let Err(e) = self.assign(consumer) {
+                self.log.say(format_args!("going back on the results topic: {e}"));
+            }
+        }
+    }
+
+    /// Tells the runtime which adopted queries have been handed everything sent before.
+    fn release_caught_up(&mut self) {
+        for (p, catching) in (0..).zip(self.catching.iter_mut()) {
+            if !catching.is_empty() && self.at[p as usize] >= self.shared.positions.get(p) {
+                for id in catching.drain(..) {
+                    self.runtime.caught_up(&id);
+                }
+            }
+        }
+    }
+
+    fn take(&mut self, message: &BorrowedMessage<'_>) {
+        let (partition, offset) = (message.partition(), message.offset());
+        let Some(slot) = usize::try_from(partition).ok().filter(|&p| p < self.at.len()) else {
+            return;
+        };
+        self.at[slot] = offset + 1;
+        // messages before the position were handed on once already: only the partials of the
+        // queries reading the partition again go on, with the time they were sent
+        let live = offset >= self.shared.positions.get(partition);
+        if live {
+            self.shared.positions.set(partition, offset + 1);
+            if !self.catching[slot].is_empty() {
+                for id in self.catching[slot].drain(..) {
+                    self.runtime.caught_up(&id);
+                }
+            }
+        }
+        let sent_ms = message.timestamp().to_millis();
+        let node = self.node.as_str();
+        match ResultsMessage::decode(message.payload().unwrap_or_default()) {
+            Ok(ResultsMessage::Partial { id, partial, .. }) => {
+                if self.shared.mine.take(id, offset) {
+                    let at_ms = if live { None } else { sent_ms };
+                    let sent = Sent { offset: Some(offset), at_ms };
+                    self.runtime.remote_partial(id, partial.to_vec(), sent);
+                }
+            }
+            // where the query's first api node cut an emission, for a query catching up
+            Ok(ResultsMessage::Cut { id, emission, through, at_ms }) => {
+                if !live
+                    && self.catching[slot].iter().any(|c| c == id)
+                    && self.shared.mine.take(id, offset)
+                {
+                    self.runtime.remote_cut(id, Cut { emission, through, at_ms });
+                }
+            }
+            Ok(_) if !live => {}
+            Ok(ResultsMessage::Progress { records: 0 }) => {} // a fence on another partition
+            Ok(ResultsMessage::Progress { records }) => self.runtime.remote_progress(records),
+            Ok(ResultsMessage::Worker { name, history }) => {
+                self.hearing.workers.heard(name, history)
+            }
+            Ok(ResultsMessage::Api { name }) => self.hearing.apis.heard(name, false),
+            Ok(ResultsMessage::History { owner, id, worker, event }) if owner == node => {
+                self.hearing.workers.heard(worker, true);
+                match history_event(event) {
+                    Ok(event) => self.runtime.remote_history(id, worker, event),
+                    Err(e) => self
+                        .log
+                        .say(format_args!("skipped message {offset} of the results topic: {e}")),
+                }
+            }
+            Ok(ResultsMessage::History { .. }) => {} // another api node's
+            Err(e) => {
+                self.log.say(format_args!("skipped message {offset} of the results topic: {e}"))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::partition_of;
+
+    #[test]
+    fn a_query_id_always_hashes_to_the_same_partition_and_ids_spread() {
+        assert_eq!(partition_of("api-1-ab-7", 1), 0);
+        assert_eq!(partition_of("anything", 0), 0, "no partitions counts as one");
+        let ids: Vec<String> = (0..400).map(|n| format!("api7-19c2f-{n}")).collect();
+        let mut used = [0u32; 6];
+        for id in &ids {
+            let p = partition_of(id, 6);
+            assert_eq!(p, partition_of(id, 6));
+            used[usize::try_from(p).unwrap()] += 1;
+        }
+        assert!(used.iter().all(|&n| n > 30), "spread over every partition: {used:?}");
     }
 }

@@ -348,16 +348,23 @@ pub struct KafkaConfig {
     /// Queries from api nodes to worker nodes: compacted, keyed by query id, a tombstone when a
     /// query ends. Created (1 partition, compacted) when missing.
     pub query_topic: String,
-    /// Partials and progress from worker nodes to api nodes. Created (1 partition) when missing.
+    /// Partials and progress from worker nodes to api nodes. Created with `results_partitions`
+    /// partitions when missing.
     pub results_topic: String,
+    /// Partitions of the results topic when a node creates it. A query's partials all go to one
+    /// partition (chosen by its id), so their order holds whichever api node merges them; more
+    /// partitions spread the topic over more brokers. Every node uses the topic's actual count,
+    /// so change it only with every node stopped.
+    pub results_partitions: i32,
     /// The consumer group the worker nodes (or `--role all` processes) share on the data topic.
     pub group: String,
     /// Where a group with no committed offset starts: `latest` (queries look forward) or
     /// `earliest`.
     pub start: StartFrom,
-    /// This node's name. An api node's prefixes its query ids, and worker nodes address the
-    /// node's partials to it; a worker node's signs its reads of its history. Empty: a name
-    /// made up per process.
+    /// This node's name, unique among the nodes. An api node's prefixes its query ids, and
+    /// worker nodes address the node's partials to it; an api node restarted under the same
+    /// name takes back the queries its past life ran; a worker node's signs its reads of its
+    /// history. Empty: a name made up per process.
     pub node_id: String,
     /// librdkafka properties given to every Kafka client as they are: security settings
     /// (`security.protocol`, `sasl.mechanism`, `ssl.ca.location`, ...) and tuning
@@ -373,6 +380,7 @@ impl Default for KafkaConfig {
             data_topic: "needle-records".into(),
             query_topic: "needle-queries".into(),
             results_topic: "needle-results".into(),
+            results_partitions: 1,
             group: "needle-workers".into(),
             start: StartFrom::Latest,
             node_id: String::new(),

@@ -76,6 +76,9 @@ pub(crate) enum JoinerMessage {
         live: bool,
         /// On an api node, a query that looks back: its worker nodes' reads, to gather.
         remote: Option<Box<RemotePast>>,
+        /// On an api node, a query adopted from one that died: its partials since it started
+        /// are merged again at the times they were sent, until [`JoinerMessage::CaughtUp`].
+        catching_up: bool,
     },
     /// A worker's partials: the RAW partials of one batch, sent when the batch is read, or the
     /// partials of one flush (in the order they were made). One message per batch, not one per
@@ -86,10 +89,29 @@ pub(crate) enum JoinerMessage {
         /// The RAW partials' records, counted in flight until the message is handled.
         in_flight: Option<InFlight>,
     },
-    /// A partial from a worker node, as the engine's partial codec encoded it.
+    /// A partial from a worker node, as the engine's partial codec encoded it; `at_ms`: when it
+    /// was sent, for a query catching up.
     Encoded {
         id: Arc<str>,
         bytes: Vec<u8>,
+        /// Its offset on the query's results partition.
+        offset: Option<i64>,
+        at_ms: Option<i64>,
+    },
+    /// For a query catching up: where its first api node cut an emission.
+    Cut {
+        id: Arc<str>,
+        cut: crate::remote::Cut,
+    },
+    /// An adopted query has merged every partial sent before its adoption: it runs on the
+    /// joiner's clock from now on.
+    CaughtUp {
+        id: Arc<str>,
+    },
+    /// On an api node: another api node merges the query now; it ends here without a final
+    /// emission and without announcing its end.
+    Forget {
+        id: Arc<str>,
     },
     End {
         id: Arc<str>,

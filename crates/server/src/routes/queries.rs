@@ -234,10 +234,14 @@ pub async fn kill_query(
 }
 
 /// Server-Sent Events of a started query: an event `result` per emission (data: the emission's
-/// JSON), then one `complete` event (data: `{"id": ..., "dropped": n}`). One subscriber per
-/// query; closing the stream kills the query.
+/// JSON, `id:` its number, from 1), then one `complete` event (data: `{"id": ..., "dropped": n}`).
+/// One subscriber per query; closing the stream kills the query. A `Last-Event-ID` header (an
+/// `EventSource` reconnecting sends it by itself) skips the emissions up to that number (one
+/// that is not a number is ignored): in the distributed mode, a client whose api node died
+/// re-attaches to the node that adopted the query and gets the rest.
 #[utoipa::path(get, path = "/api/v1/queries/{id}/events", tag = "queries",
-    params(("id" = String, Path, description = "The query id")),
+    params(("id" = String, Path, description = "The query id"),
+        ("Last-Event-ID" = Option<String>, Header, description = "Resume after this emission number (the id: of the last event received; one that is not a number is ignored)")),
     responses((status = 200, description = "text/event-stream"),
         (status = 404, description = "No such query was started here", body = crate::error::ErrorBody),
         (status = 403, description = "With tokens configured: another owner's query, and this token is not an admin one", body = crate::error::ErrorBody),
@@ -246,7 +250,16 @@ pub async fn query_events(
     State(state): State<AppState>,
     grant: Option<axum::Extension<crate::auth::Grant>>,
     Path(id): Path<String>,
+    headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    // the id: of an event this server sent is a number; anything else resumes nothing
+    let after = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    // a query its api node died with may be about to run here
+    state.await_adoption(&id).await;
     // closing the stream kills the query: following it is a kill's right
     if !crate::auth::may_kill(grant.as_deref(), &state, &id) {
         return Err(crate::auth::not_yours(&id));
@@ -263,23 +276,33 @@ pub async fn query_events(
         .with_hint("a started query's events can be followed once; start another query"),
     })?;
     let guard = KillOnDrop { runtime: state.runtime().clone(), id: id.clone(), armed: true };
-    Ok(Sse::new(event_stream(id, results, guard)).keep_alive(KeepAlive::default()))
+    Ok(Sse::new(event_stream(id, results, guard, after)).keep_alive(KeepAlive::default()))
 }
 
+/// The events of a query's emissions numbered past `after`.
 fn event_stream(
     id: String,
     results: Arc<ResultQueue>,
     guard: KillOnDrop,
+    after: u64,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
-    stream::unfold(Some((id, results, guard, 0u64)), |state| async move {
-        let (id, results, mut guard, n) = state?;
-        match results.next().await {
-            Some(emission) => {
+    stream::unfold(Some((id, results, guard)), move |state| async move {
+        let (id, results, mut guard) = state?;
+        let mut next = results.next_numbered().await;
+        while let Some((n, _)) = &next {
+            if *n > after {
+                break;
+            }
+            next = results.next_numbered().await;
+        }
+        match next {
+            Some((n, emission)) => {
                 let event = Event::default()
                     .event("result")
                     .id(n.to_string())
+                    .retry(RECONNECT)
                     .data(emission.to_json_string());
-                Some((Ok(event), Some((id, results, guard, n + 1))))
+                Some((Ok(event), Some((id, results, guard))))
             }
             None => {
                 guard.armed = false;
@@ -289,6 +312,9 @@ fn event_stream(
         }
     })
 }
+
+/// How soon an `EventSource` whose stream broke tries again (told in every result event).
+const RECONNECT: Duration = Duration::from_secs(2);
 
 /// Reads the query from the request and starts it for `owner`.
 fn submit(
