@@ -22,9 +22,11 @@
 //!
 //! Records per CPU-second (user + system time of the reading processes, all their threads, from
 //! /proc) are reported beside records/s: on a shared machine they move less with what else runs.
-//! For needle they count the records read and the CPU time spent between the first sample that
-//! saw records and the last one (start-up, joining the group and idling after the last record
-//! are left out; `records_per_cpu_sec_with_startup` keeps the whole process's figure). The
+//! For needle they count the records read and the CPU time spent between the last sample that
+//! saw no record (or, when there is none, the first sample) and the last one (start-up, joining
+//! the group and idling after the last record are left out; `records_per_cpu_sec_with_startup`
+//! keeps the whole process's figure, which is also used when a tiny topic was read whole
+//! before the first sample). The
 //! Kafka rows' `ratio_to_in_memory_per_cpu_sec` divides their records per CPU-second by the
 //! mean of the two file rows': what reading Kafka costs over reading memory, for the same
 //! records and query.
@@ -366,9 +368,13 @@ struct Distributed {
 }
 
 impl Distributed {
-    /// Records per CPU-second while reading (see the module doc).
+    /// Records per CPU-second while reading (see the module doc); the whole process's when
+    /// every record was read before the first sample (tiny topics).
     fn per_cpu_second(&self) -> f64 {
-        self.window_records as f64 / self.window_cpu_seconds.max(1e-9)
+        if self.window_records == 0 || self.window_cpu_seconds <= 0.0 {
+            return self.records as f64 / self.cpu_seconds.max(1e-9);
+        }
+        self.window_records as f64 / self.window_cpu_seconds
     }
 }
 
@@ -386,6 +392,8 @@ struct Node {
     child: Child,
     url: String,
     stderr: PathBuf,
+    /// When the process was started.
+    started: Instant,
 }
 
 impl Node {
@@ -400,6 +408,7 @@ impl Node {
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         let stderr = config.with_file_name(format!("{role}-{index}.log"));
         let log = std::fs::File::create(&stderr).map_err(|e| e.to_string())?;
+        let started = Instant::now();
         let mut command = Command::new(exe);
         command
             .args(["serve", "--role", role, "--listen", "127.0.0.1:0"])
@@ -417,7 +426,7 @@ impl Node {
         let mut lines = BufReader::new(child.stdout.take().ok_or("no stdout")?).lines();
         let first = lines.next().and_then(Result::ok).unwrap_or_default();
         let _source = lines.next();
-        let mut node = Self { url: String::new(), child, stderr };
+        let mut node = Self { url: String::new(), child, stderr, started };
         match first.strip_prefix("needle listening on ") {
             Some(url) => {
                 node.url = url.to_owned();
@@ -500,6 +509,7 @@ fn distributed(
         .collect::<Result<_, _>>()?;
 
     // Sample every worker's records read (and CPU time) until they add up to the topic.
+    let mut idle: Vec<Option<Sample>> = vec![None; n];
     let mut first: Vec<Option<Sample>> = vec![None; n];
     let mut last: Vec<Sample> = vec![Sample { read: 0, at: Instant::now(), cpu: 0.0 }; n];
     let deadline = Instant::now() + Duration::from_secs(600);
@@ -509,6 +519,9 @@ fn distributed(
             let cpu = cpu_seconds(&worker.child.id().to_string());
             let read = worker.records_read()?;
             let sample = Sample { read, at: now, cpu };
+            if read == 0 {
+                idle[i] = Some(sample);
+            }
             if read > 0 && first[i].is_none() {
                 first[i] = Some(sample);
             }
@@ -527,15 +540,24 @@ fn distributed(
     let records: u64 = last.iter().map(|s| s.read).sum();
     let mut rates = Vec::new();
     let (mut window_records, mut window_cpu_seconds) = (0, 0.0);
-    for (start, end) in first.iter().zip(&last) {
-        if let Some(start) = start {
-            let secs = end.at.duration_since(start.at).as_secs_f64();
-            if end.read > 0 && secs > 0.0 {
-                rates.push(end.read as f64 / secs);
-            }
-            window_records += end.read - start.read;
-            window_cpu_seconds += end.cpu - start.cpu;
+    for (i, end) in last.iter().enumerate() {
+        let Some(start) = first[i] else { continue };
+        // A process that read everything between two samples: from the one before, or its
+        // start (tiny topics).
+        let since = match idle[i] {
+            Some(before) if start.at == end.at => before.at,
+            _ if start.at == end.at => workers[i].started,
+            _ => start.at,
+        };
+        let secs = end.at.duration_since(since).as_secs_f64();
+        if end.read > 0 && secs > 0.0 {
+            rates.push(end.read as f64 / secs);
         }
+        // CPU from the last sample that saw no record (the records between it and the next
+        // sample were read with CPU after it), else from the first sample.
+        let from = idle[i].unwrap_or(start);
+        window_records += end.read - from.read;
+        window_cpu_seconds += end.cpu - from.cpu;
     }
     let begin = first.iter().flatten().map(|s| s.at).min().unwrap_or_else(Instant::now);
     let end = last.iter().map(|s| s.at).max().unwrap_or_else(Instant::now);
