@@ -8,16 +8,28 @@
 //! `needle gen --to kafka://` does. Then:
 //! - **baseline**: one consumer (no group) reads every partition from the beginning to the end,
 //!   touching each message, nothing else (`needle_kafka::testing::drain`);
+//! - **needle, from a file** (the in-memory reference), before and after the Kafka runs: the
+//!   same api node and one worker process reading the same records from a file (`--source
+//!   file:...`, written while filling the topic; the page cache holds it) instead of Kafka: the
+//!   same worker code path, query and results topic, only the source differs;
 //! - **needle, n workers**: an api node (`needle serve --role api`) and n worker processes
 //!   (`needle serve --role worker`, `--threads` worker threads each, a fresh consumer group
 //!   starting at the earliest offset) run Bullet's test 2 query (`SELECT * ... WHERE id =
 //!   'c39ba8cfe8'`), submitted before the workers start so they read every record with it. The
-//!   workers' `needle_records_read_total` is sampled every 20 ms; a worker's records/s is what it
+//!   workers' `needle_records_read_total` is sampled every 50 ms; a worker's records/s is what it
 //!   read divided by the time from its first record to its last. The run also checks the query
 //!   found the 10 needles.
 //!
-//! Records per CPU-second (user + system time of the reading processes, from /proc) are reported
-//! beside records/s: on a shared machine they move less with what else runs.
+//! Records per CPU-second (user + system time of the reading processes, all their threads, from
+//! /proc) are reported beside records/s: on a shared machine they move less with what else runs.
+//! For needle they count the records read and the CPU time spent between the last sample that
+//! saw no record (or, when there is none, the first sample) and the last one (start-up, joining
+//! the group and idling after the last record are left out; `records_per_cpu_sec_with_startup`
+//! keeps the whole process's figure, which is also used when a tiny topic was read whole
+//! before the first sample). The
+//! Kafka rows' `ratio_to_in_memory_per_cpu_sec` divides their records per CPU-second by the
+//! mean of the two file rows': what reading Kafka costs over reading memory, for the same
+//! records and query.
 //!
 //! The broker is `--brokers` or, by default, one started for the run with
 //! `scripts/kafka/broker.sh` (Kafka's jars from Maven Central). It runs on the same machine, so
@@ -38,6 +50,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const NEEDLE_ID: &str = "c39ba8cfe8";
+/// How often the workers' `/metrics` are read. Each read costs a worker process ~0.8 ms of CPU
+/// (encoding every metric): every 20 ms, that was 4–7% of what a worker process spent, more
+/// the longer it took, so it weighed on the slower Kafka rows more than on the file's.
+const SAMPLE_EVERY: Duration = Duration::from_millis(50);
 const NEEDLES: u64 = 10;
 
 /// The options of `needle bench data-scaling` that only `--source kafka` reads.
@@ -98,9 +114,14 @@ pub struct ScalingRow {
     pub records_per_sec_total: f64,
     /// needle's per-process figure ÷ the baseline's.
     pub ratio_to_baseline: f64,
-    /// Records per CPU-second of the reading processes (user + system, all their threads):
-    /// steadier than records/s on a shared machine.
+    /// Records per CPU-second of the reading processes (user + system, all their threads),
+    /// from their first record read to their last: steadier than records/s on a shared machine.
     pub records_per_cpu_sec: f64,
+    /// The same over the processes' whole lives (start-up and idling included).
+    pub records_per_cpu_sec_with_startup: f64,
+    /// needle reading Kafka: its records per CPU-second ÷ the file row's (the same records and
+    /// query read from memory by the same worker code); none for the other rows.
+    pub ratio_to_in_memory_per_cpu_sec: Option<f64>,
     /// Needle records the query found (10 expected); none for the baseline.
     pub needles_found: Option<u64>,
 }
@@ -113,6 +134,9 @@ pub struct ScalingResult {
     pub partitions: i32,
     /// Records/s of the producer filling the topic (`needle gen --to kafka://` path).
     pub fill_records_per_sec: f64,
+    /// Records per CPU-second of one worker process reading the same records from a file: the
+    /// mean of the runs before and after the Kafka ones.
+    pub in_memory_records_per_cpu_sec: f64,
     /// /proc/loadavg (1 minute) at the start and the end.
     pub load_before: f64,
     pub load_after: f64,
@@ -137,6 +161,7 @@ impl Outcome for ScalingResult {
             "records/s in all",
             "ratio to baseline",
             "records per CPU-second",
+            "vs in-memory per CPU-second",
             "needles found",
         ]);
         for r in &self.rows {
@@ -148,6 +173,7 @@ impl Outcome for ScalingResult {
                 format!("{:.0}", r.records_per_sec_total),
                 format!("{:.2}", r.ratio_to_baseline),
                 format!("{:.0}", r.records_per_cpu_sec),
+                r.ratio_to_in_memory_per_cpu_sec.map_or("-".into(), |x| format!("{x:.2}")),
                 r.needles_found.map_or("-".into(), |n| n.to_string()),
             ]);
         }
@@ -163,6 +189,11 @@ impl Outcome for ScalingResult {
             self.load_after
         );
         println!("{table}");
+        println!(
+            "in memory (the same records and query from a file, mean of the runs before and after \
+             Kafka's): {:.0} records per CPU-second",
+            self.in_memory_records_per_cpu_sec
+        );
     }
 }
 
@@ -193,11 +224,15 @@ fn measure(args: &Args<'_>) -> Result<ScalingResult, String> {
     let run_id = format!("{:x}", std::process::id() ^ (now_ms() as u32));
     let topic = format!("needle-bench-{run_id}");
 
+    let files = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let records_file = files.path().join("records.ndjson");
     eprintln!(
-        "filling topic {topic} with {} {} records",
-        args.kafka.topic_records, args.kafka.workload
+        "filling topic {topic} (and {}) with {} {} records",
+        records_file.display(),
+        args.kafka.topic_records,
+        args.kafka.workload
     );
-    let (fill_rate, bytes) = fill(&connection, &topic, args)?;
+    let (fill_rate, bytes) = fill(&connection, &topic, &records_file, args)?;
 
     eprintln!("baseline: a bare rdkafka consumer");
     let cpu_before = cpu_seconds("self");
@@ -211,6 +246,7 @@ fn measure(args: &Args<'_>) -> Result<ScalingResult, String> {
         ));
     }
     let baseline = drained.messages as f64 / drained.elapsed.as_secs_f64().max(1e-9);
+    let baseline_per_cpu = drained.messages as f64 / baseline_cpu.max(1e-9);
     let mut rows = vec![ScalingRow {
         scenario: "data-scaling-kafka",
         reader: "rdkafka consumer".into(),
@@ -220,25 +256,53 @@ fn measure(args: &Args<'_>) -> Result<ScalingResult, String> {
         records_per_sec_per_process: baseline,
         records_per_sec_total: baseline,
         ratio_to_baseline: 1.0,
-        records_per_cpu_sec: drained.messages as f64 / baseline_cpu.max(1e-9),
+        records_per_cpu_sec: baseline_per_cpu,
+        records_per_cpu_sec_with_startup: baseline_per_cpu,
+        ratio_to_in_memory_per_cpu_sec: None,
         needles_found: None,
     }];
+    let row = |reader: &str, n: usize, run: &Distributed, in_memory: Option<f64>| ScalingRow {
+        scenario: "data-scaling-kafka",
+        reader: reader.into(),
+        worker_processes: n,
+        threads_per_process: args.kafka.threads,
+        records: run.records,
+        records_per_sec_per_process: run.per_process,
+        records_per_sec_total: run.total,
+        ratio_to_baseline: run.per_process / baseline,
+        records_per_cpu_sec: run.per_cpu_second(),
+        records_per_cpu_sec_with_startup: run.records as f64 / run.cpu_seconds.max(1e-9),
+        ratio_to_in_memory_per_cpu_sec: in_memory.map(|m| run.per_cpu_second() / m.max(1e-9)),
+        needles_found: Some(run.needles),
+    };
+
+    // The reference is taken before and after the Kafka runs, and their mean is what the Kafka
+    // rows are divided by: on a shared machine the speed of a core drifts within a run.
+    let from_file = |when: &str| {
+        eprintln!("needle: 1 worker process reading the same records from a file ({when})");
+        distributed(
+            &brokers,
+            &topic,
+            &format!("{run_id}-file-{when}"),
+            1,
+            Some(&records_file),
+            args,
+        )
+    };
+    let file_before = from_file("before")?;
+    let mut kafka_runs = Vec::new();
     for &n in args.workers {
         eprintln!("needle: {n} worker process(es) of {} thread(s)", args.kafka.threads);
-        let run = distributed(&brokers, &topic, &format!("{run_id}-{n}"), n, args)?;
-        rows.push(ScalingRow {
-            scenario: "data-scaling-kafka",
-            reader: "needle".into(),
-            worker_processes: n,
-            threads_per_process: args.kafka.threads,
-            records: run.records,
-            records_per_sec_per_process: run.per_process,
-            records_per_sec_total: run.total,
-            ratio_to_baseline: run.per_process / baseline,
-            records_per_cpu_sec: run.records as f64 / run.cpu_seconds.max(1e-9),
-            needles_found: Some(run.needles),
-        });
+        kafka_runs
+            .push((n, distributed(&brokers, &topic, &format!("{run_id}-{n}"), n, None, args)?));
     }
+    let file_after = from_file("after")?;
+    let in_memory = (file_before.per_cpu_second() + file_after.per_cpu_second()) / 2.0;
+    rows.push(row("needle, from a file (before)", 1, &file_before, None));
+    for (n, run) in &kafka_runs {
+        rows.push(row("needle", *n, run, Some(in_memory)));
+    }
+    rows.push(row("needle, from a file (after)", 1, &file_after, None));
     drop(own_broker);
     Ok(ScalingResult {
         rows,
@@ -246,13 +310,20 @@ fn measure(args: &Args<'_>) -> Result<ScalingResult, String> {
         record_bytes: bytes as f64 / args.kafka.topic_records as f64,
         partitions: args.kafka.partitions,
         fill_records_per_sec: fill_rate,
+        in_memory_records_per_cpu_sec: in_memory,
         load_before,
         load_after: load_average(),
     })
 }
 
-/// Fills the topic; returns the producer's records/s and the bytes written.
-fn fill(connection: &Connection, topic: &str, args: &Args<'_>) -> Result<(f64, u64), String> {
+/// Fills the topic, and writes the same records to `file`; returns the producer's records/s and
+/// the bytes written.
+fn fill(
+    connection: &Connection,
+    topic: &str,
+    file: &Path,
+    args: &Args<'_>,
+) -> Result<(f64, u64), String> {
     let mut spec = WorkloadSpec::new(args.kafka.workload.parse().map_err(|e| format!("{e}"))?)
         .with_seed(args.kafka.seed);
     spec.count = Some(args.kafka.topic_records);
@@ -263,6 +334,7 @@ fn fill(connection: &Connection, topic: &str, args: &Args<'_>) -> Result<(f64, u
     let mut generator = Generator::new(&spec).map_err(|e| e.to_string())?;
     let mut writer =
         TopicWriter::open(connection, topic, args.kafka.partitions).map_err(|e| e.to_string())?;
+    let mut copy = std::io::BufWriter::new(std::fs::File::create(file).map_err(|e| e.to_string())?);
     let started = Instant::now();
     let mut line = Vec::with_capacity(4096);
     let mut bytes = 0u64;
@@ -271,18 +343,47 @@ fn fill(connection: &Connection, topic: &str, args: &Args<'_>) -> Result<(f64, u
         generator.write_next(&mut line);
         bytes += line.len() as u64;
         writer.send_line(&line).map_err(|e| e.to_string())?;
+        copy.write_all(&line).map_err(|e| e.to_string())?;
+        if !line.ends_with(b"\n") {
+            copy.write_all(b"\n").map_err(|e| e.to_string())?;
+        }
     }
     writer.flush().map_err(|e| e.to_string())?;
-    Ok((args.kafka.topic_records as f64 / started.elapsed().as_secs_f64(), bytes))
+    let rate = args.kafka.topic_records as f64 / started.elapsed().as_secs_f64();
+    copy.flush().map_err(|e| e.to_string())?;
+    Ok((rate, bytes))
 }
 
 struct Distributed {
     records: u64,
     /// CPU time of the worker processes, start-up included.
     cpu_seconds: f64,
+    /// Records read, and CPU seconds spent, by the worker processes between the first sample
+    /// that saw records and the last (summed over the processes).
+    window_records: u64,
+    window_cpu_seconds: f64,
     per_process: f64,
     total: f64,
     needles: u64,
+}
+
+impl Distributed {
+    /// Records per CPU-second while reading (see the module doc); the whole process's when
+    /// every record was read before the first sample (tiny topics).
+    fn per_cpu_second(&self) -> f64 {
+        if self.window_records == 0 || self.window_cpu_seconds <= 0.0 {
+            return self.records as f64 / self.cpu_seconds.max(1e-9);
+        }
+        self.window_records as f64 / self.window_cpu_seconds
+    }
+}
+
+/// One sample of a worker process: records read so far, when, and its CPU seconds then.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    read: u64,
+    at: Instant,
+    cpu: f64,
 }
 
 /// A `needle serve` process of the run, stopped when dropped; its stderr goes to a file that
@@ -291,16 +392,32 @@ struct Node {
     child: Child,
     url: String,
     stderr: PathBuf,
+    /// When the process was started.
+    started: Instant,
 }
 
 impl Node {
-    fn start(role: &str, config: &Path, threads: usize, index: usize) -> Result<Self, String> {
+    /// `source`: a `--source` spec; none for an api node, or a worker reading the data topic.
+    fn start(
+        role: &str,
+        config: &Path,
+        threads: usize,
+        index: usize,
+        source: Option<&str>,
+    ) -> Result<Self, String> {
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         let stderr = config.with_file_name(format!("{role}-{index}.log"));
         let log = std::fs::File::create(&stderr).map_err(|e| e.to_string())?;
-        let mut child = Command::new(exe)
+        let started = Instant::now();
+        let mut command = Command::new(exe);
+        command
             .args(["serve", "--role", role, "--listen", "127.0.0.1:0"])
-            .args(["--workers", &threads.to_string(), "--config"])
+            .args(["--workers", &threads.to_string()]);
+        if let Some(source) = source {
+            command.args(["--source", source]);
+        }
+        let mut child = command
+            .arg("--config")
             .arg(config)
             .stdout(Stdio::piped())
             .stderr(log)
@@ -309,7 +426,7 @@ impl Node {
         let mut lines = BufReader::new(child.stdout.take().ok_or("no stdout")?).lines();
         let first = lines.next().and_then(Result::ok).unwrap_or_default();
         let _source = lines.next();
-        let mut node = Self { url: String::new(), child, stderr };
+        let mut node = Self { url: String::new(), child, stderr, started };
         match first.strip_prefix("needle listening on ") {
             Some(url) => {
                 node.url = url.to_owned();
@@ -356,12 +473,14 @@ impl Drop for Node {
     }
 }
 
-/// An api node and `n` worker processes reading the topic with the needle query.
+/// An api node and `n` worker processes reading the topic with the needle query, or, given
+/// `records_file`, reading that file (followed, so the process stays up to be measured).
 fn distributed(
     brokers: &str,
     topic: &str,
     run: &str,
     n: usize,
+    records_file: Option<&Path>,
     args: &Args<'_>,
 ) -> Result<Distributed, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
@@ -375,7 +494,7 @@ fn distributed(
     )
     .map_err(|e| e.to_string())?;
     drop(file);
-    let api = Node::start("api", &config, 1, 0)?;
+    let api = Node::start("api", &config, 1, 0, None)?;
     let query = format!("SELECT * FROM STREAM(600000, TIME) WHERE id = '{NEEDLE_ID}' LIMIT 100");
     let started: serde_json::Value = reqwest::blocking::Client::new()
         .post(format!("{}/api/v1/queries", api.url))
@@ -384,45 +503,64 @@ fn distributed(
         .and_then(|r| r.json())
         .map_err(|e| format!("submitting the query: {e}"))?;
     let id = started["id"].as_str().ok_or_else(|| format!("no query id in {started}"))?.to_owned();
+    let source = records_file.map(|f| format!("file:{}?follow=true", f.display()));
     let workers: Vec<Node> = (0..n)
-        .map(|i| Node::start("worker", &config, args.kafka.threads, i))
+        .map(|i| Node::start("worker", &config, args.kafka.threads, i, source.as_deref()))
         .collect::<Result<_, _>>()?;
 
-    // Sample every worker's records read until they add up to the topic.
-    let mut first: Vec<Option<Instant>> = vec![None; n];
-    let mut last: Vec<(u64, Instant)> = vec![(0, Instant::now()); n];
+    // Sample every worker's records read (and CPU time) until they add up to the topic.
+    let mut idle: Vec<Option<Sample>> = vec![None; n];
+    let mut first: Vec<Option<Sample>> = vec![None; n];
+    let mut last: Vec<Sample> = vec![Sample { read: 0, at: Instant::now(), cpu: 0.0 }; n];
     let deadline = Instant::now() + Duration::from_secs(600);
     loop {
         let now = Instant::now();
         for (i, worker) in workers.iter().enumerate() {
+            let cpu = cpu_seconds(&worker.child.id().to_string());
             let read = worker.records_read()?;
-            if read > 0 && first[i].is_none() {
-                first[i] = Some(now);
+            let sample = Sample { read, at: now, cpu };
+            if read == 0 {
+                idle[i] = Some(sample);
             }
-            if read != last[i].0 {
-                last[i] = (read, now);
+            if read > 0 && first[i].is_none() {
+                first[i] = Some(sample);
+            }
+            if read != last[i].read {
+                last[i] = sample;
             }
         }
-        if last.iter().map(|(read, _)| read).sum::<u64>() >= args.kafka.topic_records {
+        if last.iter().map(|s| s.read).sum::<u64>() >= args.kafka.topic_records {
             break;
         }
         if now > deadline {
             return Err("the workers did not read the topic within 10 minutes".into());
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(SAMPLE_EVERY);
     }
-    let records: u64 = last.iter().map(|(read, _)| read).sum();
+    let records: u64 = last.iter().map(|s| s.read).sum();
     let mut rates = Vec::new();
-    for (start, (read, end)) in first.iter().zip(&last) {
-        if let Some(start) = start {
-            let secs = end.duration_since(*start).as_secs_f64();
-            if *read > 0 && secs > 0.0 {
-                rates.push(*read as f64 / secs);
-            }
+    let (mut window_records, mut window_cpu_seconds) = (0, 0.0);
+    for (i, end) in last.iter().enumerate() {
+        let Some(start) = first[i] else { continue };
+        // A process that read everything between two samples: from the one before, or its
+        // start (tiny topics).
+        let since = match idle[i] {
+            Some(before) if start.at == end.at => before.at,
+            _ if start.at == end.at => workers[i].started,
+            _ => start.at,
+        };
+        let secs = end.at.duration_since(since).as_secs_f64();
+        if end.read > 0 && secs > 0.0 {
+            rates.push(end.read as f64 / secs);
         }
+        // CPU from the last sample that saw no record (the records between it and the next
+        // sample were read with CPU after it), else from the first sample.
+        let from = idle[i].unwrap_or(start);
+        window_records += end.read - from.read;
+        window_cpu_seconds += end.cpu - from.cpu;
     }
-    let begin = first.iter().flatten().min().copied().unwrap_or_else(Instant::now);
-    let end = last.iter().map(|(_, t)| *t).max().unwrap_or_else(Instant::now);
+    let begin = first.iter().flatten().map(|s| s.at).min().unwrap_or_else(Instant::now);
+    let end = last.iter().map(|s| s.at).max().unwrap_or_else(Instant::now);
     let total = records as f64 / end.duration_since(begin).as_secs_f64().max(1e-9);
     let per_process = rates.iter().sum::<f64>() / rates.len().max(1) as f64;
 
@@ -442,7 +580,15 @@ fn distributed(
     let cpu_seconds = workers.iter().map(|w| cpu_seconds(&w.child.id().to_string())).sum();
     drop(workers);
     drop(api);
-    Ok(Distributed { records, cpu_seconds, per_process, total, needles })
+    Ok(Distributed {
+        records,
+        cpu_seconds,
+        window_records,
+        window_cpu_seconds,
+        per_process,
+        total,
+        needles,
+    })
 }
 
 /// User + system CPU seconds of a process (`self` or a pid) so far, from /proc (0 elsewhere).

@@ -15,6 +15,7 @@
 //! | [`client`] | librdkafka clients from `[kafka]`: brokers, pass-through properties, start-up checks, topic creation, quiet logs |
 //! | [`spec`] | the `kafka://` spec |
 //! | [`source`] | the Kafka source: consumer group, batches, pause on backpressure, rebalances |
+//! | `fetch` | the source's message queue: messages taken many at a time, handed on in place |
 //! | [`offsets`] | which offsets may be committed (records whose results went out) |
 //! | [`wire`] | the query topic's notices and the results topic's messages |
 //! | [`queries`] | the query topic: api nodes publish, worker nodes follow |
@@ -29,6 +30,7 @@ pub mod background;
 pub mod client;
 pub mod error;
 pub mod failover;
+mod fetch;
 pub mod node;
 pub mod offsets;
 pub mod peers;

@@ -16,6 +16,12 @@
 //! - **Offsets** ([`crate::offsets`]): a record's offset is stored for commit only once the
 //!   partials made from it have gone out (to the joiner, or delivered to the results topic), and
 //!   committed every `auto.commit.interval.ms` (1 s unless set in `kafka.properties`).
+//! - **Reading** ([`crate::fetch`]): the assigned partitions' messages go to a queue of the
+//!   source's own, taken up to 64 at a time; their payloads go to the workers in place (a
+//!   batch's chunks, not copied), one batch of about 64 KiB per hand-off. librdkafka keeps at
+//!   most [`SOURCE_DEFAULTS`]' 2 MiB of prefetched messages (its default is 64 MiB): what the
+//!   workers read is still in the CPU's caches from the socket. `kafka.properties` may set
+//!   other values.
 //! - **Rebalances**: before partitions are taken away, the source waits (up to 10 s) until the
 //!   workers have handed on every batch the queue took, commits, and drops batches it had not yet
 //!   handed to the workers (the next owner reads them from the committed offset). So a clean
@@ -24,6 +30,7 @@
 //!   (at-least-once). See `docs/kafka.md`.
 
 use crate::client::{Connection, Throttled};
+use crate::fetch::{Message, MessageQueue, Messages};
 use crate::offsets::{RoundId, Tracker};
 use crate::spec::Endpoint;
 use crate::KafkaError;
@@ -35,16 +42,25 @@ use needle_runtime::RuntimeError;
 use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
-use rdkafka::error::KafkaError as RdKafkaError;
-use rdkafka::message::Message;
+use rdkafka::error::{KafkaError as RdKafkaError, RDKafkaErrorCode as ErrorCode};
+use rdkafka::message::Message as _;
 use rdkafka::types::{RDKafkaErrorCode, RDKafkaRespErr};
 use rdkafka::{Offset, TopicPartitionList};
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
-/// Bytes of messages gathered into one batch at most.
+/// Bytes of messages gathered into one batch (at least, unless the queue runs dry).
 const BATCH_BYTES: usize = 64 << 10;
+/// Messages taken from the message queue per call, once one is there.
+const TAKE: usize = 64;
+/// librdkafka properties the source's consumer gets unless `kafka.properties` sets them:
+/// prefetch 2 MiB instead of 64 MiB, so that what the workers read was fetched moments ago
+/// and is still in the CPU's caches (reading cold, freshly faulted-in memory cost more than
+/// librdkafka's whole fetch path), and fetch again 10 ms after the queue was full rather than
+/// a second later, so a queue that small never runs dry.
+pub const SOURCE_DEFAULTS: &[(&str, &str)] =
+    &[("queued.max.messages.kbytes", "2048"), ("fetch.queue.backoff.ms", "10")];
 /// How long the workers' queue may stay full before the consumer pauses its partitions.
 const PAUSE_AFTER: Duration = Duration::from_millis(500);
 /// How long a revocation waits for the workers to hand on what they were given.
@@ -56,8 +72,16 @@ const LOOKUP_WAIT: Duration = Duration::from_secs(5);
 
 pub struct KafkaSource {
     endpoint: Endpoint,
-    consumer: BaseConsumer<SourceContext>,
+    shared: Arc<Shared>,
     max_line_bytes: usize,
+}
+
+/// The consumer and its message queue, kept alive by the source and by every batch of messages
+/// the workers hold (a message must not outlive its client). Fields drop in order: the queue
+/// handle before the consumer.
+struct Shared {
+    queue: MessageQueue,
+    consumer: BaseConsumer<SourceContext>,
 }
 
 impl KafkaSource {
@@ -80,6 +104,11 @@ impl KafkaSource {
         if !properties.contains_key("auto.commit.interval.ms") {
             config.set("auto.commit.interval.ms", "1000");
         }
+        for (key, value) in SOURCE_DEFAULTS {
+            if !properties.contains_key(*key) {
+                config.set(*key, *value);
+            }
+        }
         let context = SourceContext {
             log: Arc::new(Throttled::new(
                 format!("source {}", endpoint.topic),
@@ -90,6 +119,7 @@ impl KafkaSource {
             topic: endpoint.topic.clone(),
             group: endpoint.group.clone(),
             start: endpoint.start,
+            shared: OnceLock::new(),
         };
         let consumer: BaseConsumer<SourceContext> = connection.create(&config, context)?;
         connection.check_reachable(consumer.client())?;
@@ -98,7 +128,14 @@ impl KafkaSource {
             &endpoint.topic,
             "create it (for example: needle gen bullet --to kafka://BROKERS/TOPIC --partitions 4)",
         )?;
-        Ok(Self { endpoint, consumer, max_line_bytes: options.max_line_bytes })
+        // SAFETY: the queue is dropped before the consumer (`Shared`'s field order).
+        let queue =
+            unsafe { MessageQueue::new(consumer.client().native_ptr()) }.ok_or_else(|| {
+                KafkaError::Config("librdkafka could not make the source a message queue".into())
+            })?;
+        let shared = Arc::new(Shared { queue, consumer });
+        let _ = shared.consumer.context().shared.set(Arc::downgrade(&shared));
+        Ok(Self { endpoint, shared, max_line_bytes: options.max_line_bytes })
     }
 }
 
@@ -108,10 +145,13 @@ struct Held {
     round: RoundId,
 }
 
-/// Messages gathered for the next batch.
+/// Messages gathered for the next batch: taken from the message queue and kept as they are, or
+/// (a partition whose queue could not be forwarded) polled from the consumer's and copied.
 #[derive(Default)]
 struct Gathered {
     data: Vec<u8>,
+    kept: Vec<Message>,
+    kept_bytes: usize,
     next: BTreeMap<i32, i64>,
     oversized: u64,
 }
@@ -119,6 +159,37 @@ struct Gathered {
 impl Gathered {
     fn is_empty(&self) -> bool {
         self.next.is_empty()
+    }
+
+    fn bytes(&self) -> usize {
+        self.data.len() + self.kept_bytes
+    }
+
+    /// A message from the message queue: kept for the batch unless it is empty or too long;
+    /// its offset moves either way. An error on a partition is logged, and moves nothing.
+    fn keep(&mut self, message: Message, max_line_bytes: usize, log: &Throttled) {
+        if let Some(error) = message.error() {
+            log.say(format_args!("reading: {}", ErrorCode::from(error)));
+            return;
+        }
+        self.next.insert(message.partition(), message.offset() + 1);
+        match message.payload().len() {
+            0 => {}
+            n if n > max_line_bytes => self.oversized += 1,
+            n => {
+                self.kept_bytes += n;
+                self.kept.push(message);
+            }
+        }
+    }
+
+    /// The batch of what was gathered, with `receipt`; kept messages keep `alive` alive.
+    fn into_batch(self, receipt: Receipt, alive: &Arc<Shared>) -> Batch {
+        let batch = Batch::with_receipt(self.data, receipt);
+        if self.kept.is_empty() {
+            return batch;
+        }
+        batch.with_chunks(Box::new(Messages::new(self.kept, alive.clone())))
     }
 
     fn add(&mut self, partition: i32, offset: i64, payload: Option<&[u8]>, max_line_bytes: usize) {
@@ -149,7 +220,8 @@ impl Source for KafkaSource {
     }
 
     fn run(self: Box<Self>, sink: BatchSink) -> Result<(), RuntimeError> {
-        let consumer = &self.consumer;
+        let shared = &self.shared;
+        let (consumer, queue) = (&shared.consumer, &shared.queue);
         let context = consumer.context().clone();
         let tracker = &context.tracker;
         consumer.subscribe(&[&self.endpoint.topic]).map_err(|e| {
@@ -161,6 +233,7 @@ impl Source for KafkaSource {
         let mut held: VecDeque<Held> = VecDeque::new();
         let mut paused = false;
         let mut generation = tracker.generation();
+        let mut taken: Vec<Message> = Vec::with_capacity(TAKE);
         'reading: loop {
             // Hand on what waits, oldest first; keep the rest (backpressure).
             while let Some(next) = held.pop_front() {
@@ -195,14 +268,10 @@ impl Source for KafkaSource {
                 break;
             }
 
-            let wait = if held.is_empty() {
-                Duration::from_millis(100)
-            } else {
-                Duration::from_millis(20)
-            };
+            // The group's events: rebalances (run inside poll), commits, errors; and the
+            // messages of a partition whose fetch queue could not be forwarded, copied.
             let mut gathered = Gathered::default();
-            let mut polled = consumer.poll(wait);
-            while let Some(result) = polled.take() {
+            while let Some(result) = consumer.poll(Duration::ZERO) {
                 if tracker.generation() != generation {
                     // A rebalance ran inside poll: what was gathered before it is not ours.
                     generation = tracker.generation();
@@ -218,22 +287,35 @@ impl Source for KafkaSource {
                     ),
                     Err(error) => context.log.say(format_args!("reading: {error}")),
                 }
-                if gathered.data.len() < BATCH_BYTES {
-                    polled = consumer.poll(Duration::ZERO);
-                }
             }
             if tracker.generation() != generation {
                 generation = tracker.generation();
                 gathered = Gathered::default();
                 paused = false;
             }
+            // The messages: wait for the first, then take what is there, many per call.
+            let mut wait = match (gathered.is_empty(), held.is_empty()) {
+                (false, _) => Duration::ZERO,
+                (true, true) => Duration::from_millis(100),
+                (true, false) => Duration::from_millis(20),
+            };
+            loop {
+                let max = if wait.is_zero() { TAKE } else { 1 };
+                let got = queue.consume(wait, max, &mut taken);
+                for message in taken.drain(..) {
+                    gathered.keep(message, self.max_line_bytes, &context.log);
+                }
+                if got < max || gathered.bytes() >= BATCH_BYTES {
+                    break;
+                }
+                wait = Duration::ZERO;
+            }
             if !gathered.is_empty() {
                 sink.count_oversized(gathered.oversized);
-                let (token, round) = tracker.begin(gathered.next.into_iter().collect());
-                held.push_back(Held {
-                    batch: Batch::with_receipt(gathered.data, Receipt::new(token)),
-                    round,
-                });
+                let (token, round) =
+                    tracker.begin(std::mem::take(&mut gathered.next).into_iter().collect());
+                let batch = gathered.into_batch(Receipt::new(token), shared);
+                held.push_back(Held { batch, round });
             }
         }
         // Stopping: drop what was not handed on (abandoned: the next owner reads it), let the
@@ -302,6 +384,8 @@ struct SourceContext {
     topic: String,
     group: String,
     start: StartFrom,
+    /// The source's consumer and message queue, to forward the partitions it is given to.
+    shared: OnceLock<Weak<Shared>>,
 }
 
 impl ClientContext for SourceContext {
@@ -329,6 +413,7 @@ impl ConsumerContext for SourceContext {
                 if self.start == StartFrom::Latest {
                     self.resolve_latest(consumer, list);
                 }
+                self.forward_to_queue(list);
                 if let Err(e) = consumer.assign(list) {
                     self.log.say(format_args!("taking partitions {}: {e}", partitions(list)));
                     return;
@@ -362,6 +447,23 @@ impl ConsumerContext for SourceContext {
 }
 
 impl SourceContext {
+    /// Sends the messages of the partitions about to be assigned to the source's message queue
+    /// (see [`crate::fetch`]). A partition that cannot be forwarded still works: its messages
+    /// arrive on the consumer's queue, and the source copies them from there.
+    fn forward_to_queue(&self, list: &TopicPartitionList) {
+        let Some(shared) = self.shared.get().and_then(Weak::upgrade) else { return };
+        for element in list.elements() {
+            if !shared.queue.take_partition(element.topic(), element.partition()) {
+                self.log.say(format_args!(
+                    "partition {} of {} could not be given its own queue: its messages are \
+                     copied as they come",
+                    element.partition(),
+                    element.topic()
+                ));
+            }
+        }
+    }
+
     /// Before partitions go: waits for the workers to finish what they took, stores and commits
     /// it, and forgets the rest (see the module doc).
     fn hand_back(&self, consumer: &BaseConsumer<Self>, list: &TopicPartitionList) {

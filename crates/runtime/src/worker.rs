@@ -131,7 +131,7 @@ impl Worker {
         self.unreported += records;
         let m = &self.metrics;
         m.records_read.inc_by(records);
-        m.bytes_read.inc_by(batch.bytes().len() as u64);
+        m.bytes_read.inc_by(batch.byte_len() as u64);
         m.records_malformed.inc_by(malformed);
         if matched_records > 0 {
             m.records_matched.inc_by(matched_records);

@@ -120,7 +120,7 @@ impl BatchSink {
     }
 
     fn send_to_workers(&self, batch: Batch) -> Result<(), Batch> {
-        self.counters.bytes.fetch_add(batch.bytes().len() as u64, Ordering::Relaxed);
+        self.counters.bytes.fetch_add(batch.byte_len() as u64, Ordering::Relaxed);
         self.counters.batches.fetch_add(1, Ordering::Relaxed);
         let mut batch = batch;
         loop {
@@ -155,7 +155,7 @@ impl BatchSink {
         if self.stop.is_stopped() {
             return Err(Refused::Stopping(batch));
         }
-        let bytes = batch.bytes().len() as u64;
+        let bytes = batch.byte_len() as u64;
         match self.tx.send_timeout(batch, patience) {
             Ok(()) => {
                 self.counters.bytes.fetch_add(bytes, Ordering::Relaxed);
