@@ -5,8 +5,8 @@
 //! history): an api node's roster of workers tells which reads of the past a query waits for.
 //!
 //! Both check at start-up that the brokers answer and create the query topic (1 partition,
-//! compacted) and the results topic (1 partition, large messages allowed, an hour's retention)
-//! when they are missing. [`Node::shutdown`] ends the runtime first (an api node's queries end
+//! compacted) and the results topic (`kafka.results_partitions` partitions, large messages
+//! allowed, an hour's retention) when they are missing. [`Node::shutdown`] ends the runtime first (an api node's queries end
 //! with a final result and a tombstone; a worker's source commits what its partials covered),
 //! then waits for Kafka to acknowledge what was sent.
 
@@ -52,12 +52,13 @@ impl Node {
         metrics: Arc<Metrics>,
         source: Box<dyn Source>,
     ) -> Result<Self, KafkaError> {
-        let connection = connect(&config.kafka)?;
+        let (connection, partitions) = connect(&config.kafka)?;
         let owners = Owners::default();
         let name = node_name(&config.kafka.node_id, "worker")?;
         let results_topic = &config.kafka.results_topic;
         let outlet =
-            Arc::new(ResultsOutlet::new(&connection, results_topic, owners.clone(), &name)?);
+            ResultsOutlet::new(&connection, results_topic, partitions, owners.clone(), &name)?;
+        let outlet = Arc::new(outlet);
         let query_topic = config.kafka.query_topic.clone();
         let history = config.history.is_on();
         let runtime = Runtime::start_role(config, Role::Worker(outlet.clone()), metrics)?;
@@ -86,7 +87,7 @@ impl Node {
     /// An api node: queries in over HTTP, out on the query topic; partials in from the results
     /// topic.
     pub fn start_api(config: NeedleConfig, metrics: Arc<Metrics>) -> Result<Self, KafkaError> {
-        let connection = connect(&config.kafka)?;
+        let (connection, _partitions) = connect(&config.kafka)?;
         let node = node_name(&config.kafka.node_id, "api")?;
         let kafka = config.kafka.clone();
         let roster = Roster::default();
@@ -141,8 +142,9 @@ impl Node {
     }
 }
 
-/// Checks the section, that the brokers answer, and that the node's topics exist (creating them).
-fn connect(kafka: &KafkaConfig) -> Result<Connection, KafkaError> {
+/// Checks the section, that the brokers answer, and that the node's topics exist (creating them);
+/// the results topic's partition count.
+fn connect(kafka: &KafkaConfig) -> Result<(Connection, i32), KafkaError> {
     for (key, topic) in
         [("query_topic", &kafka.query_topic), ("results_topic", &kafka.results_topic)]
     {
@@ -154,6 +156,12 @@ fn connect(kafka: &KafkaConfig) -> Result<Connection, KafkaError> {
                 .into(),
         ));
     }
+    if !(1..=MAX_RESULTS_PARTITIONS).contains(&kafka.results_partitions) {
+        return Err(KafkaError::Config(format!(
+            "kafka.results_partitions is {}: give 1 to {MAX_RESULTS_PARTITIONS}",
+            kafka.results_partitions
+        )));
+    }
     let connection = Connection::new(&kafka.brokers, &kafka.properties)?;
     let probe = connection.probe("start-up")?;
     connection.check_reachable(probe.client())?;
@@ -161,11 +169,24 @@ fn connect(kafka: &KafkaConfig) -> Result<Connection, KafkaError> {
     let max = (MAX_MESSAGE_BYTES + 1024).to_string();
     connection.ensure_topic(
         &kafka.results_topic,
-        1,
+        kafka.results_partitions,
         &[("max.message.bytes", &max), ("retention.ms", "3600000")],
     )?;
-    Ok(connection)
+    let partitions = connection.partitions(probe.client(), &kafka.results_topic, "")?;
+    // partitions are numbered from 0; every node hashes query ids over the count it finds
+    let found = i32::try_from(partitions.len()).unwrap_or(i32::MAX);
+    if found != kafka.results_partitions {
+        eprintln!(
+            "needle: kafka: topic {} has {found} partition(s), kafka.results_partitions says {}: \
+             using {found}",
+            kafka.results_topic, kafka.results_partitions
+        );
+    }
+    Ok((connection, found))
 }
+
+/// The most partitions `kafka.results_partitions` may ask for.
+const MAX_RESULTS_PARTITIONS: i32 = 10_000;
 
 /// The configured node name, or one made up from `role`, the process id and the clock.
 fn node_name(configured: &str, role: &str) -> Result<String, KafkaError> {
@@ -203,5 +224,7 @@ mod tests {
         assert!(connect(&k).err().unwrap().to_string().contains("three topics"));
         let k = KafkaConfig { query_topic: "bad name".into(), ..KafkaConfig::default() };
         assert!(connect(&k).err().unwrap().to_string().contains("kafka.query_topic"));
+        let k = KafkaConfig { results_partitions: 0, ..KafkaConfig::default() };
+        assert!(connect(&k).err().unwrap().to_string().contains("kafka.results_partitions"));
     }
 }

@@ -24,8 +24,10 @@ use std::time::{Duration, Instant};
 /// topic is created to accept it.
 pub const MAX_MESSAGE_BYTES: usize = 32 << 20;
 
-/// Receipts riding on a message: dropped when its delivery is reported.
-pub type Riders = Box<Vec<Receipt>>;
+/// Receipts riding on a message: dropped when its delivery is reported. Shared: receipts riding
+/// on several messages (a worker's progress goes to every partition of the results topic) drop
+/// when the last of them is reported.
+pub type Riders = std::sync::Arc<Vec<Receipt>>;
 
 /// The delivery side of a producer: failures counted and logged; receipts dropped.
 pub struct Deliveries {

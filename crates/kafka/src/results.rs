@@ -1,10 +1,13 @@
 //! The results topic: how worker nodes hand partials to the api nodes that own the queries.
 //!
 //! - [`ResultsOutlet`] (worker node) is the runtime's [`PartialOutlet`]: each partial is sent
-//!   addressed to its query's api node; each progress message carries the receipts of the batches
-//!   it covers, dropped when Kafka acknowledges it. Everything goes to partition 0 with an
-//!   idempotent producer, so that acknowledgement means every partial sent before it was
-//!   delivered too: only then are the records' offsets committed (see [`crate::offsets`]).
+//!   addressed to its query's api node, to the partition its query id hashes to
+//!   ([`partition_of`]), so a query's partials keep their order whichever api node reads them.
+//!   A progress message goes to every partition, all of them carrying the receipts of the
+//!   batches it covers, dropped when Kafka has acknowledged every one: with an idempotent
+//!   producer (order kept per partition) that means every partial sent before it was delivered
+//!   too, on whichever partition. Only then are the records' offsets committed (see
+//!   [`crate::offsets`]). The count of records rides on partition 0's copy; the others carry 0.
 //! - [`ResultsReader`] (api node) reads the topic from its end at start-up and hands the partials
 //!   addressed to this node, and every progress message, to the runtime's joiner. Messages that
 //!   are not needle's are logged (sampled) and skipped.
@@ -19,6 +22,7 @@ use crate::peers::{Owners, Roster};
 use crate::produce::{Riders, Writer};
 use crate::wire::{HistoryWire, ReadReport, ResultsMessage};
 use crate::KafkaError;
+use needle_engine::aggregate::codec::fnv1a64;
 use needle_runtime::framing::Receipt;
 use needle_runtime::history::WorkerHistory;
 use needle_runtime::remote::PartialOutlet;
@@ -29,14 +33,23 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The partition every worker writes to (see the module doc).
-const PARTITION: i32 = 0;
+/// The partition of the results topic that worker heartbeats and the count of records read go to.
+const FIRST: i32 = 0;
+
+/// The partition of a results topic of `partitions` partitions that query `id`'s messages go to:
+/// FNV-1a of the id, so every node agrees.
+pub fn partition_of(id: &str, partitions: i32) -> i32 {
+    let n = u64::try_from(partitions.max(1)).unwrap_or(1);
+    (fnv1a64(id.as_bytes()) % n) as i32
+}
 
 /// A worker node's outlet.
 pub struct ResultsOutlet {
     writer: Writer,
     topic: String,
     owners: Owners,
+    /// The results topic's partitions.
+    partitions: i32,
     /// This worker node's name (its reads of the past are signed with it).
     worker: String,
     log: Throttled,
@@ -47,6 +60,7 @@ impl ResultsOutlet {
     pub fn new(
         connection: &Connection,
         topic: &str,
+        partitions: i32,
         owners: Owners,
         worker: &str,
     ) -> Result<Self, KafkaError> {
@@ -59,6 +73,7 @@ impl ResultsOutlet {
         Ok(Self {
             writer,
             topic: topic.to_owned(),
+            partitions: partitions.max(1),
             owners,
             worker: worker.to_owned(),
             log,
@@ -69,7 +84,7 @@ impl ResultsOutlet {
     /// Says this worker node is up (and whether it keeps history).
     pub fn heartbeat(&self, history: bool) {
         let value = ResultsMessage::Worker { name: &self.worker, history }.encode();
-        self.send("", &value, Riders::default());
+        self.send(FIRST, "", &value, Riders::default());
     }
 
     /// Waits (at most `timeout`) for what was sent to be acknowledged.
@@ -83,9 +98,9 @@ impl ResultsOutlet {
         self.stopping.store(true, Ordering::Relaxed);
     }
 
-    fn send(&self, key: &str, value: &[u8], riders: Riders) {
+    fn send(&self, partition: i32, key: &str, value: &[u8], riders: Riders) {
         let record = BaseRecord::with_opaque_to(&self.topic, riders)
-            .partition(PARTITION)
+            .partition(partition)
             .key(key)
             .payload(value);
         // Waits as long as librdkafka's queue is full: backpressure on the workers; but not
@@ -104,12 +119,17 @@ impl PartialOutlet for ResultsOutlet {
         // A query released meanwhile (ended): its api node no longer merges it.
         let Some(owner) = self.owners.get(id) else { return };
         let value = ResultsMessage::Partial { owner: &owner, id, partial: &bytes }.encode();
-        self.send(&owner, &value, Riders::default());
+        self.send(partition_of(id, self.partitions), &owner, &value, Riders::default());
     }
 
     fn progress(&self, records: u64, receipts: Vec<Receipt>) {
-        let value = ResultsMessage::Progress { records }.encode();
-        self.send("", &value, Box::new(receipts));
+        // a fence on every partition: the receipts drop when all of them are acknowledged
+        let receipts = Riders::new(receipts);
+        for partition in 0..self.partitions {
+            let records = if partition == FIRST { records } else { 0 };
+            let value = ResultsMessage::Progress { records }.encode();
+            self.send(partition, "", &value, receipts.clone());
+        }
     }
 
     fn history(&self, id: &str, event: WorkerHistory<Vec<u8>>) {
@@ -127,7 +147,7 @@ impl PartialOutlet for ResultsOutlet {
         };
         let value =
             ResultsMessage::History { owner: &owner, id, worker: &self.worker, event }.encode();
-        self.send(&owner, &value, Riders::default());
+        self.send(partition_of(id, self.partitions), &owner, &value, Riders::default());
     }
 }
 
@@ -177,6 +197,7 @@ impl ResultsReader {
                         runtime.remote_partial(id, partial.to_vec());
                     }
                     Ok(ResultsMessage::Partial { .. }) => {} // another api node's
+                    Ok(ResultsMessage::Progress { records: 0 }) => {} // a fence (see above)
                     Ok(ResultsMessage::Progress { records }) => runtime.remote_progress(records),
                     Ok(ResultsMessage::Worker { name, history }) => roster.heard(name, history),
                     Ok(ResultsMessage::History { owner, id, worker, event }) if owner == node => {
@@ -202,5 +223,24 @@ impl ResultsReader {
 
     pub fn stop(&mut self) {
         self.thread.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::partition_of;
+
+    #[test]
+    fn a_query_id_always_hashes_to_the_same_partition_and_ids_spread() {
+        assert_eq!(partition_of("api-1-ab-7", 1), 0);
+        assert_eq!(partition_of("anything", 0), 0, "no partitions counts as one");
+        let ids: Vec<String> = (0..400).map(|n| format!("api7-19c2f-{n}")).collect();
+        let mut used = [0u32; 6];
+        for id in &ids {
+            let p = partition_of(id, 6);
+            assert_eq!(p, partition_of(id, 6));
+            used[usize::try_from(p).unwrap()] += 1;
+        }
+        assert!(used.iter().all(|&n| n > 30), "spread over every partition: {used:?}");
     }
 }

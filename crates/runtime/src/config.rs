@@ -348,8 +348,14 @@ pub struct KafkaConfig {
     /// Queries from api nodes to worker nodes: compacted, keyed by query id, a tombstone when a
     /// query ends. Created (1 partition, compacted) when missing.
     pub query_topic: String,
-    /// Partials and progress from worker nodes to api nodes. Created (1 partition) when missing.
+    /// Partials and progress from worker nodes to api nodes. Created with `results_partitions`
+    /// partitions when missing.
     pub results_topic: String,
+    /// Partitions of the results topic when a node creates it. A query's partials all go to one
+    /// partition (chosen by its id), so their order holds whichever api node merges them; more
+    /// partitions spread the topic over more brokers. Every node uses the topic's actual count,
+    /// so change it only with every node stopped.
+    pub results_partitions: i32,
     /// The consumer group the worker nodes (or `--role all` processes) share on the data topic.
     pub group: String,
     /// Where a group with no committed offset starts: `latest` (queries look forward) or
@@ -373,6 +379,7 @@ impl Default for KafkaConfig {
             data_topic: "needle-records".into(),
             query_topic: "needle-queries".into(),
             results_topic: "needle-results".into(),
+            results_partitions: 1,
             group: "needle-workers".into(),
             start: StartFrom::Latest,
             node_id: String::new(),
