@@ -21,6 +21,11 @@
 //! is kept until read, or until the server forgets results nobody claimed). So a subscriber
 //! that keeps up loses nothing however far behind the others are, and slow or absent ones
 //! hold at most the bounds, plus their final emissions.
+//!
+//! Emissions are numbered from 1 in the order they were pushed, dropped ones included
+//! ([`ResultQueue::next_numbered`]): the number is what a subscriber resumes after (an SSE
+//! event's `id:`), and a gap in the numbers is what was dropped. A query adopted by another
+//! api node after its own died numbers the emissions it makes again the same way.
 
 use needle_engine::exec::join::WindowBytes;
 use needle_engine::exec::Emission;
@@ -94,8 +99,10 @@ pub struct ResultQueue {
 
 #[derive(Debug, Default)]
 struct QueueState {
-    /// Each emission with its size.
-    items: VecDeque<(Emission, usize)>,
+    /// Each emission with its size and number.
+    items: VecDeque<(Emission, usize, u64)>,
+    /// Emissions pushed so far (the number of the last one).
+    pushed: u64,
     bytes: usize,
     dropped_unreported: u64,
     closed: bool,
@@ -132,12 +139,14 @@ impl ResultQueue {
             if state.closed {
                 return 0;
             }
+            state.pushed += 1;
+            let number = state.pushed;
             while !state.items.is_empty()
                 && (state.items.len() >= self.capacity
                     || state.bytes + size > self.max_bytes
                     || self.budget.used() + size > self.budget.limit)
             {
-                if let Some((_, bytes)) = state.items.pop_front() {
+                if let Some((_, bytes, _)) = state.items.pop_front() {
                     state.bytes -= bytes;
                     self.budget.give_back(bytes);
                 }
@@ -148,7 +157,7 @@ impl ResultQueue {
                 && self.budget.used() + size <= self.budget.limit;
             if fits || emission.is_final || state.waiting {
                 state.closed = emission.is_final;
-                state.items.push_back((emission, size));
+                state.items.push_back((emission, size, number));
                 state.bytes += size;
                 state.waiting = false;
                 self.budget.take(size);
@@ -176,9 +185,14 @@ impl ResultQueue {
     /// The next emission, waiting for one; `None` once the query is over and all were read.
     /// Meant for one reader at a time.
     pub async fn next(&self) -> Option<Emission> {
+        self.next_numbered().await.map(|(_, emission)| emission)
+    }
+
+    /// [`ResultQueue::next`] with the emission's number (see the module doc).
+    pub async fn next_numbered(&self) -> Option<(u64, Emission)> {
         loop {
             let notified = self.notify.notified();
-            if let Some(result) = self.try_next() {
+            if let Some(result) = self.try_next_numbered() {
                 return result;
             }
             notified.await;
@@ -187,16 +201,21 @@ impl ResultQueue {
 
     /// `Some(Some(e))`: an emission; `Some(None)`: the stream is over; `None`: nothing yet.
     pub fn try_next(&self) -> Option<Option<Emission>> {
+        self.try_next_numbered().map(|next| next.map(|(_, emission)| emission))
+    }
+
+    /// [`ResultQueue::try_next`] with the emission's number.
+    pub fn try_next_numbered(&self) -> Option<Option<(u64, Emission)>> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         match state.items.pop_front() {
-            Some((mut emission, bytes)) => {
+            Some((mut emission, bytes, number)) => {
                 state.bytes -= bytes;
                 self.budget.give_back(bytes);
                 if state.dropped_unreported > 0 {
                     emission.meta.insert(DROPPED_EMISSIONS.into(), state.dropped_unreported.into());
                     state.dropped_unreported = 0;
                 }
-                Some(Some(emission))
+                Some(Some((number, emission)))
             }
             None if state.closed => Some(None),
             None => {
@@ -239,11 +258,13 @@ mod tests {
         }
         q.push(emission(5, true));
         assert_eq!(q.dropped(), 4);
-        let first = q.try_next().unwrap().unwrap();
+        let (number, first) = q.try_next_numbered().unwrap().unwrap();
         assert_eq!(first.meta["n"], 4);
+        assert_eq!(number, 5, "numbered from 1, the dropped ones counted");
         assert_eq!(first.meta[DROPPED_EMISSIONS], 4);
-        let last = q.try_next().unwrap().unwrap();
+        let (number, last) = q.try_next_numbered().unwrap().unwrap();
         assert!(last.is_final && !last.meta.contains_key(DROPPED_EMISSIONS));
+        assert_eq!(number, 6);
         assert!(q.try_next().unwrap().is_none(), "over after the final emission");
         q.push(emission(6, false));
         assert!(q.try_next().unwrap().is_none(), "nothing is accepted after the end");

@@ -207,6 +207,54 @@ async fn a_started_query_streams_events_lists_progress_and_can_be_killed() {
 }
 
 #[tokio::test]
+async fn events_and_websocket_results_are_numbered_and_resume_after_the_last_one_received() {
+    let server = Server::start(NeedleConfig::default()).await;
+    let client = reqwest::Client::new();
+    let per_needle = "SELECT i FROM STREAM(60000, TIME) WHERE id = 'needle' \
+                      WINDOWING EVERY(1, RECORD, FIRST, 1, RECORD)";
+    let start = || async {
+        let r = server.post("/api/v1/queries", per_needle).await;
+        r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned()
+    };
+    let (sse, ws_id) = (start().await, start().await);
+    // three emissions each, waiting for their subscribers
+    server.send(records(300, &[7, 123, 250])).await;
+    let events = server.url(&format!("/api/v1/queries/{sse}/events"));
+    let r = client.get(&events).header("Last-Event-ID", "two").send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST, "not a number");
+    let r = client.get(&events).header("Last-Event-ID", "1").send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let mut stream = r.bytes_stream();
+    let mut text = String::new();
+    while text.matches("event: result").count() < 2 {
+        text.push_str(&next_chunk(&mut stream).await);
+    }
+    let ids: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("id: ")).collect();
+    assert_eq!(ids, ["2", "3"], "the first emission was had already: {text}");
+    assert_eq!(text.matches(r#""i":"#).count(), 2, "{text}");
+    assert!(text.contains("retry: "), "an EventSource is told how soon to come back: {text}");
+
+    let url = server.url("/api/v1/ws").replace("http://", "ws://");
+    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    use tokio_tungstenite::tungstenite::Message;
+    let send = |v: Value| Message::Text(v.to_string().into());
+    ws.send(send(json!({"type": "resume", "id": "nope"}))).await.unwrap();
+    let v = next_json(&mut ws).await;
+    assert!(v["type"] == "error" && v["id"] == "nope", "{v}");
+    ws.send(send(json!({"type": "resume", "id": ws_id, "after": 2}))).await.unwrap();
+    let v = next_json(&mut ws).await;
+    assert_eq!(v, json!({"type": "resumed", "id": ws_id, "after": 2}));
+    let v = next_json(&mut ws).await;
+    assert!(v["type"] == "result" && v["seq"] == 3, "{v}");
+    assert_eq!(v["result"]["records"].as_array().map(Vec::len), Some(1), "{v}");
+    ws.send(send(json!({"type": "resume", "id": ws_id}))).await.unwrap();
+    let v = next_json(&mut ws).await;
+    assert!(v["type"] == "error" && v["error"].as_str().unwrap().contains("another"), "{v}");
+    ws.close(None).await.unwrap();
+    server.shutdown().await;
+}
+
+#[tokio::test]
 async fn a_client_that_never_reads_does_not_hold_up_the_others() {
     let mut config = NeedleConfig::default();
     config.runtime.subscriber_buffer = 4;

@@ -234,10 +234,12 @@ pub async fn kill_query(
 }
 
 /// Server-Sent Events of a started query: an event `result` per emission (data: the emission's
-/// JSON), then one `complete` event (data: `{"id": ..., "dropped": n}`). One subscriber per
-/// query; closing the stream kills the query.
+/// JSON, `id:` its number, from 1), then one `complete` event (data: `{"id": ..., "dropped": n}`).
+/// One subscriber per query; closing the stream kills the query. A `Last-Event-ID` header (an
+/// `EventSource` reconnecting sends it by itself) skips the emissions up to that number.
 #[utoipa::path(get, path = "/api/v1/queries/{id}/events", tag = "queries",
-    params(("id" = String, Path, description = "The query id")),
+    params(("id" = String, Path, description = "The query id"),
+        ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this emission number")),
     responses((status = 200, description = "text/event-stream"),
         (status = 404, description = "No such query was started here", body = crate::error::ErrorBody),
         (status = 403, description = "With tokens configured: another owner's query, and this token is not an admin one", body = crate::error::ErrorBody),
@@ -246,7 +248,17 @@ pub async fn query_events(
     State(state): State<AppState>,
     grant: Option<axum::Extension<crate::auth::Grant>>,
     Path(id): Path<String>,
+    headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let after = match headers.get("last-event-id") {
+        None => 0,
+        Some(value) => {
+            value.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok()).ok_or_else(|| {
+                ApiError::new(StatusCode::BAD_REQUEST, "Last-Event-ID is not an emission number")
+                    .with_hint("send the id: of the last event received (a number), or none")
+            })?
+        }
+    };
     // closing the stream kills the query: following it is a kill's right
     if !crate::auth::may_kill(grant.as_deref(), &state, &id) {
         return Err(crate::auth::not_yours(&id));
@@ -263,23 +275,33 @@ pub async fn query_events(
         .with_hint("a started query's events can be followed once; start another query"),
     })?;
     let guard = KillOnDrop { runtime: state.runtime().clone(), id: id.clone(), armed: true };
-    Ok(Sse::new(event_stream(id, results, guard)).keep_alive(KeepAlive::default()))
+    Ok(Sse::new(event_stream(id, results, guard, after)).keep_alive(KeepAlive::default()))
 }
 
+/// The events of a query's emissions numbered past `after`.
 fn event_stream(
     id: String,
     results: Arc<ResultQueue>,
     guard: KillOnDrop,
+    after: u64,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
-    stream::unfold(Some((id, results, guard, 0u64)), |state| async move {
-        let (id, results, mut guard, n) = state?;
-        match results.next().await {
-            Some(emission) => {
+    stream::unfold(Some((id, results, guard)), move |state| async move {
+        let (id, results, mut guard) = state?;
+        let mut next = results.next_numbered().await;
+        while let Some((n, _)) = &next {
+            if *n > after {
+                break;
+            }
+            next = results.next_numbered().await;
+        }
+        match next {
+            Some((n, emission)) => {
                 let event = Event::default()
                     .event("result")
                     .id(n.to_string())
+                    .retry(RECONNECT)
                     .data(emission.to_json_string());
-                Some((Ok(event), Some((id, results, guard, n + 1))))
+                Some((Ok(event), Some((id, results, guard))))
             }
             None => {
                 guard.armed = false;
@@ -289,6 +311,9 @@ fn event_stream(
         }
     })
 }
+
+/// How soon an `EventSource` whose stream broke tries again (told in every result event).
+const RECONNECT: Duration = Duration::from_secs(2);
 
 /// Reads the query from the request and starts it for `owner`.
 fn submit(

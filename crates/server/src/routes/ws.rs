@@ -3,10 +3,15 @@
 //! Client → server (text frames, JSON):
 //! - `{"type": "start", "query": "<BQL or Bullet JSON>", "tag": "<optional, echoed back>"}`
 //! - `{"type": "kill", "id": "<query id>"}`
+//! - `{"type": "resume", "id": "<query id>", "after": n}`: follow a query this connection did not
+//!   start, from the emission after number `n` (0 or absent: from the first): the `seq` of the
+//!   last result it received. A query started with `POST /api/v1/queries` can be followed
+//!   this way too. As with its event stream, closing the socket then kills it.
 //!
 //! Server → client:
-//! - `{"type": "started", "id": ..., "tag": ...}`
-//! - `{"type": "result", "id": ..., "result": {"records": [...], "meta": {...}}}` per emission
+//! - `{"type": "started", "id": ..., "tag": ...}`; `{"type": "resumed", "id": ..., "after": n}`
+//! - `{"type": "result", "id": ..., "seq": n, "result": {"records": [...], "meta": {...}}}` per
+//!   emission, `seq` numbering them from 1 (a gap: emissions dropped for a slow client)
 //! - `{"type": "complete", "id": ..., "dropped": n}` when a query ends
 //! - `{"type": "error", "tag"/"id": ..., "error": ..., "line", "column", "hint"}` for a bad message
 //!   or query; the connection stays open.
@@ -15,14 +20,16 @@
 //! (oldest dropped and counted). Closing the socket kills the queries it started.
 
 use crate::request::{submit_error, Owner};
-use crate::state::AppState;
+use crate::state::{AppState, Unclaimable};
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
 use axum::response::Response;
 use futures_util::{FutureExt, SinkExt, StreamExt};
 use needle_engine::exec::Emission;
+use needle_runtime::ResultQueue;
 use serde_json::{json, Value};
 use std::collections::HashMap;
+use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -143,6 +150,7 @@ async fn handle(
     let tag = request.get("tag").cloned();
     match request.get("type").and_then(Value::as_str) {
         Some("start") => start(state, owner, vec![request], out, pumps).await,
+        Some("resume") => resume(state, grant, &request, out, pumps).await,
         Some("kill") => {
             let id = request.get("id").and_then(Value::as_str).unwrap_or_default();
             if !crate::auth::may_kill(grant, state, id) {
@@ -158,7 +166,8 @@ async fn handle(
             let what = other.map_or("a message without \"type\"".to_owned(), |t| {
                 format!("unknown message type '{t}'")
             });
-            let _ = out.send(error(tag, &format!("{what}; send \"start\" or \"kill\""))).await;
+            let text = format!("{what}; send \"start\", \"kill\" or \"resume\"");
+            let _ = out.send(error(tag, &text)).await;
         }
     }
 }
@@ -225,16 +234,7 @@ async fn start(
                 let id = handle.id.clone();
                 let _ =
                     out.send(json!({"type": "started", "id": id, "tag": tag}).to_string()).await;
-                let out = out.clone();
-                let pump = tokio::spawn(async move {
-                    while let Some(emission) = handle.results.next().await {
-                        if out.send(result_message(&handle.id, &emission)).await.is_err() {
-                            return;
-                        }
-                    }
-                    let done = json!({"type": "complete", "id": handle.id, "dropped": handle.results.dropped()});
-                    let _ = out.send(done.to_string()).await;
-                });
+                let pump = tokio::spawn(pump(handle.id, handle.results, 0, out.clone()));
                 pumps.insert(id, pump);
             }
             Some(Err(refused)) => {
@@ -249,11 +249,66 @@ async fn start(
     }
 }
 
-/// `{"type": "result", "id": ..., "result": {"records": [...], "meta": {...}}}`, written
+/// Sends a query's emissions numbered past `after` to the connection, then its `complete`.
+async fn pump(id: String, results: Arc<ResultQueue>, after: u64, out: mpsc::Sender<String>) {
+    while let Some((seq, emission)) = results.next_numbered().await {
+        if seq <= after {
+            continue;
+        }
+        if out.send(result_message(&id, seq, &emission)).await.is_err() {
+            return;
+        }
+    }
+    let done = json!({"type": "complete", "id": id, "dropped": results.dropped()});
+    let _ = out.send(done.to_string()).await;
+}
+
+/// Follows a query this connection did not start (see the module doc).
+async fn resume(
+    state: &AppState,
+    grant: Option<&crate::auth::Grant>,
+    request: &Value,
+    out: &mpsc::Sender<String>,
+    pumps: &mut Pumps,
+) {
+    let id = request.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let after = match request.get("after") {
+        None | Some(Value::Null) => Some(0),
+        Some(n) => n.as_u64(),
+    };
+    let refused = |text: String| json!({"type": "error", "id": id, "error": text}).to_string();
+    let Some(after) = after else {
+        let text = "\"after\" is the seq of the last result received: a number".to_owned();
+        let _ = out.send(refused(text)).await;
+        return;
+    };
+    // following a query is a kill's right: closing the socket ends it
+    if !crate::auth::may_kill(grant, state, &id) {
+        let _ = out.send(refused(crate::auth::not_yours(&id).body.error)).await;
+        return;
+    }
+    match state.claim(&id) {
+        Ok(results) => {
+            let _ =
+                out.send(json!({"type": "resumed", "id": id, "after": after}).to_string()).await;
+            let pump = tokio::spawn(pump(id.clone(), results, after, out.clone()));
+            pumps.insert(id, pump);
+        }
+        Err(Unclaimable::Unknown) => {
+            let _ = out.send(refused(format!("no query '{id}' to follow here"))).await;
+        }
+        Err(Unclaimable::Taken) => {
+            let text = format!("another client follows the results of query '{id}'");
+            let _ = out.send(refused(text)).await;
+        }
+    }
+}
+
+/// `{"type": "result", "id": ..., "seq": n, "result": {"records": [...], "meta": {...}}}`, written
 /// straight from the emission's records: building the `serde_json::Value` tree of every result
 /// first (and freeing it) was most of the HTTP threads' time when 50,000 queries completed
 /// within seconds.
-fn result_message(id: &str, emission: &Emission) -> String {
+fn result_message(id: &str, seq: u64, emission: &Emission) -> String {
     #[derive(serde::Serialize)]
     struct Result<'a, R: serde::Serialize> {
         records: &'a [R],
@@ -264,10 +319,11 @@ fn result_message(id: &str, emission: &Emission) -> String {
         #[serde(rename = "type")]
         kind: &'static str,
         id: &'a str,
+        seq: u64,
         result: Result<'a, R>,
     }
     let result = Result { records: &emission.records, meta: &emission.meta };
-    serde_json::to_string(&Message { kind: "result", id, result })
+    serde_json::to_string(&Message { kind: "result", id, seq, result })
         .unwrap_or_else(|e| error(None, &format!("a result could not be written: {e}")))
 }
 
@@ -288,8 +344,9 @@ mod tests {
             meta: [("Query ID".to_owned(), json!("q"))].into_iter().collect(),
             is_final: true,
         };
-        let text = result_message("q-1", &emission);
-        let expected = json!({"type": "result", "id": "q-1", "result": emission.to_json()});
+        let text = result_message("q-1", 3, &emission);
+        let expected =
+            json!({"type": "result", "id": "q-1", "seq": 3, "result": emission.to_json()});
         assert_eq!(text, expected.to_string());
     }
 
