@@ -307,6 +307,206 @@ fn worker_nodes_keep_history_and_an_api_node_reads_it_back_each_record_once() {
     assert!(!api.log().contains("panicked"), "{}", api.log());
 }
 
+/// A needle.toml as [`kafka_config`]'s, with a results topic of three partitions and the node's
+/// name.
+fn failover_config(broker: &str, name: &str, node: &str) -> tempfile::NamedTempFile {
+    let mut f = kafka_config(broker, name);
+    let text = std::fs::read_to_string(f.path())
+        .unwrap()
+        .replace("[kafka]\n", &format!("[kafka]\nresults_partitions = 3\nnode_id = \"{node}\"\n"));
+    f.as_file_mut().set_len(0).unwrap();
+    std::fs::write(f.path(), text).unwrap();
+    f
+}
+
+/// One Server-Sent Event: its `event:`, `id:` and `data:`.
+#[derive(Debug, Clone, PartialEq)]
+struct SseEvent {
+    event: String,
+    id: Option<String>,
+    data: String,
+}
+
+/// Follows `GET /api/v1/queries/{id}/events` (with `Last-Event-ID` when given) until the stream
+/// ends or breaks: the events received. A 404 (the query not adopted yet) is asked again, for
+/// up to a minute.
+fn follow(url: &str, id: &str, last_event_id: Option<&str>) -> Vec<SseEvent> {
+    use std::io::BufRead;
+    let client = reqwest::blocking::Client::builder().timeout(None).build().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let response = loop {
+        let mut request = client.get(format!("{url}/api/v1/queries/{id}/events"));
+        if let Some(last) = last_event_id {
+            request = request.header("Last-Event-ID", last);
+        }
+        match request.send() {
+            Ok(r) if r.status() == 200 => break r,
+            Ok(r) if r.status() == 404 && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Ok(r) => panic!("following {id}: {} {}", r.status(), r.text().unwrap_or_default()),
+            Err(e) => panic!("following {id}: {e}"),
+        }
+    };
+    let mut events = Vec::new();
+    let mut current = SseEvent { event: String::new(), id: None, data: String::new() };
+    for line in std::io::BufReader::new(response).lines() {
+        let Ok(line) = line else { break }; // the server went away
+        if line.is_empty() {
+            if !current.event.is_empty() {
+                events.push(current.clone());
+            }
+            current = SseEvent { event: String::new(), id: None, data: String::new() };
+        } else if let Some(v) = line.strip_prefix("event:") {
+            current.event = v.trim().to_owned();
+        } else if let Some(v) = line.strip_prefix("id:") {
+            current.id = Some(v.trim().to_owned());
+        } else if let Some(v) = line.strip_prefix("data:") {
+            current.data.push_str(v.trim_start());
+        }
+    }
+    events
+}
+
+/// A needle search for 16 needles (8 `needlea`, 8 `needleb`), started on `api` and followed
+/// there on a thread: RAW without a window, it answers once, when it has its 16 records (or its
+/// 90 s are up). Its id, the start answer, and the thread giving the events received there.
+fn start_needle_search(api: &Serve) -> (String, Value, std::thread::JoinHandle<Vec<SseEvent>>) {
+    let needles = "SELECT id, event_ts FROM STREAM(90000, TIME) \
+                   WHERE id = 'needlea' OR id = 'needleb' LIMIT 16";
+    let started: Value = reqwest::blocking::Client::new()
+        .post(format!("{}/api/v1/queries", api.url))
+        .body(needles)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let id = started["id"].as_str().unwrap_or_else(|| panic!("{started}")).to_owned();
+    let following = {
+        let (url, id) = (api.url.clone(), id.clone());
+        std::thread::spawn(move || follow(&url, &id, None))
+    };
+    (id, started, following)
+}
+
+/// Checks the events of [`start_needle_search`]'s query followed to its end: one result, the
+/// first emission, with each of the 16 needles once.
+fn assert_every_needle_once(events: &[SseEvent]) {
+    let results: Vec<&SseEvent> = events.iter().filter(|e| e.event == "result").collect();
+    assert_eq!(results.len(), 1, "{events:?}");
+    assert_eq!(results[0].id.as_deref(), Some("1"), "the first emission: {events:?}");
+    assert_eq!(events.last().map(|e| e.event.as_str()), Some("complete"), "{events:?}");
+    let result: Value = serde_json::from_str(&results[0].data).unwrap();
+    let records = result["records"].as_array().unwrap_or_else(|| panic!("{result}"));
+    let mut by_id = std::collections::BTreeMap::new();
+    for r in records {
+        *by_id.entry(r["id"].as_str().unwrap().to_owned()).or_insert(0) += 1;
+    }
+    let distinct: std::collections::HashSet<String> =
+        records.iter().map(|r| r.to_string()).collect();
+    assert_eq!(distinct.len(), 16, "no record twice: {result}");
+    assert_eq!(by_id.get("needlea"), Some(&8), "merged by the dead node: {result}");
+    assert_eq!(by_id.get("needleb"), Some(&8), "sent while no api node merged: {result}");
+}
+
+/// Kills `api` with SIGKILL once it merged the 8 `needlea` the worker found, then has the 8
+/// `needleb` found while no api node merges the query: the events its client had.
+fn kill_9_mid_query_on(
+    broker: &str,
+    topic: &str,
+    api: &mut Serve,
+    worker: &Serve,
+    id: &str,
+    following: std::thread::JoinHandle<Vec<SseEvent>>,
+) -> Vec<SseEvent> {
+    wait_until("the worker learning the query", Duration::from_secs(10), || {
+        worker.status(id).is_some()
+    });
+    gen_needles(broker, topic, 3_000, "needlea", 8, 1);
+    wait_until("the api node merging 8 needles", Duration::from_secs(30), || matched(api, id) >= 8);
+    // kill -9: nothing ends cleanly, no tombstone, the client's stream breaks.
+    api.child.kill().unwrap();
+    api.child.wait().unwrap();
+    let before = following.join().unwrap();
+    assert!(before.iter().all(|e| e.event != "complete"), "{before:?}");
+    gen_needles(broker, topic, 2_000, "needleb", 8, 2);
+    wait_until("the worker finding them", Duration::from_secs(30), || matched(worker, id) >= 16);
+    before
+}
+
+#[test]
+fn an_api_node_killed_mid_query_has_its_query_adopted_and_every_needle_arrives_once() {
+    let broker = Broker::shared();
+    broker.create_topic("failover", 4).unwrap();
+    let configs: Vec<_> = ["api_a", "api_b", "worker_1"]
+        .iter()
+        .map(|node| failover_config(&broker.bootstrap, "failover", node))
+        .collect();
+    let config = |i: usize| configs[i].path().to_str().unwrap().to_owned();
+    let mut first = Serve::start(&["--role", "api", "--config", &config(0)]);
+    let second = Serve::start(&["--role", "api", "--config", &config(1)]);
+    let worker = Serve::start(&["--role", "worker", "--workers", "1", "--config", &config(2)]);
+    wait_until("the worker reading 4 partitions", Duration::from_secs(30), || {
+        worker.partitions() == 4.0
+    });
+    let (id, started, following) = start_needle_search(&first);
+    let before =
+        kill_9_mid_query_on(&broker.bootstrap, "failover", &mut first, &worker, &id, following);
+
+    // The client comes back to the other api node by the query's id, as an EventSource would.
+    let last = before.iter().rev().find_map(|e| e.id.clone());
+    assert_every_needle_once(&follow(&second.url, &id, last.as_deref()));
+    // Adopted as it was: its end still counts from its first start.
+    let status = second.status(&id).expect("the adopter knows the query");
+    assert_eq!(status["ends_ms"], started["ends_ms"], "{status}");
+    assert!(second.log().contains(&format!("adopted query {id}")), "{}", second.log());
+    // Its end is announced (a tombstone): the worker lets it go long before its end time.
+    wait_until("the worker releasing the query", Duration::from_secs(20), || {
+        worker.status(&id).is_none()
+    });
+    assert!(!second.log().contains("panicked"), "{}", second.log());
+}
+
+#[test]
+fn an_api_node_restarted_after_kill_9_adopts_its_own_query_and_every_needle_arrives_once() {
+    let broker = Broker::shared();
+    broker.create_topic("failover-restart", 4).unwrap();
+    let api_config = failover_config(&broker.bootstrap, "failover-restart", "api_r");
+    let worker_config = failover_config(&broker.bootstrap, "failover-restart", "worker_r");
+    let api_config = api_config.path().to_str().unwrap();
+    let mut api = Serve::start(&["--role", "api", "--config", api_config]);
+    let worker = Serve::start(&[
+        "--role",
+        "worker",
+        "--workers",
+        "1",
+        "--config",
+        worker_config.path().to_str().unwrap(),
+    ]);
+    wait_until("the worker reading 4 partitions", Duration::from_secs(30), || {
+        worker.partitions() == 4.0
+    });
+    let (id, started, following) = start_needle_search(&api);
+    let before = kill_9_mid_query_on(
+        &broker.bootstrap,
+        "failover-restart",
+        &mut api,
+        &worker,
+        &id,
+        following,
+    );
+
+    // The same node, started again: no other api node is alive to adopt the query.
+    let again = Serve::start(&["--role", "api", "--config", api_config]);
+    let last = before.iter().rev().find_map(|e| e.id.clone());
+    assert_every_needle_once(&follow(&again.url, &id, last.as_deref()));
+    let status = again.status(&id).expect("the restarted node knows the query");
+    assert_eq!(status["ends_ms"], started["ends_ms"], "{status}");
+    wait_until("the worker releasing the query", Duration::from_secs(20), || {
+        worker.status(&id).is_none()
+    });
+}
+
 #[test]
 fn a_broker_restarted_mid_query_is_ridden_out() {
     let broker = Broker::start().expect("a broker of its own");

@@ -2,8 +2,9 @@
 //! which Kafka is the engine between processes: worker nodes share the data topic as one consumer
 //! group (Kafka assigns and rebalances the partitions), api nodes publish queries on a query
 //! topic every worker reads, and workers send partials on a results topic to the api node that
-//! owns each query, which merges them exactly as the in-process joiner does. needle adds no
-//! membership, assignment or failover of its own.
+//! owns each query, which merges them exactly as the in-process joiner does. Membership and
+//! partition assignment are Kafka's; an api node that dies has its queries adopted by another
+//! from what the topics keep ([`failover`]).
 //!
 //! Layering: this crate depends on the runtime (whose [`needle_runtime::remote`] traits it
 //! implements) and is used by the `needle` binary; the runtime knows nothing of Kafka.
@@ -18,7 +19,8 @@
 //! | [`wire`] | the query topic's notices and the results topic's messages |
 //! | [`queries`] | the query topic: api nodes publish, worker nodes follow |
 //! | [`results`] | the results topic: worker nodes send partials, api nodes read theirs |
-//! | [`peers`] | what a node knows of the others: who owns each query, which workers are up |
+//! | [`peers`] | what a node knows of the others: who owns each query, which workers and api nodes are up, which queries an api node merges |
+//! | [`failover`] | api nodes' heartbeats, and the adoption of a dead api node's queries |
 //! | [`node`] | a worker or api node, wired |
 //! | [`produce`] | producing, and `needle gen --to kafka://` |
 //! | [`testing`] | a real broker for tests and benchmarks (`scripts/kafka/broker.sh`), a bare consumer |
@@ -26,6 +28,7 @@
 pub mod background;
 pub mod client;
 pub mod error;
+pub mod failover;
 pub mod node;
 pub mod offsets;
 pub mod peers;

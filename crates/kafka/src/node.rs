@@ -3,6 +3,8 @@
 //!
 //! A worker node says it is up on the results topic every [`HEARTBEAT`] (and whether it keeps
 //! history): an api node's roster of workers tells which reads of the past a query waits for.
+//! An api node says so too, and watches the query topic for the queries of api nodes that went
+//! silent, to adopt them ([`crate::failover`]).
 //!
 //! Both check at start-up that the brokers answer and create the query topic (1 partition,
 //! compacted) and the results topic (`kafka.results_partitions` partitions, large messages
@@ -12,10 +14,11 @@
 
 use crate::background::{stopped, Background};
 use crate::client::Connection;
+use crate::failover::{Adopting, Watcher};
 use crate::peers::{Owners, Roster, HEARTBEAT};
 use crate::produce::MAX_MESSAGE_BYTES;
-use crate::queries::{QueryFollower, QueryPublisher};
-use crate::results::{ResultsOutlet, ResultsReader};
+use crate::queries::{QueryFollower, QueryPublisher, Shared};
+use crate::results::{Hearing, ResultsOutlet, ResultsReader};
 use crate::spec::check_topic;
 use crate::KafkaError;
 use needle_runtime::config::KafkaConfig;
@@ -43,6 +46,7 @@ struct Parts {
     reader: Option<ResultsReader>,
     publisher: Option<Arc<QueryPublisher>>,
     heartbeat: Option<Background>,
+    watcher: Option<Watcher>,
 }
 
 impl Node {
@@ -87,27 +91,55 @@ impl Node {
     /// An api node: queries in over HTTP, out on the query topic; partials in from the results
     /// topic.
     pub fn start_api(config: NeedleConfig, metrics: Arc<Metrics>) -> Result<Self, KafkaError> {
-        let (connection, _partitions) = connect(&config.kafka)?;
+        let (connection, partitions) = connect(&config.kafka)?;
         let node = node_name(&config.kafka.node_id, "api")?;
         let kafka = config.kafka.clone();
-        let roster = Roster::default();
+        let (workers, apis) = (Roster::default(), Roster::default());
+        let shared = Shared::new(partitions);
         let publisher = Arc::new(QueryPublisher::new(
             &connection,
             &kafka.query_topic,
             &node,
             config.query.clone(),
-            roster.clone(),
+            workers.clone(),
+            shared.clone(),
         )?);
         let role = Role::Api { announcer: publisher.clone(), node: node.clone() };
         let runtime = Runtime::start_role(config, role, metrics)?;
-        let reader =
-            ResultsReader::start(&connection, &kafka.results_topic, runtime.clone(), &node, roster)
-                .inspect_err(|_| runtime.shutdown())?;
+        let (rewinds, rewound) = std::sync::mpsc::channel();
+        let hearing = Hearing { workers, apis: apis.clone() };
+        let reader = ResultsReader::start(
+            &connection,
+            &kafka.results_topic,
+            runtime.clone(),
+            &node,
+            hearing,
+            shared.clone(),
+            rewound,
+        )
+        .inspect_err(|_| runtime.shutdown())?;
+        let heartbeat = crate::failover::heartbeat(&connection, &kafka.results_topic, &node)
+            .inspect_err(|_| runtime.shutdown())?;
+        let adopting = Adopting {
+            runtime: runtime.clone(),
+            publisher: publisher.clone(),
+            apis,
+            shared,
+            rewinds,
+        };
+        let watcher = Watcher::start(&connection, &kafka.query_topic, adopting)
+            .inspect_err(|_| runtime.shutdown())?;
         runtime.describe_as(format!(
             "kafka: api node {node}; queries to topic {}, partials from topic {} on {}",
             kafka.query_topic, kafka.results_topic, kafka.brokers
         ));
-        let parts = Parts { reader: Some(reader), publisher: Some(publisher), ..Parts::default() };
+        let parts = Parts {
+            reader: Some(reader),
+            publisher: Some(publisher),
+            heartbeat: Some(heartbeat),
+            watcher: Some(watcher),
+            ..Parts::default()
+        };
         Ok(Self { runtime, parts: Mutex::new(parts) })
     }
 
@@ -117,8 +149,15 @@ impl Node {
 
     /// Stops the node (see the module doc). Idempotent.
     pub fn shutdown(&self) {
-        if let Some(outlet) = &self.parts.lock().unwrap_or_else(|e| e.into_inner()).outlet {
-            outlet.stopping();
+        {
+            let mut parts = self.parts.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(outlet) = &parts.outlet {
+                outlet.stopping();
+            }
+            // (no adoption while this node ends its queries)
+            if let Some(mut watcher) = parts.watcher.take() {
+                watcher.stop();
+            }
         }
         self.runtime.shutdown();
         let mut parts = self.parts.lock().unwrap_or_else(|e| e.into_inner());

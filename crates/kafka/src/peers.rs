@@ -3,16 +3,22 @@
 //!   notices and read to address each partial on the results topic;
 //! - [`Roster`] (api node): the worker nodes heard from on the results topic, each saying it is
 //!   up every [`HEARTBEAT`], read to tell which reads of the past a query announced on the query
-//!   topic waits for.
+//!   topic waits for; and, in a roster of their own, the api nodes, which say they are up the
+//!   same way: one silent for [`SILENCE`] is taken for dead, and its queries are adopted;
+//! - [`Mine`] (api node): the queries it merges, and from which offset of its results partition
+//!   each one's partials are still to be handed on;
+//! - [`Positions`] (api node): per partition of the results topic, the offset its reader has
+//!   handed everything before on (a query admitted now has all its partials at or after it).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 /// How often a worker node says it is up.
 pub const HEARTBEAT: Duration = Duration::from_secs(1);
-/// A worker node not heard from for this long is taken for gone.
-const SILENCE: Duration = Duration::from_secs(6);
+/// A node not heard from for this long is taken for gone.
+pub const SILENCE: Duration = Duration::from_secs(6);
 
 /// Which api node owns each query a worker runs (its partials are addressed to it).
 #[derive(Debug, Clone, Default)]
@@ -72,5 +78,101 @@ impl Roster {
     pub fn alive(&self, worker: &str) -> bool {
         let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         seen.get(worker).is_some_and(|(at, _)| at.elapsed() < SILENCE)
+    }
+
+    /// Every node heard from lately.
+    pub fn alive_names(&self) -> Vec<String> {
+        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.iter().filter(|(_, (at, _))| at.elapsed() < SILENCE).map(|(n, _)| n.clone()).collect()
+    }
+
+    /// True once the roster has listened long enough that a node it has not heard from is gone.
+    pub fn settled(&self) -> bool {
+        self.since.elapsed() >= SILENCE
+    }
+}
+
+/// The queries an api node merges, each with the offset of its results partition from which
+/// its partials are still to be handed on (so a partial read twice, when the reader goes back
+/// for an adopted query, is handed on once).
+#[derive(Debug, Clone, Default)]
+pub struct Mine(Arc<Mutex<HashMap<String, i64>>>);
+
+impl Mine {
+    pub fn insert(&self, id: &str, from: i64) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).insert(id.to_owned(), from);
+    }
+
+    pub fn remove(&self, id: &str) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
+    }
+
+    pub fn contains(&self, id: &str) -> bool {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).contains_key(id)
+    }
+
+    /// True when the partial of query `id` at `offset` is this node's to merge and was not
+    /// handed on before; it then counts as handed on.
+    pub fn take(&self, id: &str, offset: i64) -> bool {
+        let mut mine = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match mine.get_mut(id) {
+            Some(next) if offset >= *next => {
+                *next = offset + 1;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Per partition of the results topic, the offset before which the api node's reader has
+/// handed every message on (see the module doc).
+#[derive(Debug, Clone)]
+pub struct Positions(Arc<Vec<AtomicI64>>);
+
+impl Positions {
+    pub fn new(partitions: i32) -> Self {
+        Self(Arc::new((0..partitions.max(1)).map(|_| AtomicI64::new(0)).collect()))
+    }
+
+    pub fn get(&self, partition: i32) -> i64 {
+        self.slot(partition).map_or(0, |p| p.load(Ordering::Acquire))
+    }
+
+    pub fn set(&self, partition: i32, offset: i64) {
+        if let Some(p) = self.slot(partition) {
+            p.store(offset, Ordering::Release);
+        }
+    }
+
+    fn slot(&self, partition: i32) -> Option<&AtomicI64> {
+        usize::try_from(partition).ok().and_then(|p| self.0.get(p))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_partial_is_handed_on_once_and_only_for_queries_of_this_node() {
+        let mine = Mine::default();
+        mine.insert("q1", 10);
+        assert!(!mine.take("q1", 9), "before the query started");
+        assert!(mine.take("q1", 10));
+        assert!(mine.take("q1", 12));
+        assert!(!mine.take("q1", 11), "read again after a rewind: handed on already");
+        assert!(!mine.take("q2", 50), "not this node's");
+        mine.remove("q1");
+        assert!(!mine.take("q1", 13));
+    }
+
+    #[test]
+    fn positions_outside_the_topic_are_ignored() {
+        let positions = Positions::new(2);
+        positions.set(1, 7);
+        positions.set(5, 9);
+        positions.set(-1, 9);
+        assert_eq!((positions.get(0), positions.get(1), positions.get(5)), (0, 7, 0));
     }
 }

@@ -1,21 +1,25 @@
 //! The query topic: how api nodes tell worker nodes what to run.
 //!
 //! - [`QueryPublisher`] (api node) is the runtime's [`QueryAnnouncer`]: a query it admits is
-//!   written as a [`QueryNotice`] keyed by its id; its end as a tombstone.
+//!   written as a [`QueryNotice`] keyed by its id (with the offset of its results partition its
+//!   partials will come after); its end as a tombstone. A query it adopts from an api node that
+//!   died is written again with this node as its owner ([`crate::failover`]).
 //! - [`QueryFollower`] (worker node) reads the topic from the beginning at start-up, up to the
 //!   end offsets it saw then, and adopts the queries still running (not ended by a tombstone, end
 //!   time not passed) *before* the node's source starts: a worker that joins late runs the
 //!   queries already running. It then follows the topic: new notices are adopted, tombstones
 //!   release, and queries past their end time (plus a grace, for an api node that died before
-//!   writing the tombstone) are released on its own clock.
+//!   writing the tombstone) are released on its own clock. A notice for a query it runs
+//!   already (another api node adopted it) only changes where its partials are addressed.
 //!
 //! A notice is compiled with the api node's query configuration, and the plan's fingerprint is
 //! checked, so a worker runs exactly the query its api node merges (or says why it cannot).
 
 use crate::background::{stopped, Background};
 use crate::client::{Connection, Start, Throttled};
-use crate::peers::{Owners, Roster};
+use crate::peers::{Mine, Owners, Positions, Roster};
 use crate::produce::{Patience, Riders, Writer};
+use crate::results::partition_of;
 use crate::wire::{plan_hash, QueryNotice};
 use crate::KafkaError;
 use needle_engine::CompiledQuery;
@@ -26,9 +30,9 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::BaseRecord;
 use rdkafka::Offset;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long after its end time a query is kept by a worker that saw no tombstone for it.
@@ -44,6 +48,35 @@ pub struct QueryPublisher {
     config: QueryConfig,
     /// The worker nodes heard from (on the results topic).
     roster: Roster,
+    shared: Shared,
+}
+
+/// What an api node's publisher shares with its results reader and its failover watcher.
+#[derive(Debug, Clone)]
+pub struct Shared {
+    /// The results topic's partitions.
+    pub partitions: i32,
+    /// Where the results reader is, per partition.
+    pub positions: Positions,
+    /// The queries this node merges.
+    pub mine: Mine,
+    /// The queries this process admitted (not to be adopted as a past life's), until their
+    /// tombstone is read back.
+    pub own: Arc<Mutex<HashSet<String>>>,
+    /// Queries of api nodes that stopped answering, about to be adopted (here or elsewhere).
+    pub orphans: Arc<Mutex<HashSet<String>>>,
+}
+
+impl Shared {
+    pub fn new(partitions: i32) -> Self {
+        Self {
+            partitions,
+            positions: Positions::new(partitions),
+            mine: Mine::default(),
+            own: Arc::default(),
+            orphans: Arc::default(),
+        }
+    }
 }
 
 impl QueryPublisher {
@@ -53,6 +86,7 @@ impl QueryPublisher {
         node: &str,
         config: QueryConfig,
         roster: Roster,
+        shared: Shared,
     ) -> Result<Self, KafkaError> {
         // Notices must go out at once (a query waits for its workers) and in order.
         let writer = Writer::new(
@@ -60,7 +94,21 @@ impl QueryPublisher {
             "query publisher",
             &[("linger.ms", "0"), ("enable.idempotence", "true")],
         )?;
-        Ok(Self { writer, topic: topic.to_owned(), node: node.to_owned(), config, roster })
+        Ok(Self { writer, topic: topic.to_owned(), node: node.to_owned(), config, roster, shared })
+    }
+
+    /// This api node's name.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// Writes `notice` (a query this node adopts, with itself as owner).
+    pub fn publish(&self, notice: &QueryNotice) -> Result<(), KafkaError> {
+        let value = notice.to_bytes();
+        let record = BaseRecord::with_opaque_to(&self.topic, Riders::default())
+            .key(notice.id.as_str())
+            .payload(value.as_slice());
+        self.writer.send(record, Patience::at_most(Duration::from_secs(5)))
     }
 
     /// Waits (at most `timeout`) for the notices and tombstones sent to be acknowledged.
@@ -71,6 +119,11 @@ impl QueryPublisher {
 
 impl QueryAnnouncer for QueryPublisher {
     fn started(&self, query: &Announcement<'_>) -> Result<(), String> {
+        // every partial of the query comes after what the results reader has handed on now
+        let partition = partition_of(query.id, self.shared.partitions);
+        let from = self.shared.positions.get(partition);
+        self.shared.mine.insert(query.id, from);
+        self.shared.own.lock().unwrap_or_else(|e| e.into_inner()).insert(query.id.to_owned());
         let notice = QueryNotice {
             v: 1,
             id: query.id.to_owned(),
@@ -81,17 +134,17 @@ impl QueryAnnouncer for QueryPublisher {
             received_ms: query.received_ms,
             ends_ms: query.ends_ms,
             history: query.plan.history.map(|h| (h.from_ms, h.to_ms)),
+            client: query.client.to_owned(),
+            results_from: Some(from),
         };
-        let value = notice.to_bytes();
-        let record = BaseRecord::with_opaque_to(&self.topic, Riders::default())
-            .key(query.id)
-            .payload(value.as_slice());
-        self.writer
-            .send(record, Patience::at_most(Duration::from_secs(5)))
-            .map_err(|e| e.to_string())
+        self.publish(&notice).map_err(|e| {
+            self.shared.mine.remove(query.id);
+            e.to_string()
+        })
     }
 
     fn ended(&self, id: &str) {
+        self.shared.mine.remove(id);
         let record =
             BaseRecord::<str, [u8], Riders>::with_opaque_to(&self.topic, Riders::default()).key(id);
         if let Err(e) = self.writer.send(record, Patience::at_most(Duration::from_secs(1))) {
@@ -114,6 +167,10 @@ impl QueryAnnouncer for QueryPublisher {
 
     fn worker_alive(&self, worker: &str) -> bool {
         self.roster.alive(worker)
+    }
+
+    fn adopting(&self, id: &str) -> bool {
+        self.shared.orphans.lock().unwrap_or_else(|e| e.into_inner()).contains(id)
     }
 }
 
@@ -255,6 +312,12 @@ impl Following {
     }
 
     fn adopt(&mut self, notice: &QueryNotice) {
+        if let Some(ends) = self.running.get_mut(&notice.id) {
+            // adopted by another api node: its partials go there from now on
+            *ends = notice.ends_ms;
+            self.owners.insert(&notice.id, &notice.owner);
+            return;
+        }
         let refuse = |why: String| {
             eprintln!(
                 "needle: kafka: not running query {} of api node {}: {why}",

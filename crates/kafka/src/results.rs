@@ -9,17 +9,21 @@
 //!   too, on whichever partition. Only then are the records' offsets committed (see
 //!   [`crate::offsets`]). The count of records rides on partition 0's copy; the others carry 0.
 //! - [`ResultsReader`] (api node) reads the topic from its end at start-up and hands the partials
-//!   addressed to this node, and every progress message, to the runtime's joiner. Messages that
-//!   are not needle's are logged (sampled) and skipped.
+//!   of the queries this node merges, and every progress message, to the runtime's joiner.
+//!   For a query adopted from an api node that died it goes back on the query's partition to
+//!   where its partials start ([`Rewind`]) and hands them on again, each with the time it was
+//!   sent, up to where it was; then tells the runtime the query caught up. Messages that are
+//!   not needle's are logged (sampled) and skipped.
 //! - Queries that look back: each worker node keeping history sends its read of its store
 //!   (plan, pieces in time order, end) addressed like partials. Every worker node says it is up
 //!   once a second ([`crate::peers::HEARTBEAT`]); an api node's [`Roster`] of the workers heard from lately
 //!   says which reads a query waits for, and which worker stopped answering.
 
 use crate::background::{stopped, Background};
-use crate::client::{Connection, Start, Throttled};
+use crate::client::{Connection, Quiet, Throttled, CONNECT_TIMEOUT};
 use crate::peers::{Owners, Roster};
 use crate::produce::{Riders, Writer};
+use crate::queries::Shared;
 use crate::wire::{HistoryWire, ReadReport, ResultsMessage};
 use crate::KafkaError;
 use needle_engine::aggregate::codec::fnv1a64;
@@ -27,9 +31,12 @@ use needle_runtime::framing::Receipt;
 use needle_runtime::history::WorkerHistory;
 use needle_runtime::remote::PartialOutlet;
 use needle_runtime::Runtime;
-use rdkafka::message::Message;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::producer::BaseRecord;
+use rdkafka::{Offset, TopicPartitionList};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -169,52 +176,67 @@ pub struct ResultsReader {
     thread: Background,
 }
 
+/// A request to the results reader: hand query `id` (adopted) its partials again from offset
+/// `from` of `partition` (none: the oldest the topic keeps), then tell the runtime it caught up.
+#[derive(Debug, Clone)]
+pub struct Rewind {
+    pub id: String,
+    pub partition: i32,
+    pub from: Option<i64>,
+}
+
+/// What an api node's results reader hears besides partials.
+pub struct Hearing {
+    /// The worker nodes.
+    pub workers: Roster,
+    /// The api nodes.
+    pub apis: Roster,
+}
+
 impl ResultsReader {
-    /// Starts reading at the topic's current end, on a thread of its own.
+    /// Starts reading at the topic's current end, on a thread of its own. Partials go to the
+    /// runtime when `shared.mine` says they are this node's; progress, heartbeats and reads of
+    /// the past once (a partition read again for an adopted query hands on only its partials).
     pub fn start(
         connection: &Connection,
         topic: &str,
         runtime: Arc<Runtime>,
         node: &str,
-        roster: Roster,
+        hearing: Hearing,
+        shared: Shared,
+        rewinds: Receiver<Rewind>,
     ) -> Result<Self, KafkaError> {
         let consumer = connection.probe("results reader")?;
-        connection.assign_whole(&consumer, topic, Start::End)?;
-        let node = node.to_owned();
-        let log = Throttled::new("results reader", Duration::from_secs(5));
+        let partitions = shared.partitions;
+        let mut at = Vec::new();
+        for p in 0..partitions {
+            let (_, high) = consumer
+                .fetch_watermarks(topic, p, CONNECT_TIMEOUT)
+                .map_err(|e| KafkaError::client(format!("reading the end of topic {topic}"), e))?;
+            shared.positions.set(p, high);
+            at.push(high);
+        }
+        let mut reading = Reading {
+            topic: topic.to_owned(),
+            runtime,
+            node: node.to_owned(),
+            hearing,
+            shared,
+            catching: vec![Vec::new(); at.len()],
+            at,
+            log: Throttled::new("results reader", Duration::from_secs(5)),
+        };
+        reading.assign(&consumer)?;
         let thread = Background::spawn("needle-results-reader", move |stop| {
             while !stopped(stop) {
-                let Some(result) = consumer.poll(Duration::from_millis(100)) else { continue };
-                let message = match result {
-                    Ok(message) => message,
-                    Err(e) => {
-                        log.say(format_args!("reading the results topic: {e}"));
-                        continue;
-                    }
-                };
-                match ResultsMessage::decode(message.payload().unwrap_or_default()) {
-                    Ok(ResultsMessage::Partial { owner, id, partial }) if owner == node => {
-                        runtime.remote_partial(id, partial.to_vec());
-                    }
-                    Ok(ResultsMessage::Partial { .. }) => {} // another api node's
-                    Ok(ResultsMessage::Progress { records: 0 }) => {} // a fence (see above)
-                    Ok(ResultsMessage::Progress { records }) => runtime.remote_progress(records),
-                    Ok(ResultsMessage::Worker { name, history }) => roster.heard(name, history),
-                    Ok(ResultsMessage::History { owner, id, worker, event }) if owner == node => {
-                        roster.heard(worker, true);
-                        match history_event(event) {
-                            Ok(event) => runtime.remote_history(id, worker, event),
-                            Err(e) => log.say(format_args!(
-                                "skipped message {} of the results topic: {e}",
-                                message.offset()
-                            )),
-                        }
-                    }
-                    Ok(ResultsMessage::History { .. }) => {} // another api node's
-                    Err(e) => log.say(format_args!(
-                        "skipped message {} of the results topic: {e}",
-                        message.offset()
-                    )),
+                while let Ok(rewind) = rewinds.try_recv() {
+                    reading.rewind(&consumer, rewind);
+                }
+                reading.release_caught_up();
+                match consumer.poll(Duration::from_millis(100)) {
+                    Some(Ok(message)) => reading.take(&message),
+                    Some(Err(e)) => reading.log.say(format_args!("reading the results topic: {e}")),
+                    None => {}
                 }
             }
         })?;
@@ -223,6 +245,118 @@ impl ResultsReader {
 
     pub fn stop(&mut self) {
         self.thread.stop();
+    }
+}
+
+/// The results reader's thread.
+struct Reading {
+    topic: String,
+    runtime: Arc<Runtime>,
+    node: String,
+    hearing: Hearing,
+    shared: Shared,
+    /// Per partition, the offset the consumer reads next.
+    at: Vec<i64>,
+    /// Per partition, the adopted queries reading it again, until they caught up.
+    catching: Vec<Vec<String>>,
+    log: Throttled,
+}
+
+impl Reading {
+    /// Assigns every partition at the offset it is to be read from next.
+    fn assign(&self, consumer: &BaseConsumer<Quiet>) -> Result<(), KafkaError> {
+        let mut list = TopicPartitionList::new();
+        for (p, &offset) in (0..).zip(&self.at) {
+            list.add_partition_offset(&self.topic, p, Offset::Offset(offset))
+                .map_err(|e| KafkaError::client(format!("assigning topic {}", self.topic), e))?;
+        }
+        consumer
+            .assign(&list)
+            .map_err(|e| KafkaError::client(format!("assigning topic {}", self.topic), e))
+    }
+
+    /// Goes back on a partition for an adopted query (see [`Rewind`]).
+    fn rewind(&mut self, consumer: &BaseConsumer<Quiet>, rewind: Rewind) {
+        let Some(slot) = usize::try_from(rewind.partition).ok().filter(|&p| p < self.at.len())
+        else {
+            return;
+        };
+        // never before the oldest message kept (the consumer would jump to the end instead)
+        let low = match consumer.fetch_watermarks(&self.topic, rewind.partition, CONNECT_TIMEOUT) {
+            Ok((low, _)) => low,
+            Err(e) => {
+                self.log.say(format_args!("reading the start of {}: {e}", self.topic));
+                0
+            }
+        };
+        let from = rewind.from.unwrap_or(low).max(low);
+        self.catching[slot].push(rewind.id);
+        if from < self.at[slot] {
+            self.at[slot] = from;
+            if let Err(e) = self.assign(consumer) {
+                self.log.say(format_args!("going back on the results topic: {e}"));
+            }
+        }
+    }
+
+    /// Tells the runtime which adopted queries have been handed everything sent before.
+    fn release_caught_up(&mut self) {
+        for (p, catching) in (0..).zip(self.catching.iter_mut()) {
+            if !catching.is_empty() && self.at[p as usize] >= self.shared.positions.get(p) {
+                for id in catching.drain(..) {
+                    self.runtime.caught_up(&id);
+                }
+            }
+        }
+    }
+
+    fn take(&mut self, message: &BorrowedMessage<'_>) {
+        let (partition, offset) = (message.partition(), message.offset());
+        let Some(slot) = usize::try_from(partition).ok().filter(|&p| p < self.at.len()) else {
+            return;
+        };
+        self.at[slot] = offset + 1;
+        // messages before the position were handed on once already: only the partials of the
+        // queries reading the partition again go on, with the time they were sent
+        let live = offset >= self.shared.positions.get(partition);
+        if live {
+            self.shared.positions.set(partition, offset + 1);
+            if !self.catching[slot].is_empty() {
+                for id in self.catching[slot].drain(..) {
+                    self.runtime.caught_up(&id);
+                }
+            }
+        }
+        let sent_ms = message.timestamp().to_millis();
+        let node = self.node.as_str();
+        match ResultsMessage::decode(message.payload().unwrap_or_default()) {
+            Ok(ResultsMessage::Partial { id, partial, .. }) => {
+                if self.shared.mine.take(id, offset) {
+                    let at_ms = if live { None } else { sent_ms };
+                    self.runtime.remote_partial(id, partial.to_vec(), at_ms);
+                }
+            }
+            Ok(_) if !live => {}
+            Ok(ResultsMessage::Progress { records: 0 }) => {} // a fence on another partition
+            Ok(ResultsMessage::Progress { records }) => self.runtime.remote_progress(records),
+            Ok(ResultsMessage::Worker { name, history }) => {
+                self.hearing.workers.heard(name, history)
+            }
+            Ok(ResultsMessage::Api { name }) => self.hearing.apis.heard(name, false),
+            Ok(ResultsMessage::History { owner, id, worker, event }) if owner == node => {
+                self.hearing.workers.heard(worker, true);
+                match history_event(event) {
+                    Ok(event) => self.runtime.remote_history(id, worker, event),
+                    Err(e) => self
+                        .log
+                        .say(format_args!("skipped message {offset} of the results topic: {e}")),
+                }
+            }
+            Ok(ResultsMessage::History { .. }) => {} // another api node's
+            Err(e) => {
+                self.log.say(format_args!("skipped message {offset} of the results topic: {e}"))
+            }
+        }
     }
 }
 

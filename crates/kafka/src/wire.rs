@@ -2,10 +2,15 @@
 //!
 //! **Query topic** (compacted; key: the query id). A running query is a JSON value (few and small,
 //! so readable with Kafka's console tools):
-//! `{"v":1,"id":..,"owner":..,"query":..,"config":{..},"plan":"<hex>","received_ms":..,"ends_ms":..}`.
+//! `{"v":1,"id":..,"owner":..,"query":..,"config":{..},"plan":"<hex>","received_ms":..,"ends_ms":..,
+//! "client":..,"results_from":..}`.
 //! `config` is the api node's query configuration, so every worker compiles the text to the same
 //! plan; `plan` is the FNV-1a hash of that plan's JSON, which the worker checks. A query's end is
 //! a tombstone (the key with no value), which compaction eventually keeps alone and then drops.
+//! An api node that adopts the query of one that died writes the same notice with itself as
+//! `owner`: the last notice of an id says who merges it. `client` is whose query it is, and
+//! `results_from` the offset of the query's partition of the results topic that its partials
+//! come at or after (where an adopting node starts reading them).
 //!
 //! **Results topic** (key: the owning api node, empty for progress). Binary, little-endian:
 //!
@@ -13,7 +18,7 @@
 //! |---|---|
 //! | 4 | magic `NDLM` |
 //! | 1 | version ([`VERSION`]) |
-//! | 1 | kind: 1 partial, 2 progress, 3 history, 4 worker |
+//! | 1 | kind: 1 partial, 2 progress, 3 history, 4 worker, 5 api |
 //! | 2 + n | partial, history: the owning api node (length, UTF-8) |
 //! | 2 + n | partial, history: the query id |
 //! | rest | partial: the engine's encoded partial (itself versioned and checksummed) |
@@ -24,6 +29,7 @@
 //! | 8 + rest | piece: its record time (i64), the engine's encoded partial |
 //! | rest | done: what the read cost, JSON |
 //! | 2 + n, 1 | worker: its name, 1 when it keeps history (sent every second: the api nodes' roster) |
+//! | 2 + n | api: its name (sent every second: how api nodes tell that one died) |
 //!
 //! Decoding never trusts a length and never panics; anything unexpected is an error the reader
 //! counts and skips.
@@ -41,6 +47,7 @@ const PARTIAL: u8 = 1;
 const PROGRESS: u8 = 2;
 const HISTORY: u8 = 3;
 const WORKER: u8 = 4;
+const API: u8 = 5;
 const PLANNED: u8 = 1;
 const PIECE: u8 = 2;
 const DONE: u8 = 3;
@@ -60,6 +67,13 @@ pub struct QueryNotice {
     /// times are relative to the api node's clock when it compiled the query).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history: Option<(i64, Option<i64>)>,
+    /// Whose query it is (a token's name or a client's address), kept when it is adopted.
+    #[serde(default)]
+    pub client: String,
+    /// The offset of the query's partition of the results topic that its partials come at or
+    /// after (none: from the oldest the topic keeps).
+    #[serde(default)]
+    pub results_from: Option<i64>,
 }
 
 impl QueryNotice {
@@ -105,6 +119,10 @@ pub enum ResultsMessage<'a> {
     Worker {
         name: &'a str,
         history: bool,
+    },
+    /// An api node is up.
+    Api {
+        name: &'a str,
     },
 }
 
@@ -193,6 +211,10 @@ impl<'a> ResultsMessage<'a> {
                 put_str(&mut out, name);
                 out.push(u8::from(*history));
             }
+            ResultsMessage::Api { name } => {
+                out.push(API);
+                put_str(&mut out, name);
+            }
         }
         out
     }
@@ -249,6 +271,13 @@ impl<'a> ResultsMessage<'a> {
                     [flag @ (0 | 1)] => Ok(ResultsMessage::Worker { name, history: *flag == 1 }),
                     _ => Err("a worker message ends with one byte, 0 or 1".into()),
                 }
+            }
+            API => {
+                let name = take_str(&mut rest)?;
+                if !rest.is_empty() {
+                    return Err("an api message is its name alone".into());
+                }
+                Ok(ResultsMessage::Api { name })
             }
             kind => Err(format!("unknown results message kind {kind}")),
         }
@@ -311,6 +340,9 @@ mod tests {
             let worker = ResultsMessage::Worker { name: "w1", history };
             assert_eq!(ResultsMessage::decode(&worker.encode()).unwrap(), worker);
         }
+        let api = ResultsMessage::Api { name: "api_2" };
+        assert_eq!(ResultsMessage::decode(&api.encode()).unwrap(), api);
+        assert!(ResultsMessage::decode(&[api.encode().as_slice(), b"x"].concat()).is_err());
     }
 
     #[test]
@@ -351,10 +383,16 @@ mod tests {
             received_ms: 1,
             ends_ms: 1001,
             history: Some((-3_600_000, None)),
+            client: "token-ab12".into(),
+            results_from: Some(42),
         };
         assert_eq!(QueryNotice::from_bytes(&notice.to_bytes()).unwrap(), notice);
         let v2 = QueryNotice { v: 2, ..notice };
         assert!(QueryNotice::from_bytes(&v2.to_bytes()).unwrap_err().contains("version 2"));
         assert!(QueryNotice::from_bytes(b"garbage").is_err());
+        // a notice of a build before failover: no client, nothing to say where partials start
+        let old = br#"{"v":1,"id":"n-1","owner":"n","query":"SELECT * FROM STREAM()","config":{},"plan":"00","received_ms":1,"ends_ms":2}"#;
+        let old = QueryNotice::from_bytes(old).unwrap();
+        assert_eq!((old.client.as_str(), old.results_from), ("", None));
     }
 }

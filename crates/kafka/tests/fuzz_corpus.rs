@@ -98,6 +98,8 @@ fn write_the_kafka_wire_seeds() {
             },
         ),
     ];
+    let messages =
+        messages.into_iter().chain([("results-api", ResultsMessage::Api { name: "api_b" })]);
     for (name, message) in messages {
         write(name, 0, &message.encode());
     }
@@ -111,6 +113,8 @@ fn write_the_kafka_wire_seeds() {
         received_ms: 1,
         ends_ms: 1001,
         history: Some((-3_600_000, None)),
+        client: "token-ab12".into(),
+        results_from: Some(42),
     };
     write("notice", 1, &notice.to_bytes());
     let notice = QueryNotice {

@@ -20,7 +20,10 @@
 //!
 //! On an api node ([`crate::remote::Role::Api`]) the partials arrive encoded, from worker nodes
 //! (`JoinerMessage::Encoded`), and are merged the same way; a query's end is announced (so the
-//! workers forget it) when it leaves the joiner.
+//! workers forget it) when it leaves the joiner. A query adopted from an api node that died
+//! first *catches up*: the partials sent since it started are merged again at the times they
+//! were sent (so its windows close where they did, near enough), none of its deadlines is
+//! scheduled meanwhile, and from `JoinerMessage::CaughtUp` on it runs on this node's clock.
 
 use crate::clock::now_ms;
 use crate::history::replay::record_range;
@@ -68,6 +71,8 @@ struct Running {
     past: Option<Box<crate::history::ReplayReport>>,
     /// On an api node, while its worker nodes read their stores.
     remote: Option<Box<RemotePast>>,
+    /// An adopted query merging its partials since it started (see the module doc).
+    catching_up: bool,
 }
 
 /// When queries next need a tick (a time window to emit, or their end): (ms, id), earliest
@@ -146,7 +151,7 @@ impl Joiner {
             let mut touched: Option<Arc<str>> = None;
             let wait = self.tick.saturating_sub(last_tick.elapsed());
             match self.messages.recv_timeout(wait) {
-                Ok(JoinerMessage::Start { run, results, live, remote }) => {
+                Ok(JoinerMessage::Start { run, results, live, remote, catching_up }) => {
                     let id: Arc<str> = run.id().into();
                     let held = run.is_on_record_time().then(Vec::new);
                     let now = Instant::now();
@@ -164,6 +169,7 @@ impl Joiner {
                         live,
                         past: None,
                         remote,
+                        catching_up,
                     };
                     if q.remote.is_some() {
                         gathering.push(id.clone());
@@ -202,17 +208,32 @@ impl Joiner {
                         self.gather(&id, q, &worker, *event);
                     }
                 }
-                Ok(JoinerMessage::Encoded { id, bytes }) => {
+                Ok(JoinerMessage::Encoded { id, bytes, at_ms }) => {
                     if let Some(q) = running.get_mut(&id) {
                         touched = Some(id.clone());
                         q.credit(records_total);
+                        let at_ms = at_ms.filter(|_| q.catching_up);
                         match q.run.query().decode_partial(&bytes) {
-                            Ok(partial) => match &mut q.held {
-                                Some(held) => held.push(partial),
-                                None => self.merge(&id, q, partial),
+                            Ok(partial) => match (&mut q.held, at_ms) {
+                                (Some(held), _) => held.push(partial),
+                                (None, Some(at_ms)) => self.merge_at(&id, q, partial, at_ms),
+                                (None, None) => self.merge(&id, q, partial),
                             },
                             Err(error) => log_unmerged(&id, &error),
                         }
+                    }
+                }
+                Ok(JoinerMessage::Forget { id }) => {
+                    if let Some(q) = running.remove(&id) {
+                        q.results.close();
+                        self.status.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+                        self.metrics.queries_active.dec();
+                    }
+                }
+                Ok(JoinerMessage::CaughtUp { id }) => {
+                    if let Some(q) = running.get_mut(&id) {
+                        q.catching_up = false;
+                        touched = Some(id);
                     }
                 }
                 // receipts are dropped here: the partials sent before them have been merged
@@ -293,8 +314,9 @@ impl Joiner {
             self.retire(running, id, leaving);
             return;
         }
-        if q.held.is_some() || q.run.is_on_record_time() {
-            // its clock is the stored records' time until the past is read
+        if q.held.is_some() || q.run.is_on_record_time() || q.catching_up {
+            // its clock is the stored records' time until the past is read, or the times its
+            // partials were sent until it caught up
             return;
         }
         let next = q.run.next_deadline_ms();
@@ -431,8 +453,13 @@ impl Joiner {
     }
 
     fn merge(&self, id: &str, q: &mut Running, partial: Partial) {
+        self.merge_at(id, q, partial, now_ms());
+    }
+
+    /// Merges a partial as if it arrived at `at_ms` (windows due by then are emitted first).
+    fn merge_at(&self, id: &str, q: &mut Running, partial: Partial, at_ms: i64) {
         self.progress(id, partial.seen, partial.matched);
-        match q.run.merge(partial, now_ms()) {
+        match q.run.merge(partial, at_ms) {
             Ok(emissions) => self.deliver(id, q, emissions),
             Err(error) => log_unmerged(id, &error),
         }

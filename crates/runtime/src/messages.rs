@@ -76,6 +76,9 @@ pub(crate) enum JoinerMessage {
         live: bool,
         /// On an api node, a query that looks back: its worker nodes' reads, to gather.
         remote: Option<Box<RemotePast>>,
+        /// On an api node, a query adopted from one that died: its partials since it started
+        /// are merged again at the times they were sent, until [`JoinerMessage::CaughtUp`].
+        catching_up: bool,
     },
     /// Boxed: partial states are large, the channel's slots should not be.
     Partial {
@@ -84,10 +87,22 @@ pub(crate) enum JoinerMessage {
         /// A RAW partial's records, counted in flight until the message is handled.
         in_flight: Option<InFlight>,
     },
-    /// A partial from a worker node, as the engine's partial codec encoded it.
+    /// A partial from a worker node, as the engine's partial codec encoded it; `at_ms`: when it
+    /// was sent, for a query catching up.
     Encoded {
         id: Arc<str>,
         bytes: Vec<u8>,
+        at_ms: Option<i64>,
+    },
+    /// An adopted query has merged every partial sent before its adoption: it runs on the
+    /// joiner's clock from now on.
+    CaughtUp {
+        id: Arc<str>,
+    },
+    /// On an api node: another api node merges the query now; it ends here without a final
+    /// emission and without announcing its end.
+    Forget {
+        id: Arc<str>,
     },
     End {
         id: Arc<str>,

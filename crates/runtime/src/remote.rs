@@ -12,6 +12,10 @@
 //!   [`crate::Runtime::remote_progress`] exactly as it merges local ones.
 //! - [`Role::All`] is the single process, with neither.
 //!
+//! Failover: an api node may adopt a running query whose api node died
+//! ([`crate::Runtime::adopt_remote`]); its partials since it started are handed to it again,
+//! with the times they were sent, then [`crate::Runtime::caught_up`] lets it run live.
+//!
 //! Queries that look back: each worker node that keeps history reads its own store (the records
 //! it read) and sends its pieces to the outlet ([`PartialOutlet::history`]); the api node waits
 //! for every such worker ([`QueryAnnouncer::history_workers`]) and puts their pieces back in
@@ -50,6 +54,9 @@ pub struct Announcement<'a> {
     pub plan: &'a Plan,
     pub received_ms: i64,
     pub ends_ms: i64,
+    /// Whose query it is (a token's name or a client's address): an api node that adopts it
+    /// lets the same client follow and kill it.
+    pub client: &'a str,
 }
 
 /// Where an api node announces the queries it starts and ends (the query topic).
@@ -64,6 +71,11 @@ pub trait QueryAnnouncer: Send + Sync {
     /// False once worker node `worker` has not been heard from for a while: a read of the past
     /// waiting for it goes on without it.
     fn worker_alive(&self, worker: &str) -> bool;
+    /// True while query `id`, not running here, runs on an api node that stopped answering:
+    /// this node or another is about to adopt it, so a client following it may wait for that.
+    fn adopting(&self, _id: &str) -> bool {
+        false
+    }
 }
 
 /// What part of needle a runtime is.
@@ -129,6 +141,8 @@ impl Shipper {
                 JoinerMessage::Start { .. }
                 | JoinerMessage::End { .. }
                 | JoinerMessage::Encoded { .. }
+                | JoinerMessage::CaughtUp { .. }
+                | JoinerMessage::Forget { .. }
                 | JoinerMessage::History { .. }
                 | JoinerMessage::HistoryDone { .. }
                 | JoinerMessage::RemoteHistory { .. } => {}

@@ -106,6 +106,27 @@ pub struct Runtime {
     replays: Arc<Mutex<HashMap<Arc<str>, Arc<AtomicBool>>>>,
     /// The bytes of results waiting for subscribers, over every query.
     result_budget: Arc<ResultBudget>,
+    /// On an api node: the results of the queries it adopted, until a client claims them, with
+    /// each query's end.
+    adopted: Mutex<HashMap<Arc<str>, Unclaimed>>,
+}
+
+/// An adopted query's results, until a client claims them, and when the query ends.
+type Unclaimed = (Arc<ResultQueue>, i64);
+
+/// How long after its end an adopted query's results wait for a client (as a started query's
+/// do on the server).
+const UNCLAIMED_ADOPTED_MS: i64 = 600_000;
+
+/// A query an api node takes over ([`Runtime::adopt_remote`]).
+pub struct Adoption<'a> {
+    pub id: &'a str,
+    /// Compiled from the text and configuration its first api node announced.
+    pub query: CompiledQuery,
+    /// Whose query it is (a token's name or a client's address).
+    pub client: &'a str,
+    /// When its first api node received it.
+    pub received_ms: i64,
 }
 
 /// History in a running runtime.
@@ -233,6 +254,7 @@ impl Runtime {
             history,
             replays: Arc::default(),
             result_budget,
+            adopted: Mutex::default(),
         }))
     }
 
@@ -475,8 +497,13 @@ impl Runtime {
                 _ => last.insert(Arc::from(owner)).clone(),
             }
         };
-        let status =
-            QueryStatus::new(id.clone(), compiled.shared_text(), owner, received_ms, ends_ms);
+        let status = QueryStatus::new(
+            id.clone(),
+            compiled.shared_text(),
+            owner.clone(),
+            received_ms,
+            ends_ms,
+        );
         self.status.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone(), status);
         // The joiner learns of the query before any worker can produce a partial for it.
         if self
@@ -486,6 +513,7 @@ impl Runtime {
                 results: results.clone(),
                 live,
                 remote,
+                catching_up: false,
             })
             .is_err()
         {
@@ -500,7 +528,7 @@ impl Runtime {
             } else {
                 received_ms.saturating_add(self.config.query.max_duration_ms as i64)
             };
-            let announcement = Announcement { id: &id, plan, received_ms, ends_ms };
+            let announcement = Announcement { id: &id, plan, received_ms, ends_ms, client: &owner };
             if let Err(reason) = announcer.started(&announcement) {
                 self.abandon(&id);
                 return Err(SubmitError::Unavailable(format!(
@@ -773,11 +801,93 @@ impl Runtime {
     }
 
     /// On an api node: a partial of query `id` from a worker node, as the engine's partial codec
-    /// encoded it. Blocks while the joiner is behind (backpressure on the results reader).
-    /// Partials of queries this node is not running are ignored.
-    pub fn remote_partial(&self, id: &str, bytes: Vec<u8>) {
+    /// encoded it, and for an adopted query catching up, when it was sent (`at_ms`). Blocks
+    /// while the joiner is behind (backpressure on the results reader). Partials of queries
+    /// this node is not running are ignored.
+    pub fn remote_partial(&self, id: &str, bytes: Vec<u8>, at_ms: Option<i64>) {
         self.metrics.partials_remote.inc();
-        let _ = self.joiner_tx.send(JoinerMessage::Encoded { id: id.into(), bytes });
+        let _ = self.joiner_tx.send(JoinerMessage::Encoded { id: id.into(), bytes, at_ms });
+    }
+
+    /// On an api node: takes over query `id`, admitted by an api node that died, as it was
+    /// admitted there: its start time (its windows and its duration count from it), its end,
+    /// its client. It merges nothing live until [`Runtime::caught_up`]: the partials sent since
+    /// it started come first, each with the time it was sent. Its results wait for a client
+    /// to claim them ([`Runtime::claim_adopted`]). Not counted against `runtime.max_queries`
+    /// (it was admitted already).
+    pub fn adopt_remote(&self, adoption: Adoption) -> Result<(), SubmitError> {
+        let Adoption { id, query, client, received_ms } = adoption;
+        if self.stop.is_stopped() {
+            return Err(SubmitError::ShuttingDown);
+        }
+        let id: Arc<str> = id.into();
+        let query = Arc::new(query);
+        let mut run = QueryRun::new(query.clone(), id.clone(), received_ms);
+        let ends_ms = run.end_ms();
+        if query.is_raw() {
+            run.bound_raw_bytes(
+                self.config.runtime.max_result_bytes_per_query,
+                self.result_budget.clone(),
+            );
+        }
+        let limits = &self.config.runtime;
+        let results = ResultQueue::bounded(
+            limits.subscriber_buffer,
+            limits.max_result_bytes_per_query,
+            self.result_budget.clone(),
+        );
+        let _admission = self.admission.lock().unwrap_or_else(|e| e.into_inner());
+        if self.status.lock().unwrap_or_else(|e| e.into_inner()).contains_key(&id) {
+            return Ok(()); // adopted already
+        }
+        let status =
+            QueryStatus::new(id.clone(), query.shared_text(), client.into(), received_ms, ends_ms);
+        self.status.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone(), status);
+        let start = JoinerMessage::Start {
+            run: Box::new(run),
+            results: results.clone(),
+            live: true,
+            remote: None,
+            catching_up: true,
+        };
+        if self.joiner_tx.send(start).is_err() {
+            self.status.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+            return Err(SubmitError::ShuttingDown);
+        }
+        let mut adopted = self.adopted.lock().unwrap_or_else(|e| e.into_inner());
+        let now = now_ms();
+        adopted.retain(|_, (_, ends)| ends.saturating_add(UNCLAIMED_ADOPTED_MS) > now);
+        adopted.insert(id, (results, ends_ms));
+        self.metrics.queries_started.inc();
+        self.metrics.queries_active.inc();
+        Ok(())
+    }
+
+    /// On an api node: another api node merges query `id` now (it adopted it while this one
+    /// was taken for dead): it ends here without a final emission, and its end is not
+    /// announced (it goes on there).
+    pub fn forget(&self, id: &str) {
+        let _ = self.joiner_tx.send(JoinerMessage::Forget { id: id.into() });
+    }
+
+    /// On an api node: an adopted query has been handed every partial sent before it was
+    /// adopted; it runs on this node's clock from now on.
+    pub fn caught_up(&self, id: &str) {
+        let _ = self.joiner_tx.send(JoinerMessage::CaughtUp { id: id.into() });
+    }
+
+    /// The results of a query this node adopted, for the first client that asks.
+    pub fn claim_adopted(&self, id: &str) -> Option<Arc<ResultQueue>> {
+        let mut adopted = self.adopted.lock().unwrap_or_else(|e| e.into_inner());
+        adopted.remove(id).map(|(results, _)| results)
+    }
+
+    /// True while query `id` is about to be adopted (see [`crate::remote::QueryAnnouncer::adopting`]).
+    pub fn awaits_adoption(&self, id: &str) -> bool {
+        match &self.role {
+            Role::Api { announcer, .. } => announcer.adopting(id),
+            _ => false,
+        }
     }
 
     /// On an api node: a worker node read `records` records (every running query has seen them).

@@ -1,6 +1,7 @@
 //! What every handler can reach: the runtime (and through it the configuration and metrics), the
 //! result queues of queries started without waiting (`POST /api/v1/queries`) until a client
-//! subscribes to them, and the process start time.
+//! subscribes to them (or, on an api node, of queries it adopted from one that died), and the
+//! process start time.
 
 use needle_runtime::metrics::Metrics;
 use needle_runtime::{NeedleConfig, ResultQueue, Runtime};
@@ -10,6 +11,8 @@ use std::time::{Duration, Instant};
 
 /// How long the results of a started query wait for a subscriber after the query ended.
 const UNCLAIMED_RESULTS_KEPT: Duration = Duration::from_secs(600);
+/// How long a client following a query that is about to be adopted here waits for it.
+const ADOPTION_WAIT: Duration = Duration::from_secs(30);
 
 /// Shared by all handlers; cheap to clone.
 #[derive(Clone)]
@@ -70,10 +73,25 @@ impl AppState {
         pending.insert(id.to_owned(), Pending { results: Some(results), ends: now + ends_in });
     }
 
-    /// Takes a started query's results for one subscriber.
+    /// Takes a started (or adopted) query's results for one subscriber.
     pub fn claim(&self, id: &str) -> Result<Arc<ResultQueue>, Unclaimable> {
         let mut pending = self.inner.pending.lock().unwrap_or_else(|e| e.into_inner());
-        let entry = pending.get_mut(id).ok_or(Unclaimable::Unknown)?;
-        entry.results.take().ok_or(Unclaimable::Taken)
+        match pending.get_mut(id) {
+            Some(entry) => entry.results.take().ok_or(Unclaimable::Taken),
+            None => self.inner.runtime.claim_adopted(id).ok_or(Unclaimable::Unknown),
+        }
+    }
+
+    /// For a query whose api node died and that is about to be adopted (here or by another
+    /// node), waits up to half a minute for it to run here; at once for any other.
+    pub async fn await_adoption(&self, id: &str) {
+        let runtime = &self.inner.runtime;
+        let deadline = tokio::time::Instant::now() + ADOPTION_WAIT;
+        while runtime.query(id).is_none()
+            && runtime.awaits_adoption(id)
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 }

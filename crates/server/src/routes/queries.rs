@@ -236,11 +236,14 @@ pub async fn kill_query(
 /// Server-Sent Events of a started query: an event `result` per emission (data: the emission's
 /// JSON, `id:` its number, from 1), then one `complete` event (data: `{"id": ..., "dropped": n}`).
 /// One subscriber per query; closing the stream kills the query. A `Last-Event-ID` header (an
-/// `EventSource` reconnecting sends it by itself) skips the emissions up to that number.
+/// `EventSource` reconnecting sends it by itself) skips the emissions up to that number: in the
+/// distributed mode, a client whose api node died re-attaches to the node that adopted the
+/// query and gets the rest.
 #[utoipa::path(get, path = "/api/v1/queries/{id}/events", tag = "queries",
     params(("id" = String, Path, description = "The query id"),
         ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this emission number")),
     responses((status = 200, description = "text/event-stream"),
+        (status = 400, description = "Last-Event-ID is not an emission number", body = crate::error::ErrorBody),
         (status = 404, description = "No such query was started here", body = crate::error::ErrorBody),
         (status = 403, description = "With tokens configured: another owner's query, and this token is not an admin one", body = crate::error::ErrorBody),
         (status = 409, description = "Another client follows this query's events", body = crate::error::ErrorBody)))]
@@ -259,6 +262,8 @@ pub async fn query_events(
             })?
         }
     };
+    // a query its api node died with may be about to run here
+    state.await_adoption(&id).await;
     // closing the stream kills the query: following it is a kill's right
     if !crate::auth::may_kill(grant.as_deref(), &state, &id) {
         return Err(crate::auth::not_yours(&id));

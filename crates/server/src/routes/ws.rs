@@ -4,9 +4,12 @@
 //! - `{"type": "start", "query": "<BQL or Bullet JSON>", "tag": "<optional, echoed back>"}`
 //! - `{"type": "kill", "id": "<query id>"}`
 //! - `{"type": "resume", "id": "<query id>", "after": n}`: follow a query this connection did not
-//!   start, from the emission after number `n` (0 or absent: from the first): the `seq` of the
-//!   last result it received. A query started with `POST /api/v1/queries` can be followed
-//!   this way too. As with its event stream, closing the socket then kills it.
+//!   start, from the emission after number `n` (0 or absent: from the first). In the distributed
+//!   mode, a client whose api node died sends it to the api node that adopted the query, with
+//!   the `seq` of the last result it received; a query started with `POST /api/v1/queries` can
+//!   be followed this way too. As with its event stream, closing the socket then kills it.
+//!   A query whose api node died and that is about to be adopted here is waited for (up to
+//!   30 s; the connection's next messages wait with it).
 //!
 //! Server → client:
 //! - `{"type": "started", "id": ..., "tag": ...}`; `{"type": "resumed", "id": ..., "after": n}`
@@ -282,6 +285,7 @@ async fn resume(
         let _ = out.send(refused(text)).await;
         return;
     };
+    state.await_adoption(&id).await;
     // following a query is a kill's right: closing the socket ends it
     if !crate::auth::may_kill(grant, state, &id) {
         let _ = out.send(refused(crate::auth::not_yours(&id).body.error)).await;

@@ -1,0 +1,288 @@
+//! Failover between api nodes: a query outlives the api node that admitted it.
+//!
+//! Every api node says it is up on the results topic once a second ([`HEARTBEAT`], partition 0)
+//! and follows the whole query topic ([`Watcher`]), so it knows every running query and its
+//! owner. A query whose owner has not been heard from for [`SILENCE`](crate::peers::SILENCE) is an *orphan*; of the api
+//! nodes heard from lately, the one whose name scores highest for the query id (rendezvous
+//! hashing: every node computes the same choice from the same roster) adopts it:
+//!
+//! 1. it starts the query in its runtime as it was admitted ([`needle_runtime::Adoption`]): the
+//!    original start time (windows and the duration count from it), the client, the text
+//!    compiled with the original node's configuration and checked against the plan's
+//!    fingerprint;
+//! 2. its results reader goes back on the query's partition of the results topic to the offset
+//!    the notice gives (where the query's partials start) and hands every partial of it again,
+//!    each with the time it was sent, so what the dead node had merged, and what the workers
+//!    sent while no api node merged it, is merged once; then the query runs live
+//!    ([`crate::results::Rewind`]);
+//! 3. it writes the notice again with itself as the owner: workers address the query's partials
+//!    to it from then on (the last notice of an id says who owns it, which compaction keeps).
+//!
+//! A restarted api node with the same `kafka.node_id` adopts its past life's queries at once.
+//! A query that ended by its duration while no api node was alive is adopted too, for ten
+//! minutes after its end, so its final result still reaches a client that comes back for it.
+//! Queries that look back (history) are not adopted: their reads of the past are not on the
+//! results topic's partitions in a form that can be read again.
+
+use crate::background::{stopped, Background};
+use crate::client::{Connection, Quiet, Start, Throttled};
+use crate::peers::{Roster, HEARTBEAT};
+use crate::produce::{Riders, Writer};
+use crate::queries::{now_ms, QueryPublisher, Shared};
+use crate::results::{partition_of, Rewind};
+use crate::wire::{plan_hash, QueryNotice, ResultsMessage};
+use crate::KafkaError;
+use needle_engine::aggregate::codec::fnv1a64;
+use needle_engine::CompiledQuery;
+use needle_runtime::{Adoption, Runtime};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::BaseRecord;
+use rdkafka::Offset;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long after its end a query whose api node died is still adopted (for its final result):
+/// as long as a started query's results wait for a client.
+const ADOPT_AFTER_END_MS: i64 = 600_000;
+/// How often the orphans are looked for.
+const CHECK: Duration = Duration::from_millis(500);
+
+/// Says once a second on the results topic that this api node is up.
+pub fn heartbeat(
+    connection: &Connection,
+    topic: &str,
+    node: &str,
+) -> Result<Background, KafkaError> {
+    let writer = Writer::new(connection, "api heartbeat", &[("linger.ms", "0")])?;
+    let (topic, node) = (topic.to_owned(), node.to_owned());
+    let log = Throttled::new("api heartbeat", Duration::from_secs(30));
+    Background::spawn("needle-api-heartbeat", move |stop| {
+        let value = ResultsMessage::Api { name: &node }.encode();
+        while !stopped(stop) {
+            let record = BaseRecord::with_opaque_to(&topic, Riders::default())
+                .partition(0)
+                .payload(value.as_slice());
+            if let Err(e) = writer.send(record, |_| false) {
+                log.say(format_args!("saying this api node is up: {e}"));
+            }
+            std::thread::sleep(HEARTBEAT);
+        }
+    })
+}
+
+/// An api node's watch over the query topic (see the module doc).
+pub struct Watcher {
+    thread: Background,
+}
+
+/// What the watcher needs to adopt a query.
+pub struct Adopting {
+    pub runtime: Arc<Runtime>,
+    pub publisher: Arc<QueryPublisher>,
+    /// The api nodes heard from.
+    pub apis: Roster,
+    pub shared: Shared,
+    /// To the results reader.
+    pub rewinds: Sender<Rewind>,
+}
+
+struct Watching {
+    adopting: Adopting,
+    /// The last notice of every running query.
+    running: HashMap<String, QueryNotice>,
+    /// Queries adopted (or found impossible to adopt) by this process.
+    handled: HashSet<String>,
+    log: Throttled,
+}
+
+impl Watcher {
+    /// Follows the query topic from its beginning on a thread of its own, adopting orphans once
+    /// it has read to the end it found at start-up.
+    pub fn start(
+        connection: &Connection,
+        topic: &str,
+        adopting: Adopting,
+    ) -> Result<Self, KafkaError> {
+        let consumer = connection.probe("failover watcher")?;
+        let ends = connection.assign_whole(&consumer, topic, Start::Beginning)?;
+        let mut watching = Watching {
+            adopting,
+            running: HashMap::new(),
+            handled: HashSet::new(),
+            log: Throttled::new("failover watcher", Duration::from_secs(5)),
+        };
+        let thread =
+            Background::spawn("needle-failover", move |stop| watching.watch(consumer, ends, stop))?;
+        Ok(Self { thread })
+    }
+
+    pub fn stop(&mut self) {
+        self.thread.stop();
+    }
+}
+
+impl Watching {
+    fn watch(
+        &mut self,
+        consumer: BaseConsumer<Quiet>,
+        mut ends: HashMap<i32, i64>,
+        stop: &AtomicBool,
+    ) {
+        let mut last_check = Instant::now();
+        while !stopped(stop) {
+            match consumer.poll(Duration::from_millis(100)) {
+                Some(Ok(message)) => self.read(message.key(), message.payload()),
+                Some(Err(e)) => self.log.say(format_args!("reading the query topic: {e}")),
+                None => {}
+            }
+            if !ends.is_empty() {
+                // (positions, not the last offset seen: compaction leaves gaps)
+                if let Ok(positions) = consumer.position() {
+                    for p in positions.elements() {
+                        if let Offset::Offset(at) = p.offset() {
+                            if ends.get(&p.partition()).is_some_and(|&end| at >= end) {
+                                ends.remove(&p.partition());
+                            }
+                        }
+                    }
+                }
+                continue;
+            }
+            if last_check.elapsed() >= CHECK {
+                last_check = Instant::now();
+                self.check();
+            }
+        }
+    }
+
+    fn read(&mut self, key: Option<&[u8]>, payload: Option<&[u8]>) {
+        let Some(id) = key.and_then(|k| std::str::from_utf8(k).ok()) else { return };
+        match payload.map(QueryNotice::from_bytes) {
+            None => {
+                self.running.remove(id);
+                self.handled.remove(id);
+                self.adopting.shared.own.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
+            }
+            Some(Ok(notice)) if notice.id == id => {
+                let me = self.adopting.publisher.node();
+                if notice.owner != me && self.adopting.shared.mine.contains(id) {
+                    // adopted by another api node while this one was taken for dead
+                    eprintln!(
+                        "needle: kafka: query {id} was adopted by api node {}: this node no \
+                         longer merges it",
+                        notice.owner
+                    );
+                    self.adopting.shared.mine.remove(id);
+                    self.adopting.runtime.forget(id);
+                }
+                self.running.insert(notice.id.clone(), notice);
+            }
+            Some(_) => {} // the query follower of the workers logs garbage
+        }
+    }
+
+    /// Adopts the orphans this node is the choice for.
+    fn check(&mut self) {
+        let me = self.adopting.publisher.node().to_owned();
+        let apis = &self.adopting.apis;
+        let settled = apis.settled();
+        let now = now_ms();
+        let mut alive = apis.alive_names();
+        if !alive.contains(&me) {
+            alive.push(me.clone());
+        }
+        let mut orphans = HashSet::new();
+        let mut chosen = Vec::new();
+        for (id, notice) in &self.running {
+            if notice.history.is_some()
+                || notice.ends_ms.saturating_add(ADOPT_AFTER_END_MS) < now
+                || self.handled.contains(id)
+                || self.adopting.shared.mine.contains(id)
+            {
+                continue;
+            }
+            let gone = if notice.owner == me {
+                // this node's name, not this process's query: a past life's
+                !self.adopting.shared.own.lock().unwrap_or_else(|e| e.into_inner()).contains(id)
+            } else {
+                settled && !apis.alive(&notice.owner)
+            };
+            if !gone {
+                continue;
+            }
+            orphans.insert(id.clone());
+            if notice.owner == me || choice(id, &alive) == me {
+                chosen.push(notice.clone());
+            }
+        }
+        *self.adopting.shared.orphans.lock().unwrap_or_else(|e| e.into_inner()) = orphans;
+        for notice in chosen {
+            self.handled.insert(notice.id.clone());
+            if let Err(why) = self.adopt(&notice, &me) {
+                eprintln!(
+                    "needle: kafka: query {} of api node {} could not be adopted: {why}",
+                    notice.id, notice.owner
+                );
+            }
+        }
+    }
+
+    fn adopt(&self, notice: &QueryNotice, me: &str) -> Result<(), String> {
+        let plan = needle_query::compile(&notice.query, &notice.config)
+            .map_err(|e| format!("it does not compile here: {e}"))?;
+        if plan_hash(&plan) != notice.plan {
+            return Err("it compiles to a different plan here than on its api node (are the \
+                        nodes running different needle versions?)"
+                .into());
+        }
+        let query = CompiledQuery::compile(&plan).map_err(|e| e.to_string())?;
+        let id = notice.id.as_str();
+        let adoption =
+            Adoption { id, query, client: &notice.client, received_ms: notice.received_ms };
+        self.adopting.runtime.adopt_remote(adoption).map_err(|e| e.to_string())?;
+        let shared = &self.adopting.shared;
+        shared.mine.insert(id, notice.results_from.unwrap_or(0));
+        let partition = partition_of(id, shared.partitions);
+        let rewind = Rewind { id: id.to_owned(), partition, from: notice.results_from };
+        if self.adopting.rewinds.send(rewind).is_err() {
+            return Err("the results reader has stopped".into());
+        }
+        let adopted = QueryNotice { owner: me.to_owned(), ..notice.clone() };
+        self.adopting.publisher.publish(&adopted).map_err(|e| e.to_string())?;
+        eprintln!(
+            "needle: kafka: adopted query {id} of api node {}, which stopped answering",
+            notice.owner
+        );
+        Ok(())
+    }
+}
+
+/// The api node of `alive` that adopts query `id`: the highest score of the id and the name.
+fn choice<'a>(id: &str, alive: &'a [String]) -> &'a str {
+    let score = |name: &str| fnv1a64(format!("{id}\u{0}{name}").as_bytes());
+    alive.iter().max_by_key(|name| (score(name), name.as_str())).map_or("", String::as_str)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::choice;
+
+    #[test]
+    fn every_node_chooses_the_same_adopter_and_queries_spread() {
+        let nodes: Vec<String> = ["api_a", "api_b", "api_c"].map(String::from).to_vec();
+        let mut reversed = nodes.clone();
+        reversed.reverse();
+        let mut chosen = std::collections::HashMap::new();
+        for n in 0..300 {
+            let id = format!("api_d-19c2f-{n}");
+            assert_eq!(choice(&id, &nodes), choice(&id, &reversed), "the order does not matter");
+            *chosen.entry(choice(&id, &nodes).to_owned()).or_insert(0) += 1;
+        }
+        assert_eq!(chosen.len(), 3, "each node adopts some: {chosen:?}");
+        assert_eq!(choice("q", &[]), "");
+    }
+}
