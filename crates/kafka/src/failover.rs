@@ -169,8 +169,11 @@ impl Watching {
             }
             Some(Ok(notice)) if notice.id == id => {
                 let me = self.adopting.publisher.node();
-                if notice.owner != me && self.adopting.shared.mine.contains(id) {
-                    // adopted by another api node while this one was taken for dead
+                let merged_here =
+                    self.adopting.shared.mine.contains(id) || self.handled.contains(id);
+                if notice.owner != me && merged_here {
+                    // adopted by another api node while this one was taken for dead (or by
+                    // two at once: the last notice wins, as compaction keeps it)
                     eprintln!(
                         "needle: kafka: query {id} was adopted by api node {}: this node no \
                          longer merges it",
@@ -244,9 +247,9 @@ impl Watching {
         let adoption =
             Adoption { id, query, client: &notice.client, received_ms: notice.received_ms };
         self.adopting.runtime.adopt_remote(adoption).map_err(|e| e.to_string())?;
-        let shared = &self.adopting.shared;
-        shared.mine.insert(id, notice.results_from.unwrap_or(0));
-        let partition = partition_of(id, shared.partitions);
+        // (the reader makes it one of this node's queries when it goes back for it: were it
+        // one before, a live partial taken first would make the older ones count as handed on)
+        let partition = partition_of(id, self.adopting.shared.partitions);
         let rewind = Rewind { id: id.to_owned(), partition, from: notice.results_from };
         if self.adopting.rewinds.send(rewind).is_err() {
             return Err("the results reader has stopped".into());

@@ -176,8 +176,9 @@ pub struct ResultsReader {
     thread: Background,
 }
 
-/// A request to the results reader: hand query `id` (adopted) its partials again from offset
-/// `from` of `partition` (none: the oldest the topic keeps), then tell the runtime it caught up.
+/// A request to the results reader: make query `id` (adopted) one of this node's and hand it
+/// its partials from offset `from` of `partition` (none: the oldest the topic keeps), then tell
+/// the runtime it caught up.
 #[derive(Debug, Clone)]
 pub struct Rewind {
     pub id: String,
@@ -290,6 +291,8 @@ impl Reading {
             }
         };
         let from = rewind.from.unwrap_or(low).max(low);
+        // this node's from now: partials at or after `from` are handed on, each once
+        self.shared.mine.insert(&rewind.id, from);
         self.catching[slot].push(rewind.id);
         if from < self.at[slot] {
             self.at[slot] = from;
