@@ -220,8 +220,6 @@ async fn events_and_websocket_results_are_numbered_and_resume_after_the_last_one
     // three emissions each, waiting for their subscribers
     server.send(records(300, &[7, 123, 250])).await;
     let events = server.url(&format!("/api/v1/queries/{sse}/events"));
-    let r = client.get(&events).header("Last-Event-ID", "two").send().await.unwrap();
-    assert_eq!(r.status(), StatusCode::BAD_REQUEST, "not a number");
     let r = client.get(&events).header("Last-Event-ID", "1").send().await.unwrap();
     assert_eq!(r.status(), StatusCode::OK);
     let mut stream = r.bytes_stream();
