@@ -361,9 +361,10 @@ pub struct KafkaConfig {
     /// Where a group with no committed offset starts: `latest` (queries look forward) or
     /// `earliest`.
     pub start: StartFrom,
-    /// This node's name. An api node's prefixes its query ids, and worker nodes address the
-    /// node's partials to it; a worker node's signs its reads of its history. Empty: a name
-    /// made up per process.
+    /// This node's name, unique among the nodes. An api node's prefixes its query ids, and
+    /// worker nodes address the node's partials to it; an api node restarted under the same
+    /// name takes back the queries its past life ran; a worker node's signs its reads of its
+    /// history. Empty: a name made up per process.
     pub node_id: String,
     /// librdkafka properties given to every Kafka client as they are: security settings
     /// (`security.protocol`, `sasl.mechanism`, `ssl.ca.location`, ...) and tuning
