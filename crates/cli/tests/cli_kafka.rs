@@ -11,6 +11,7 @@ use needle_kafka::testing::{Broker, Partitions};
 use serde_json::Value;
 use std::io::Write;
 use std::process::Command;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
@@ -331,6 +332,13 @@ struct SseEvent {
 /// ends or breaks: the events received. A 404 (the query not adopted yet) is asked again, for
 /// up to a minute.
 fn follow(url: &str, id: &str, last_event_id: Option<&str>) -> Vec<SseEvent> {
+    let events = Mutex::default();
+    follow_into(url, id, last_event_id, &events);
+    events.into_inner().unwrap()
+}
+
+/// [`follow`], each event put in `events` as it comes.
+fn follow_into(url: &str, id: &str, last_event_id: Option<&str>, events: &Mutex<Vec<SseEvent>>) {
     use std::io::BufRead;
     let client = reqwest::blocking::Client::builder().timeout(None).build().unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -348,13 +356,12 @@ fn follow(url: &str, id: &str, last_event_id: Option<&str>) -> Vec<SseEvent> {
             Err(e) => panic!("following {id}: {e}"),
         }
     };
-    let mut events = Vec::new();
     let mut current = SseEvent { event: String::new(), id: None, data: String::new() };
     for line in std::io::BufReader::new(response).lines() {
         let Ok(line) = line else { break }; // the server went away
         if line.is_empty() {
             if !current.event.is_empty() {
-                events.push(current.clone());
+                events.lock().unwrap().push(current.clone());
             }
             current = SseEvent { event: String::new(), id: None, data: String::new() };
         } else if let Some(v) = line.strip_prefix("event:") {
@@ -365,7 +372,6 @@ fn follow(url: &str, id: &str, last_event_id: Option<&str>) -> Vec<SseEvent> {
             current.data.push_str(v.trim_start());
         }
     }
-    events
 }
 
 /// A needle search for 16 needles (8 `needlea`, 8 `needleb`), started on `api` and followed
@@ -374,6 +380,16 @@ fn follow(url: &str, id: &str, last_event_id: Option<&str>) -> Vec<SseEvent> {
 fn start_needle_search(api: &Serve) -> (String, Value, std::thread::JoinHandle<Vec<SseEvent>>) {
     let needles = "SELECT id, event_ts FROM STREAM(90000, TIME) \
                    WHERE id = 'needlea' OR id = 'needleb' LIMIT 16";
+    start_following(api, needles)
+}
+
+/// Starts `text` on `api` and follows it there on a thread: its id, the start answer, and the
+/// thread giving the events received there.
+fn start_following(
+    api: &Serve,
+    text: &str,
+) -> (String, Value, std::thread::JoinHandle<Vec<SseEvent>>) {
+    let needles = text.to_owned();
     let started: Value = reqwest::blocking::Client::new()
         .post(format!("{}/api/v1/queries", api.url))
         .body(needles)
@@ -409,6 +425,16 @@ fn assert_every_needle_once(events: &[SseEvent]) {
     assert_eq!(by_id.get("needleb"), Some(&8), "sent while no api node merged: {result}");
 }
 
+/// The records of the result events, as JSON text.
+fn needles_in(events: &[SseEvent]) -> Vec<String> {
+    let mut records = Vec::new();
+    for event in events.iter().filter(|e| e.event == "result") {
+        let result: Value = serde_json::from_str(&event.data).unwrap();
+        records.extend(result["records"].as_array().unwrap().iter().map(|r| r.to_string()));
+    }
+    records
+}
+
 /// Kills `api` with SIGKILL once it merged the 8 `needlea` the worker found, then has the 8
 /// `needleb` found while no api node merges the query: the events its client had.
 fn kill_9_mid_query_on(
@@ -418,12 +444,14 @@ fn kill_9_mid_query_on(
     worker: &Serve,
     id: &str,
     following: std::thread::JoinHandle<Vec<SseEvent>>,
+    before_kill: &dyn Fn() -> bool,
 ) -> Vec<SseEvent> {
     wait_until("the worker learning the query", Duration::from_secs(10), || {
         worker.status(id).is_some()
     });
     gen_needles(broker, topic, 3_000, "needlea", 8, 1);
     wait_until("the api node merging 8 needles", Duration::from_secs(30), || matched(api, id) >= 8);
+    wait_until("what the client is to have before the kill", Duration::from_secs(30), before_kill);
     // kill -9: nothing ends cleanly, no tombstone, the client's stream breaks.
     api.child.kill().unwrap();
     api.child.wait().unwrap();
@@ -453,8 +481,15 @@ fn an_api_node_killed_mid_query_has_its_query_adopted_and_every_needle_arrives_o
         worker.partitions() == 4.0
     });
     let (id, started, following) = start_needle_search(&first);
-    let before =
-        kill_9_mid_query_on(&broker.bootstrap, "failover", &mut first, &worker, &id, following);
+    let before = kill_9_mid_query_on(
+        &broker.bootstrap,
+        "failover",
+        &mut first,
+        &worker,
+        &id,
+        following,
+        &|| true,
+    );
 
     // One of the two live api nodes adopts the query, the one both choose.
     let mut adopter = None;
@@ -480,6 +515,69 @@ fn an_api_node_killed_mid_query_has_its_query_adopted_and_every_needle_arrives_o
     assert!(other.status(&id).is_none(), "adopted once");
     assert!(!other.log().contains(&format!("adopted query {id}")), "{}", other.log());
     assert!(!adopter.log().contains("panicked"), "{}", adopter.log());
+}
+
+#[test]
+fn a_windowed_query_adopted_after_kill_9_cuts_its_windows_as_before_and_each_needle_arrives_once() {
+    let broker = Broker::shared();
+    broker.create_topic("failover-windows", 4).unwrap();
+    let configs: Vec<_> = ["api_w1", "api_w2", "worker_w"]
+        .iter()
+        .map(|node| failover_config(&broker.bootstrap, "failover-windows", node))
+        .collect();
+    let config = |i: usize| configs[i].path().to_str().unwrap().to_owned();
+    let mut first = Serve::start(&["--role", "api", "--config", &config(0)]);
+    let second = Serve::start(&["--role", "api", "--config", &config(1)]);
+    let worker = Serve::start(&["--role", "worker", "--workers", "1", "--config", &config(2)]);
+    wait_until("the worker reading 4 partitions", Duration::from_secs(30), || {
+        worker.partitions() == 4.0
+    });
+    // The needles as they come, a window a second: the client has some windows when the api
+    // node dies, and the rest come from the one that adopts the query.
+    let windows = "SELECT id, event_ts FROM STREAM(30000, TIME) \
+                   WHERE id = 'needlea' OR id = 'needleb' WINDOWING TUMBLING(1000, TIME)";
+    let started: Value = reqwest::blocking::Client::new()
+        .post(format!("{}/api/v1/queries", first.url))
+        .body(windows)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let id = started["id"].as_str().unwrap_or_else(|| panic!("{started}")).to_owned();
+    let received: Arc<Mutex<Vec<SseEvent>>> = Arc::default();
+    let following = {
+        let (url, id, received) = (first.url.clone(), id.clone(), received.clone());
+        std::thread::spawn(move || {
+            follow_into(&url, &id, None, &received);
+            let events = received.lock().unwrap().clone();
+            events
+        })
+    };
+    // killed once the client has the window with the first 8 needles
+    let had_needles = || needles_in(&received.lock().unwrap()).len() >= 8;
+    let before = kill_9_mid_query_on(
+        &broker.bootstrap,
+        "failover-windows",
+        &mut first,
+        &worker,
+        &id,
+        following,
+        &had_needles,
+    );
+    let last = before.iter().rev().find_map(|e| e.id.clone());
+    let after = follow(&second.url, &id, last.as_deref());
+    assert_eq!(after.last().map(|e| e.event.as_str()), Some("complete"), "{after:?}");
+    // numbered on from the last the client had, none missing
+    let numbers: Vec<u64> =
+        after.iter().filter_map(|e| e.id.as_deref()).map(|n| n.parse().unwrap()).collect();
+    let first_after = last.as_deref().map_or(1, |n| n.parse::<u64>().unwrap() + 1);
+    let expected: Vec<u64> = (first_after..first_after + numbers.len() as u64).collect();
+    assert_eq!(numbers, expected, "{after:?}");
+    let records: Vec<String> = [needles_in(&before), needles_in(&after)].concat();
+    let distinct: std::collections::HashSet<&String> = records.iter().collect();
+    assert_eq!((records.len(), distinct.len()), (16, 16), "each needle once: {records:?}");
+    assert_eq!(records.iter().filter(|r| r.contains("needlea")).count(), 8, "{records:?}");
+    assert!(needles_in(&after).iter().all(|r| !r.contains("needlea")), "none again: {after:?}");
 }
 
 #[test]
@@ -509,6 +607,7 @@ fn an_api_node_restarted_after_kill_9_adopts_its_own_query_and_every_needle_arri
         &worker,
         &id,
         following,
+        &|| true,
     );
 
     // The same node, started again: no other api node is alive to adopt the query.

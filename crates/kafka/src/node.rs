@@ -98,7 +98,7 @@ impl Node {
         let shared = Shared::new(partitions);
         let publisher = Arc::new(QueryPublisher::new(
             &connection,
-            &kafka.query_topic,
+            (&kafka.query_topic, &kafka.results_topic),
             &node,
             config.query.clone(),
             workers.clone(),

@@ -20,10 +20,12 @@ use crate::client::{Connection, Start, Throttled};
 use crate::peers::{Mine, Owners, Positions, Roster};
 use crate::produce::{Patience, Riders, Writer};
 use crate::results::partition_of;
-use crate::wire::{plan_hash, QueryNotice};
+use crate::wire::{plan_hash, QueryNotice, ResultsMessage};
 use crate::KafkaError;
 use needle_engine::CompiledQuery;
 use needle_query::QueryConfig;
+use needle_runtime::framing::Receipt;
+use needle_runtime::remote::Cut;
 use needle_runtime::remote::{Announcement, QueryAnnouncer};
 use needle_runtime::Runtime;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -40,10 +42,12 @@ const END_GRACE_MS: i64 = 2_000;
 /// How long start-up may take to read the query topic to its end.
 const CATCH_UP: Duration = Duration::from_secs(30);
 
-/// An api node's announcer: notices and tombstones on the query topic.
+/// An api node's announcer: notices and tombstones on the query topic, and the cuts of its
+/// windowed queries' emissions on the results topic.
 pub struct QueryPublisher {
     writer: Writer,
     topic: String,
+    results_topic: String,
     node: String,
     config: QueryConfig,
     /// The worker nodes heard from (on the results topic).
@@ -82,7 +86,7 @@ impl Shared {
 impl QueryPublisher {
     pub fn new(
         connection: &Connection,
-        topic: &str,
+        (topic, results_topic): (&str, &str),
         node: &str,
         config: QueryConfig,
         roster: Roster,
@@ -94,7 +98,15 @@ impl QueryPublisher {
             "query publisher",
             &[("linger.ms", "0"), ("enable.idempotence", "true")],
         )?;
-        Ok(Self { writer, topic: topic.to_owned(), node: node.to_owned(), config, roster, shared })
+        Ok(Self {
+            writer,
+            topic: topic.to_owned(),
+            results_topic: results_topic.to_owned(),
+            node: node.to_owned(),
+            config,
+            roster,
+            shared,
+        })
     }
 
     /// This api node's name.
@@ -171,6 +183,32 @@ impl QueryAnnouncer for QueryPublisher {
 
     fn adopting(&self, id: &str) -> bool {
         self.shared.orphans.lock().unwrap_or_else(|e| e.into_inner()).contains(id)
+    }
+
+    fn cut(&self, id: &str, cut: Cut, deliver: Box<dyn FnOnce() + Send>) {
+        let Cut { emission, through, at_ms } = cut;
+        let value = ResultsMessage::Cut { id, emission, through, at_ms }.encode();
+        // delivered when Kafka acknowledges the cut (or gives up on it): the emission is not
+        // seen by a client before an api node adopting the query could cut it the same way
+        let riders = Riders::new(vec![Receipt::new(OnDrop(Mutex::new(Some(deliver))))]);
+        let record = BaseRecord::with_opaque_to(&self.results_topic, riders)
+            .partition(partition_of(id, self.shared.partitions))
+            .key(self.node.as_str())
+            .payload(value.as_slice());
+        if let Err(e) = self.writer.send(record, Patience::at_most(Duration::from_secs(5))) {
+            eprintln!("needle: kafka: where query {id} cut emission {emission} is not kept: {e}");
+        }
+    }
+}
+
+/// Runs its function when dropped (with the riders of a message, when Kafka reports it).
+struct OnDrop(Mutex<Option<Box<dyn FnOnce() + Send>>>);
+
+impl Drop for OnDrop {
+    fn drop(&mut self) {
+        if let Some(f) = self.0.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
+            f();
+        }
     }
 }
 

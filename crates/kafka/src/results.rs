@@ -12,8 +12,9 @@
 //!   of the queries this node merges, and every progress message, to the runtime's joiner.
 //!   For a query adopted from an api node that died it goes back on the query's partition to
 //!   where its partials start ([`Rewind`]) and hands them on again, each with the time it was
-//!   sent, up to where it was; then tells the runtime the query caught up. Messages that are
-//!   not needle's are logged (sampled) and skipped.
+//!   sent, and the places where the dead node cut its emissions (a windowed query's), up to
+//!   where it was; then tells the runtime the query caught up. Messages that are not needle's
+//!   are logged (sampled) and skipped.
 //! - Queries that look back: each worker node keeping history sends its read of its store
 //!   (plan, pieces in time order, end) addressed like partials. Every worker node says it is up
 //!   once a second ([`crate::peers::HEARTBEAT`]); an api node's [`Roster`] of the workers heard from lately
@@ -29,8 +30,8 @@ use crate::KafkaError;
 use needle_engine::aggregate::codec::fnv1a64;
 use needle_runtime::framing::Receipt;
 use needle_runtime::history::WorkerHistory;
-use needle_runtime::remote::PartialOutlet;
-use needle_runtime::Runtime;
+use needle_runtime::remote::{Cut, PartialOutlet};
+use needle_runtime::{Runtime, Sent};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::producer::BaseRecord;
@@ -336,7 +337,17 @@ impl Reading {
             Ok(ResultsMessage::Partial { id, partial, .. }) => {
                 if self.shared.mine.take(id, offset) {
                     let at_ms = if live { None } else { sent_ms };
-                    self.runtime.remote_partial(id, partial.to_vec(), at_ms);
+                    let sent = Sent { offset: Some(offset), at_ms };
+                    self.runtime.remote_partial(id, partial.to_vec(), sent);
+                }
+            }
+            // where the query's first api node cut an emission, for a query catching up
+            Ok(ResultsMessage::Cut { id, emission, through, at_ms }) => {
+                if !live
+                    && self.catching[slot].iter().any(|c| c == id)
+                    && self.shared.mine.take(id, offset)
+                {
+                    self.runtime.remote_cut(id, Cut { emission, through, at_ms });
                 }
             }
             Ok(_) if !live => {}

@@ -18,7 +18,7 @@
 //! |---|---|
 //! | 4 | magic `NDLM` |
 //! | 1 | version ([`VERSION`]) |
-//! | 1 | kind: 1 partial, 2 progress, 3 history, 4 worker, 5 api |
+//! | 1 | kind: 1 partial, 2 progress, 3 history, 4 worker, 5 api, 6 cut |
 //! | 2 + n | partial, history: the owning api node (length, UTF-8) |
 //! | 2 + n | partial, history: the query id |
 //! | rest | partial: the engine's encoded partial (itself versioned and checksummed) |
@@ -30,6 +30,7 @@
 //! | rest | done: what the read cost, JSON |
 //! | 2 + n, 1 | worker: its name, 1 when it keeps history (sent every second: the api nodes' roster) |
 //! | 2 + n | api: its name (sent every second: how api nodes tell that one died) |
+//! | 2 + n, 8, 8, 8 | cut: the query id; the emission's number; the offset of the last partial it holds (-1: none); the api node's time when it cut it (written before the emission is delivered: an api node adopting the query cuts there too) |
 //!
 //! Decoding never trusts a length and never panics; anything unexpected is an error the reader
 //! counts and skips.
@@ -48,6 +49,7 @@ const PROGRESS: u8 = 2;
 const HISTORY: u8 = 3;
 const WORKER: u8 = 4;
 const API: u8 = 5;
+const CUT: u8 = 6;
 const PLANNED: u8 = 1;
 const PIECE: u8 = 2;
 const DONE: u8 = 3;
@@ -123,6 +125,13 @@ pub enum ResultsMessage<'a> {
     /// An api node is up.
     Api {
         name: &'a str,
+    },
+    /// Where an api node cut an emission of a windowed query.
+    Cut {
+        id: &'a str,
+        emission: u64,
+        through: i64,
+        at_ms: i64,
     },
 }
 
@@ -215,6 +224,13 @@ impl<'a> ResultsMessage<'a> {
                 out.push(API);
                 put_str(&mut out, name);
             }
+            ResultsMessage::Cut { id, emission, through, at_ms } => {
+                out.push(CUT);
+                put_str(&mut out, id);
+                out.extend_from_slice(&emission.to_le_bytes());
+                out.extend_from_slice(&through.to_le_bytes());
+                out.extend_from_slice(&at_ms.to_le_bytes());
+            }
         }
         out
     }
@@ -279,6 +295,16 @@ impl<'a> ResultsMessage<'a> {
                 }
                 Ok(ResultsMessage::Api { name })
             }
+            CUT => {
+                let id = take_str(&mut rest)?;
+                if rest.len() != 24 {
+                    return Err("a cut message ends with three 8-byte numbers".into());
+                }
+                let emission = u64::from_le_bytes(take_i64(&mut rest)?.to_le_bytes());
+                let through = take_i64(&mut rest)?;
+                let at_ms = take_i64(&mut rest)?;
+                Ok(ResultsMessage::Cut { id, emission, through, at_ms })
+            }
             kind => Err(format!("unknown results message kind {kind}")),
         }
     }
@@ -339,6 +365,12 @@ mod tests {
         for history in [true, false] {
             let worker = ResultsMessage::Worker { name: "w1", history };
             assert_eq!(ResultsMessage::decode(&worker.encode()).unwrap(), worker);
+        }
+        let cut = ResultsMessage::Cut { id: "api_2-1f-9", emission: 3, through: -1, at_ms: 17 };
+        assert_eq!(ResultsMessage::decode(&cut.encode()).unwrap(), cut);
+        let encoded = cut.encode();
+        for end in 0..encoded.len() {
+            assert!(ResultsMessage::decode(&encoded[..end]).is_err(), "cut at {end}");
         }
         let api = ResultsMessage::Api { name: "api_2" };
         assert_eq!(ResultsMessage::decode(&api.encode()).unwrap(), api);

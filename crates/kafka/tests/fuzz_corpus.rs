@@ -98,8 +98,10 @@ fn write_the_kafka_wire_seeds() {
             },
         ),
     ];
-    let messages =
-        messages.into_iter().chain([("results-api", ResultsMessage::Api { name: "api_b" })]);
+    let cut = ResultsMessage::Cut { id: "api_b-1f-3", emission: 4, through: 1_234, at_ms: 1 << 40 };
+    let messages = messages
+        .into_iter()
+        .chain([("results-api", ResultsMessage::Api { name: "api_b" }), ("results-cut", cut)]);
     for (name, message) in messages {
         write(name, 0, &message.encode());
     }

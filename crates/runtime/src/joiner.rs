@@ -73,6 +73,20 @@ struct Running {
     remote: Option<Box<RemotePast>>,
     /// An adopted query merging its partials since it started (see the module doc).
     catching_up: bool,
+    /// While catching up: the partials read back, with their offsets and send times, until a
+    /// cut of its first api node says which emission they belong to.
+    pending: Vec<(i64, i64, Partial)>,
+    /// While catching up: the time of the last cut replayed (at first, the query's start).
+    last_cut_ms: i64,
+    /// The highest offset of its results partition among the partials merged (-1: none).
+    through: i64,
+    /// Emissions delivered so far (the number of the last one).
+    emitted: u64,
+    /// The time of its last merge or tick: when its next emission is cut.
+    clock_ms: i64,
+    /// Its final emission waits for its cut to be recorded: that delivery ends its results,
+    /// not its leaving the joiner.
+    final_deferred: bool,
 }
 
 /// When queries next need a tick (a time window to emit, or their end): (ms, id), earliest
@@ -153,6 +167,8 @@ impl Joiner {
             match self.messages.recv_timeout(wait) {
                 Ok(JoinerMessage::Start { run, results, live, remote, catching_up }) => {
                     let id: Arc<str> = run.id().into();
+                    let duration = i64::try_from(run.query().duration_ms()).unwrap_or(i64::MAX);
+                    let started_ms = run.end_ms().saturating_sub(duration);
                     let held = run.is_on_record_time().then(Vec::new);
                     let now = Instant::now();
                     let rate = RateWindow { started: now, emitted: 0 };
@@ -170,6 +186,12 @@ impl Joiner {
                         past: None,
                         remote,
                         catching_up,
+                        pending: Vec::new(),
+                        last_cut_ms: started_ms,
+                        through: -1,
+                        emitted: 0,
+                        clock_ms: started_ms,
+                        final_deferred: false,
                     };
                     if q.remote.is_some() {
                         gathering.push(id.clone());
@@ -208,7 +230,7 @@ impl Joiner {
                         self.gather(&id, q, &worker, *event);
                     }
                 }
-                Ok(JoinerMessage::Encoded { id, bytes, at_ms }) => {
+                Ok(JoinerMessage::Encoded { id, bytes, offset, at_ms }) => {
                     if let Some(q) = running.get_mut(&id) {
                         touched = Some(id.clone());
                         q.credit(records_total);
@@ -216,11 +238,23 @@ impl Joiner {
                         match q.run.query().decode_partial(&bytes) {
                             Ok(partial) => match (&mut q.held, at_ms) {
                                 (Some(held), _) => held.push(partial),
-                                (None, Some(at_ms)) => self.merge_at(&id, q, partial, at_ms),
-                                (None, None) => self.merge(&id, q, partial),
+                                (None, Some(at_ms)) => {
+                                    // merged when a cut says which emission it is in
+                                    q.pending.push((offset.unwrap_or(-1), at_ms, partial));
+                                }
+                                (None, None) => {
+                                    let offset = offset.unwrap_or(-1);
+                                    self.merge_at(&id, q, partial, now_ms(), offset);
+                                }
                             },
                             Err(error) => log_unmerged(&id, &error),
                         }
+                    }
+                }
+                Ok(JoinerMessage::Cut { id, cut }) => {
+                    if let Some(q) = running.get_mut(&id).filter(|q| q.catching_up) {
+                        touched = Some(id.clone());
+                        self.replay_cut(&id, q, cut);
                     }
                 }
                 Ok(JoinerMessage::Forget { id }) => {
@@ -233,6 +267,12 @@ impl Joiner {
                 Ok(JoinerMessage::CaughtUp { id }) => {
                     if let Some(q) = running.get_mut(&id) {
                         q.catching_up = false;
+                        // partials its first api node had not put in an emission yet: by the
+                        // time they were sent (no client has seen those windows)
+                        for (offset, at_ms, partial) in std::mem::take(&mut q.pending) {
+                            let at_ms = at_ms.max(q.last_cut_ms);
+                            self.merge_at(&id, q, partial, at_ms, offset);
+                        }
                         touched = Some(id);
                     }
                 }
@@ -242,15 +282,17 @@ impl Joiner {
                     touched = Some(id.clone());
                     if let Some(q) = running.get_mut(&id) {
                         q.credit(records_total);
-                        let last = q.run.finish(now_ms()).map(|e| annotate_end(e, reason));
+                        q.clock_ms = now_ms();
+                        let last = q.run.finish(q.clock_ms).map(|e| annotate_end(e, reason));
                         self.deliver(&id, q, last.into_iter().collect());
                     }
                 }
                 Ok(JoinerMessage::Shutdown) | Err(RecvTimeoutError::Disconnected) => {
                     for (id, q) in running.iter_mut() {
                         q.credit(records_total);
+                        q.clock_ms = now_ms();
                         let last =
-                            q.run.finish(now_ms()).map(|e| annotate_end(e, EndReason::Shutdown));
+                            q.run.finish(q.clock_ms).map(|e| annotate_end(e, EndReason::Shutdown));
                         self.deliver(id, q, last.into_iter().collect());
                     }
                     let ids: Vec<Arc<str>> = running.keys().cloned().collect();
@@ -276,6 +318,7 @@ impl Joiner {
                     }
                     q.scheduled = None;
                     q.credit(records_total);
+                    q.clock_ms = now;
                     let emissions = q.run.tick(now);
                     self.deliver(&id, q, emissions);
                     self.settle(&mut running, &mut deadlines, &id, &mut leaving);
@@ -453,11 +496,34 @@ impl Joiner {
     }
 
     fn merge(&self, id: &str, q: &mut Running, partial: Partial) {
-        self.merge_at(id, q, partial, now_ms());
+        self.merge_at(id, q, partial, now_ms(), -1);
     }
 
-    /// Merges a partial as if it arrived at `at_ms` (windows due by then are emitted first).
-    fn merge_at(&self, id: &str, q: &mut Running, partial: Partial, at_ms: i64) {
+    /// For a query catching up: merges the partials read back up to where its first api node
+    /// cut an emission, as if they arrived before the cut (after the one before), then cuts
+    /// there, unless merging already made that emission (a LIMIT reached, a full window).
+    fn replay_cut(&self, id: &str, q: &mut Running, cut: crate::remote::Cut) {
+        let (before, after): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut q.pending).into_iter().partition(|(o, _, _)| *o <= cut.through);
+        q.pending = after;
+        for (offset, _, partial) in before {
+            self.merge_at(id, q, partial, q.last_cut_ms, offset);
+        }
+        if q.emitted < cut.emission {
+            q.clock_ms = cut.at_ms;
+            let emissions = q.run.tick(cut.at_ms);
+            self.deliver(id, q, emissions);
+        }
+        q.last_cut_ms = q.last_cut_ms.max(cut.at_ms);
+    }
+
+    /// Merges a partial as if it arrived at `at_ms`: the windows due by then are emitted first,
+    /// without it (their cuts say so: `through` moves to the partial's `offset` only after).
+    fn merge_at(&self, id: &str, q: &mut Running, partial: Partial, at_ms: i64, offset: i64) {
+        q.clock_ms = at_ms;
+        let due = q.run.tick(at_ms);
+        self.deliver(id, q, due);
+        q.through = q.through.max(offset);
         self.progress(id, partial.seen, partial.matched);
         match q.run.merge(partial, at_ms) {
             Ok(emissions) => self.deliver(id, q, emissions),
@@ -482,6 +548,12 @@ impl Joiner {
         }
         let count = emissions.len() as u64;
         let raw = q.run.query().is_raw();
+        // an api node records where it cut a windowed query's emissions before delivering them
+        // (one adopting the query catches up without: it cuts where they were recorded)
+        let journal = self
+            .announcer
+            .as_ref()
+            .filter(|_| !q.catching_up && q.run.query().is_windowed() && q.remote.is_none());
         for mut emission in emissions {
             if let (true, Some(report)) = (emission.is_final, &q.past) {
                 crate::history::replay::annotate(&mut emission, report);
@@ -489,8 +561,21 @@ impl Joiner {
             if raw {
                 self.rate_limit(q, &mut emission);
             }
-            let dropped = q.results.push(emission);
-            self.metrics.results_dropped.inc_by(dropped);
+            q.emitted += 1;
+            let Some(announcer) = journal else {
+                let dropped = q.results.push(emission);
+                self.metrics.results_dropped.inc_by(dropped);
+                continue;
+            };
+            q.final_deferred |= emission.is_final;
+            let cut =
+                crate::remote::Cut { emission: q.emitted, through: q.through, at_ms: q.clock_ms };
+            let (results, metrics) = (q.results.clone(), self.metrics.clone());
+            let deliver = move || {
+                let dropped = results.push(emission);
+                metrics.results_dropped.inc_by(dropped);
+            };
+            announcer.cut(id, cut, Box::new(deliver));
         }
         if let Some(s) = self.status.lock().unwrap_or_else(|e| e.into_inner()).get_mut(id) {
             s.emissions += count;
@@ -527,7 +612,9 @@ impl Joiner {
         leaving: &mut Vec<Arc<str>>,
     ) {
         if let Some(q) = running.remove(id) {
-            q.results.close();
+            if !q.final_deferred {
+                q.results.close();
+            }
         }
         leaving.push(id.clone());
         if let Some(announcer) = &self.announcer {

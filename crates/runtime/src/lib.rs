@@ -29,5 +29,5 @@ pub use error::RuntimeError;
 pub use messages::EndReason;
 pub use remote::Role;
 pub use results::ResultQueue;
-pub use runtime::{Adoption, QueryHandle, Runtime, SubmitError};
+pub use runtime::{Adoption, QueryHandle, Runtime, Sent, SubmitError};
 pub use status::QueryStatus;

@@ -92,7 +92,14 @@ pub(crate) enum JoinerMessage {
     Encoded {
         id: Arc<str>,
         bytes: Vec<u8>,
+        /// Its offset on the query's results partition.
+        offset: Option<i64>,
         at_ms: Option<i64>,
+    },
+    /// For a query catching up: where its first api node cut an emission.
+    Cut {
+        id: Arc<str>,
+        cut: crate::remote::Cut,
     },
     /// An adopted query has merged every partial sent before its adoption: it runs on the
     /// joiner's clock from now on.

@@ -14,7 +14,10 @@
 //!
 //! Failover: an api node may adopt a running query whose api node died
 //! ([`crate::Runtime::adopt_remote`]); its partials since it started are handed to it again,
-//! with the times they were sent, then [`crate::Runtime::caught_up`] lets it run live.
+//! with the times they were sent, then [`crate::Runtime::caught_up`] lets it run live. So that
+//! a windowed query's windows come out the same, an api node records where it cut each
+//! emission before delivering it ([`QueryAnnouncer::cut`]), and the adopting node is handed
+//! those cuts with the partials ([`crate::Runtime::remote_cut`]) and cuts at them.
 //!
 //! Queries that look back: each worker node that keeps history reads its own store (the records
 //! it read) and sends its pieces to the outlet ([`PartialOutlet::history`]); the api node waits
@@ -76,6 +79,23 @@ pub trait QueryAnnouncer: Send + Sync {
     fn adopting(&self, _id: &str) -> bool {
         false
     }
+    /// Emission `cut.emission` of windowed query `id` is about to go to its subscriber: record
+    /// where it was cut, durably, then call `deliver` (which hands it to the subscriber). An api
+    /// node adopting the query after this one died cuts its windows at the same places. The
+    /// default delivers at once.
+    fn cut(&self, _id: &str, _cut: Cut, deliver: Box<dyn FnOnce() + Send>) {
+        deliver();
+    }
+}
+
+/// Where an api node cut one emission of a windowed query: after merging its partials up to
+/// offset `through` of the query's results partition (-1: none), at `at_ms` on its clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cut {
+    /// The emission's number (from 1, as its result queue numbers it).
+    pub emission: u64,
+    pub through: i64,
+    pub at_ms: i64,
 }
 
 /// What part of needle a runtime is.
@@ -142,6 +162,7 @@ impl Shipper {
                 | JoinerMessage::End { .. }
                 | JoinerMessage::Encoded { .. }
                 | JoinerMessage::CaughtUp { .. }
+                | JoinerMessage::Cut { .. }
                 | JoinerMessage::Forget { .. }
                 | JoinerMessage::History { .. }
                 | JoinerMessage::HistoryDone { .. }

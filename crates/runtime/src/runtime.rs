@@ -23,7 +23,7 @@ use crate::joiner::Joiner;
 use crate::messages::{EndReason, JoinerMessage, RemotePast};
 use crate::metrics::Metrics;
 use crate::registry::QuerySet;
-use crate::remote::{Announcement, Role, Shipper};
+use crate::remote::{Announcement, Cut, Role, Shipper};
 use crate::results::{ResultBudget, ResultQueue};
 use crate::schema::{SchemaReport, SchemaTracker};
 use crate::source::{BatchSink, Source, SourceCounters, StopSignal};
@@ -117,6 +117,16 @@ type Unclaimed = (Arc<ResultQueue>, i64);
 /// How long after its end an adopted query's results wait for a client (as a started query's
 /// do on the server).
 const UNCLAIMED_ADOPTED_MS: i64 = 600_000;
+
+/// Where a worker node's partial was read on an api node ([`Runtime::remote_partial`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Sent {
+    /// Its offset on its query's results partition (a windowed query's cuts say which partials
+    /// each emission holds).
+    pub offset: Option<i64>,
+    /// For an adopted query catching up: when it was sent.
+    pub at_ms: Option<i64>,
+}
 
 /// A query an api node takes over ([`Runtime::adopt_remote`]).
 pub struct Adoption<'a> {
@@ -801,12 +811,19 @@ impl Runtime {
     }
 
     /// On an api node: a partial of query `id` from a worker node, as the engine's partial codec
-    /// encoded it, and for an adopted query catching up, when it was sent (`at_ms`). Blocks
+    /// encoded it, with where it was read (see [`Sent`]). Blocks
     /// while the joiner is behind (backpressure on the results reader). Partials of queries
     /// this node is not running are ignored.
-    pub fn remote_partial(&self, id: &str, bytes: Vec<u8>, at_ms: Option<i64>) {
+    pub fn remote_partial(&self, id: &str, bytes: Vec<u8>, sent: Sent) {
         self.metrics.partials_remote.inc();
-        let _ = self.joiner_tx.send(JoinerMessage::Encoded { id: id.into(), bytes, at_ms });
+        let (offset, at_ms) = (sent.offset, sent.at_ms);
+        let _ = self.joiner_tx.send(JoinerMessage::Encoded { id: id.into(), bytes, offset, at_ms });
+    }
+
+    /// On an api node: for an adopted query catching up, where its first api node cut one of
+    /// its emissions (read back from the results topic, in order with its partials).
+    pub fn remote_cut(&self, id: &str, cut: Cut) {
+        let _ = self.joiner_tx.send(JoinerMessage::Cut { id: id.into(), cut });
     }
 
     /// On an api node: takes over query `id`, admitted by an api node that died, as it was

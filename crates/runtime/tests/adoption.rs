@@ -8,15 +8,17 @@ use needle_engine::exec::Emission;
 use needle_engine::{CompiledQuery, EvalContext};
 use needle_query::QueryConfig;
 use needle_runtime::metrics::Metrics;
+use needle_runtime::remote::Cut;
 use needle_runtime::remote::{Announcement, QueryAnnouncer};
-use needle_runtime::{Adoption, NeedleConfig, ResultQueue, Role, Runtime};
+use needle_runtime::{Adoption, NeedleConfig, ResultQueue, Role, Runtime, Sent};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Records the ends it is told of.
+/// Records the ends and the cuts it is told of.
 #[derive(Default)]
 struct Announcer {
     ended: Mutex<Vec<String>>,
+    cuts: Mutex<Vec<Cut>>,
 }
 
 impl QueryAnnouncer for Announcer {
@@ -35,6 +37,27 @@ impl QueryAnnouncer for Announcer {
     fn worker_alive(&self, _: &str) -> bool {
         false
     }
+
+    fn cut(&self, _: &str, cut: Cut, deliver: Box<dyn FnOnce() + Send>) {
+        self.cuts.lock().unwrap().push(cut);
+        deliver();
+    }
+}
+
+/// A partial read back at `offset`, sent at `at_ms`.
+fn sent(offset: i64, at_ms: i64) -> Sent {
+    Sent { offset: Some(offset), at_ms: Some(at_ms) }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+fn api_node(announcer: &Arc<Announcer>) -> Arc<Runtime> {
+    let mut config = NeedleConfig::default();
+    config.runtime.tick_ms = 20;
+    let role = Role::Api { announcer: announcer.clone(), node: "api_b".into() };
+    Runtime::start_role(config, role, Arc::new(Metrics::new())).unwrap()
 }
 
 const QUERY: &str = "SELECT COUNT(*) AS n FROM STREAM(3000, TIME) WINDOWING TUMBLING(1000, TIME)";
@@ -74,25 +97,20 @@ fn count(emission: &Emission) -> i64 {
 
 #[test]
 fn an_adopted_query_closes_its_past_windows_as_its_first_node_did_then_runs_live() {
-    let mut config = NeedleConfig::default();
-    config.runtime.tick_ms = 20;
     let announcer = Arc::new(Announcer::default());
-    let role = Role::Api { announcer: announcer.clone(), node: "api_b".into() };
-    let runtime = Runtime::start_role(config, role, Arc::new(Metrics::new())).unwrap();
-    let now =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()
-            as i64;
+    let runtime = api_node(&announcer);
     // admitted 2.5 s ago by an api node that died since: two windows closed, one open
-    let received_ms = now - 2_500;
+    let received_ms = now_ms() - 2_500;
     let id = "api_a-1a2b-7";
     let adoption = Adoption { id, query: compile(), client: "10.0.0.9", received_ms };
     runtime.adopt_remote(adoption).unwrap();
-    runtime.remote_partial(id, partial(2), Some(received_ms + 400));
-    runtime.remote_partial(id, partial(3), Some(received_ms + 1_200));
-    runtime.remote_partial(id, partial(4), Some(received_ms + 1_900));
+    // no cuts recorded (its first node died before recording any): by the times they were sent
+    runtime.remote_partial(id, partial(2), sent(10, received_ms + 400));
+    runtime.remote_partial(id, partial(3), sent(11, received_ms + 1_200));
+    runtime.remote_partial(id, partial(4), sent(12, received_ms + 1_900));
     // a partial sent after the adoption is merged live
     runtime.caught_up(id);
-    runtime.remote_partial(id, partial(5), None);
+    runtime.remote_partial(id, partial(5), Sent { offset: Some(13), at_ms: None });
     let results = runtime.claim_adopted(id).expect("its results wait for a client");
     assert!(runtime.claim_adopted(id).is_none(), "for one client");
     let status = runtime.query(id).unwrap();
@@ -112,5 +130,36 @@ fn an_adopted_query_closes_its_past_windows_as_its_first_node_did_then_runs_live
         std::thread::sleep(Duration::from_millis(10));
     }
     assert_eq!(*announcer.ended.lock().unwrap(), [id], "its end is announced");
+    // its first node recorded no cut: this one records where it cut them, for the next one
+    let cuts = announcer.cuts.lock().unwrap().clone();
+    let cuts: Vec<(u64, i64)> = cuts.iter().map(|c| (c.emission, c.through)).collect();
+    assert_eq!(cuts, [(1, 10), (2, 12), (3, 13)]);
+    runtime.shutdown();
+}
+
+#[test]
+fn an_adopted_query_cuts_its_past_emissions_where_its_first_node_did() {
+    let announcer = Arc::new(Announcer::default());
+    let runtime = api_node(&announcer);
+    let received_ms = now_ms() - 2_500;
+    let id = "api_a-1a2b-8";
+    let adoption = Adoption { id, query: compile(), client: "c", received_ms };
+    runtime.adopt_remote(adoption).unwrap();
+    // The dead node merged the partial at offset 11, sent just before the first window's end,
+    // after it had cut that window (it arrived late): it is in the second emission there.
+    runtime.remote_partial(id, partial(2), sent(10, received_ms + 400));
+    runtime.remote_partial(id, partial(3), sent(11, received_ms + 990));
+    runtime.remote_cut(id, Cut { emission: 1, through: 10, at_ms: received_ms + 1_001 });
+    runtime.remote_partial(id, partial(4), sent(12, received_ms + 1_500));
+    runtime.remote_cut(id, Cut { emission: 2, through: 12, at_ms: received_ms + 2_003 });
+    // sent before the second cut, but read after it: in the third emission there too
+    runtime.remote_partial(id, partial(1), sent(14, received_ms + 1_999));
+    runtime.caught_up(id);
+    let results = runtime.claim_adopted(id).unwrap();
+    let got: Vec<(u64, i64)> = (0..3)
+        .map(|_| next(&results, Duration::from_secs(5)).unwrap())
+        .map(|(n, e)| (n, count(&e)))
+        .collect();
+    assert_eq!(got, [(1, 2), (2, 7), (3, 1)], "cut where they were cut");
     runtime.shutdown();
 }
