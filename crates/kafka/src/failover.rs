@@ -2,9 +2,10 @@
 //!
 //! Every api node says it is up on the results topic once a second ([`HEARTBEAT`], partition 0)
 //! and follows the whole query topic ([`Watcher`]), so it knows every running query and its
-//! owner. A query whose owner has not been heard from for [`SILENCE`](crate::peers::SILENCE) is an *orphan*; of the api
-//! nodes heard from lately, the one whose name scores highest for the query id (rendezvous
-//! hashing: every node computes the same choice from the same roster) adopts it:
+//! owner. A query whose owner has not been heard from for [`SILENCE`](crate::peers::SILENCE)
+//! is an *orphan*; of the api nodes heard from lately, the one whose name scores highest for
+//! the query id (rendezvous hashing: every node computes the same choice from the same roster)
+//! adopts it:
 //!
 //! 1. it starts the query in its runtime as it was admitted ([`needle_runtime::Adoption`]): the
 //!    original start time (windows and the duration count from it), the client, the text
@@ -13,8 +14,9 @@
 //! 2. its results reader goes back on the query's partition of the results topic to the offset
 //!    the notice gives (where the query's partials start) and hands every partial of it again,
 //!    each with the time it was sent, so what the dead node had merged, and what the workers
-//!    sent while no api node merged it, is merged once; then the query runs live
-//!    ([`crate::results::Rewind`]);
+//!    sent while no api node merged it, is merged once — a windowed query's emissions cut where
+//!    the dead node recorded it cut them before delivering them — then the query runs live
+//!    ([`crate::results::Rewind`], [`needle_runtime::remote::QueryAnnouncer::cut`]);
 //! 3. it writes the notice again with itself as the owner: workers address the query's partials
 //!    to it from then on (the last notice of an id says who owns it, which compaction keeps).
 //!

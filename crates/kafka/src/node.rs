@@ -8,9 +8,9 @@
 //!
 //! Both check at start-up that the brokers answer and create the query topic (1 partition,
 //! compacted) and the results topic (`kafka.results_partitions` partitions, large messages
-//! allowed, an hour's retention) when they are missing. [`Node::shutdown`] ends the runtime first (an api node's queries end
-//! with a final result and a tombstone; a worker's source commits what its partials covered),
-//! then waits for Kafka to acknowledge what was sent.
+//! allowed, an hour's retention) when they are missing. [`Node::shutdown`] ends the runtime
+//! first (an api node's queries end with a final result and a tombstone; a worker's source
+//! commits what its partials covered), then waits for Kafka to acknowledge what was sent.
 
 use crate::background::{stopped, Background};
 use crate::client::Connection;

@@ -30,7 +30,10 @@
 //! | rest | done: what the read cost, JSON |
 //! | 2 + n, 1 | worker: its name, 1 when it keeps history (sent every second: the api nodes' roster) |
 //! | 2 + n | api: its name (sent every second: how api nodes tell that one died) |
-//! | 2 + n, 8, 8, 8 | cut: the query id; the emission's number; the offset of the last partial it holds (-1: none); the api node's time when it cut it (written before the emission is delivered: an api node adopting the query cuts there too) |
+//! | 2 + n, 8, 8, 8 | cut: query id, emission number, offset of its last partial (-1: none), time |
+//!
+//! A cut is written by an api node before it delivers an emission of a windowed query: where it
+//! cut it, so that an api node adopting the query cuts there too.
 //!
 //! Decoding never trusts a length and never panics; anything unexpected is an error the reader
 //! counts and skips.
