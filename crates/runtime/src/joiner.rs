@@ -22,9 +22,12 @@
 //! On an api node ([`crate::remote::Role::Api`]) the partials arrive encoded, from worker nodes
 //! (`JoinerMessage::Encoded`), and are merged the same way; a query's end is announced (so the
 //! workers forget it) when it leaves the joiner. A query adopted from an api node that died
-//! first *catches up*: the partials sent since it started are merged again at the times they
-//! were sent (so its windows close where they did, near enough), none of its deadlines is
-//! scheduled meanwhile, and from `JoinerMessage::CaughtUp` on it runs on this node's clock.
+//! first *catches up*: the partials sent since it started are handed to it again, held until a
+//! cut of its first api node says which emission they belong to (where that node cut an
+//! emission of a windowed query, recorded before delivering it: see
+//! [`crate::remote::QueryAnnouncer::cut`]), merged and cut there; none of its deadlines is
+//! scheduled meanwhile, and from `JoinerMessage::CaughtUp` on it runs on this node's clock,
+//! the partials no cut covered merged at the times they were sent.
 
 use crate::clock::now_ms;
 use crate::history::replay::record_range;
@@ -298,8 +301,8 @@ impl Joiner {
                     Ok(JoinerMessage::CaughtUp { id }) => {
                         if let Some(q) = running.get_mut(&id) {
                             q.catching_up = false;
-                            // partials its first api node had not put in an emission yet: by the
-                            // time they were sent (no client has seen those windows)
+                            // partials its first api node had not put in an emission yet: by
+                            // the time they were sent (no client has seen those windows)
                             for (offset, at_ms, partial) in std::mem::take(&mut q.pending) {
                                 let at_ms = at_ms.max(q.last_cut_ms);
                                 self.merge_at(&id, q, partial, at_ms, offset);
