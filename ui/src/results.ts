@@ -19,6 +19,53 @@ export function columns(rows: Row[]): string[] {
   return [...seen];
 }
 
+/** The order (row numbers) of `values` sorted ascending, or descending: numbers by value when
+ * every value is a number; text in the order of its characters' codes when every value is text
+ * or missing; otherwise by each value's text, two numbers by value. Missing values go last
+ * either way; equal values keep their order. Each value is read once: 100,000 rows sort in tens
+ * of milliseconds (a comparison that read and formatted the values took hundreds). */
+export function sortOrder(values: unknown[], desc: boolean): number[] {
+  const dir = desc ? -1 : 1;
+  const order = Array.from({ length: values.length }, (_, i) => i);
+  if (values.every((v) => typeof v === 'number')) {
+    const keys = Float64Array.from(values as number[]);
+    return order.sort((a, b) => (keys[a] - keys[b]) * dir);
+  }
+  if (values.every((v) => typeof v === 'string' || v === null || v === undefined)) {
+    // the distinct texts sorted once (the engine's own sort of strings, without a comparison
+    // called back), then each row placed by its text's rank (a counting sort): a comparison
+    // of two rows' texts per step took 260 ms over 100,000 rows on a loaded machine
+    const distinct = [...new Set(values.filter((v): v is string => typeof v === 'string'))].sort();
+    const d = distinct.length;
+    const rankOf = new Map<string, number>();
+    distinct.forEach((t, i) => rankOf.set(t, desc ? d - 1 - i : i));
+    const ranks = new Int32Array(values.length);
+    const starts = new Int32Array(d + 2);
+    values.forEach((v, i) => {
+      const r = typeof v === 'string' ? rankOf.get(v)! : d;
+      ranks[i] = r;
+      starts[r + 1]++;
+    });
+    for (let r = 1; r <= d + 1; r++) starts[r] += starts[r - 1];
+    for (let i = 0; i < values.length; i++) order[starts[ranks[i]]++] = i;
+    return order;
+  }
+  const texts = values.map((v) => (v === null || v === undefined ? null : cell(v)));
+  return order.sort((a, b) => {
+    const x = values[a];
+    const y = values[b];
+    if (x === y) return 0;
+    const tx = texts[a];
+    const ty = texts[b];
+    if (tx === null) return 1;
+    if (ty === null) return -1;
+    if (typeof x === 'number' && typeof y === 'number') return (x - y) * dir;
+    // text in the order of its characters' codes: a locale's collation took half a second
+    // over 100,000 rows
+    return (tx < ty ? -1 : tx > ty ? 1 : 0) * dir;
+  });
+}
+
 /** A table that renders only the rows in view, so 100,000 rows scroll smoothly. */
 export class VirtualTable {
   private rows: Row[] = [];
@@ -71,30 +118,10 @@ export class VirtualTable {
 
   private applySort(): void {
     const c = this.sortBy!;
-    const dir = this.desc ? -1 : 1;
-    // an order of row numbers, each row's value read once: 100,000 rows sort in tens of
-    // milliseconds (a comparison that read and formatted the values took hundreds)
-    const values = this.rows.map((r) => r[c]);
-    const order = Array.from({ length: values.length }, (_, i) => i);
-    if (values.every((v) => typeof v === 'number')) {
-      const keys = Float64Array.from(values as number[]);
-      order.sort((a, b) => (keys[a] - keys[b]) * dir);
-    } else {
-      const texts = values.map((v) => (v === null || v === undefined ? null : cell(v)));
-      order.sort((a, b) => {
-        const x = values[a];
-        const y = values[b];
-        if (x === y) return 0;
-        const tx = texts[a];
-        const ty = texts[b];
-        if (tx === null) return 1;
-        if (ty === null) return -1;
-        if (typeof x === 'number' && typeof y === 'number') return (x - y) * dir;
-        // text in the order of its characters' codes: a locale's collation took half a
-        // second over 100,000 rows
-        return (tx < ty ? -1 : tx > ty ? 1 : 0) * dir;
-      });
-    }
+    const order = sortOrder(
+      this.rows.map((r) => r[c]),
+      this.desc,
+    );
     const rows = this.rows;
     this.rows = order.map((i) => rows[i]);
   }
