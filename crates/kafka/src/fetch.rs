@@ -9,8 +9,8 @@
 //!   instead of one poll (and one event, and one clock reading) per message.
 //! - **Payloads read where they are** ([`Messages`]): the messages themselves go to the workers
 //!   as the batch's [`Chunks`]; librdkafka's buffers are released when the batch drops.
-//!   Copying every payload into one vector was a quarter of a worker process's time beside
-//!   the worker threads, most of it cache misses and page faults.
+//!   Copying every payload into one vector was half of the source thread's time (a fifth of
+//!   a worker process's CPU), most of it cache misses and page faults.
 //!
 //! The unsafe code of the crate is here: librdkafka's queue and message handles. A message
 //! keeps the consumer alive ([`Messages`] holds the source's shared state), so no message

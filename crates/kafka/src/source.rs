@@ -56,9 +56,10 @@ const BATCH_BYTES: usize = 64 << 10;
 const TAKE: usize = 64;
 /// librdkafka properties the source's consumer gets unless `kafka.properties` sets them:
 /// prefetch 2 MiB instead of 64 MiB, so that what the workers read was fetched moments ago
-/// and is still in the CPU's caches (reading cold, freshly faulted-in memory cost more than
-/// librdkafka's whole fetch path), and fetch again 10 ms after the queue was full rather than
-/// a second later, so a queue that small never runs dry.
+/// and is still in the CPU's caches (copying messages fetched long before, from memory no
+/// cache held any more, was most of the source thread's time before they were read in place),
+/// and fetch again 10 ms after the queue was full rather than a second later, so a queue that
+/// small never runs dry.
 pub const SOURCE_DEFAULTS: &[(&str, &str)] =
     &[("queued.max.messages.kbytes", "2048"), ("fetch.queue.backoff.ms", "10")];
 /// How long the workers' queue may stay full before the consumer pauses its partitions.

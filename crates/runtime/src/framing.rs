@@ -92,8 +92,9 @@ impl Drop for InWorkers {
 #[derive(Debug)]
 pub struct Batch {
     data: Vec<u8>,
-    /// Lines read in place, after those of `data`.
-    in_place: Option<InPlace>,
+    /// Lines read in place, after those of `data` (boxed: a batch travels by value through
+    /// `Result`s, and most have none).
+    in_place: Option<Box<InPlace>>,
     /// Records pushed from code (typed events), run through the queries as they are.
     pushed: PushedRecords,
     /// When the bytes were read: the start of the read→matched latency.
@@ -123,7 +124,7 @@ impl Batch {
     /// Adds lines read in place from `chunks` (see [`Chunks`]), after the batch's own.
     pub fn with_chunks(mut self, chunks: Box<dyn Chunks>) -> Self {
         let bytes = (0..chunks.count()).map(|i| chunks.chunk(i).len()).sum();
-        self.in_place = Some(InPlace { chunks, bytes });
+        self.in_place = Some(Box::new(InPlace { chunks, bytes }));
         self
     }
 
