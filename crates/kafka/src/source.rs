@@ -16,7 +16,7 @@
 //! - **Offsets** ([`crate::offsets`]): a record's offset is stored for commit only once the
 //!   partials made from it have gone out (to the joiner, or delivered to the results topic), and
 //!   committed every `auto.commit.interval.ms` (1 s unless set in `kafka.properties`).
-//! - **Reading** ([`crate::fetch`]): the assigned partitions' messages go to a queue of the
+//! - **Reading** (the `fetch` module): the assigned partitions' messages go to a queue of the
 //!   source's own, taken up to 64 at a time; their payloads go to the workers in place (a
 //!   batch's chunks, not copied), one batch of about 64 KiB per hand-off. librdkafka keeps at
 //!   most [`SOURCE_DEFAULTS`]' 2 MiB of prefetched messages (its default is 64 MiB): what the
