@@ -6,7 +6,7 @@
 //! `cargo run --release -p needle-record --example decode_rounds -- [ROUNDS] [small|bullet] [READER]`
 //! (defaults: 200 rounds of 1,000 lines, both workloads, every reader). The readers: sonic-rs's
 //! and serde_json's validate-only reads and sonic-rs's tree; needle's checker alone with each
-//! kernel; `FieldSet::decode_into` of one field into the kept record (`field_set_into`: the
+//! kernel (a kernel the CPU lacks runs as the best one it has); `FieldSet::decode_into` of one field into the kept record (`field_set_into`: the
 //! line mode as it is; `..._checker`: through the checker whatever the length; `..._sonic_rs`:
 //! as sonic-rs read lines before the checker).
 
@@ -15,10 +15,11 @@ use needle_record::{FieldSet, Record};
 use needle_workload::{Generator, WorkloadKind, WorkloadSpec};
 use std::hint::black_box;
 use std::time::Instant;
-const READERS: [&str; 9] = [
+const READERS: [&str; 10] = [
     "sonic_rs_ignored_any",
     "serde_json_ignored_any",
     "sonic_rs_value",
+    "needle_check_avx512",
     "needle_check_avx2",
     "needle_check_sse2",
     "needle_check_portable",
@@ -61,11 +62,12 @@ fn main() {
                         0 => sonic_rs::from_slice::<serde::de::IgnoredAny>(line).is_ok(),
                         1 => serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok(),
                         2 => sonic_rs::from_slice::<sonic_rs::Value>(line).is_ok(),
-                        3 => check_with(Kernel::Avx2, line).is_ok(),
-                        4 => check_with(Kernel::Sse2, line).is_ok(),
-                        5 => check_with(Kernel::Portable, line).is_ok(),
-                        6 => one.decode_into(line, &mut record).is_ok(),
-                        7 => one.decode_into_with_checker(line, &mut record).is_ok(),
+                        3 => check_with(Kernel::Avx512, line).is_ok(),
+                        4 => check_with(Kernel::Avx2, line).is_ok(),
+                        5 => check_with(Kernel::Sse2, line).is_ok(),
+                        6 => check_with(Kernel::Portable, line).is_ok(),
+                        7 => one.decode_into(line, &mut record).is_ok(),
+                        8 => one.decode_into_with_checker(line, &mut record).is_ok(),
                         _ => one.decode_into_with_sonic_rs(line, &mut record).is_ok(),
                     };
                     black_box((ok, &record));

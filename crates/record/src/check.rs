@@ -29,12 +29,16 @@
 
 use crate::limits::{FAST_SKIP_MAX_OPENINGS, MAX_DEPTH, STREAM_MAX_BYTES};
 use crate::RecordError;
+
+mod masks;
 use smallvec::SmallVec;
 
 /// Which code classifies the bytes of a block in stage 1. Every kernel gives the same answers;
 /// [`Kernel::detect`] picks the fastest the CPU has. Tests and benches may force one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kernel {
+    /// The whole 64-byte block at a time (x86-64 CPUs with AVX-512 BW, detected at run time).
+    Avx512,
     /// 32 bytes at a time (x86-64 CPUs with AVX2, detected at run time).
     Avx2,
     /// 16 bytes at a time (every x86-64 CPU).
@@ -49,6 +53,9 @@ impl Kernel {
     pub fn detect() -> Kernel {
         #[cfg(target_arch = "x86_64")]
         {
+            if std::arch::is_x86_feature_detected!("avx512bw") {
+                return Kernel::Avx512;
+            }
             if std::arch::is_x86_feature_detected!("avx2") {
                 return Kernel::Avx2;
             }
@@ -65,6 +72,9 @@ impl Kernel {
         let mut kernels = Vec::new();
         #[cfg(target_arch = "x86_64")]
         {
+            if std::arch::is_x86_feature_detected!("avx512bw") {
+                kernels.push(Kernel::Avx512);
+            }
             if std::arch::is_x86_feature_detected!("avx2") {
                 kernels.push(Kernel::Avx2);
             }
@@ -153,16 +163,35 @@ pub(crate) fn walk<W: FnMut(&[u8]) -> Option<usize>>(
     found.clear();
     match kernel {
         #[cfg(target_arch = "x86_64")]
-        Kernel::Avx2 if std::arch::is_x86_feature_detected!("avx2") => {
+        Kernel::Avx512 if std::arch::is_x86_feature_detected!("avx512bw") => {
+            // SAFETY: the CPU has AVX-512 BW (detected on the line above), all walk_avx512
+            // requires.
+            unsafe { walk_avx512(bytes, depth_rule, lengths, want, found) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Avx512 | Kernel::Avx2 if std::arch::is_x86_feature_detected!("avx2") => {
             // SAFETY: the CPU has AVX2 (detected on the line above), all walk_avx2 requires.
             unsafe { walk_avx2(bytes, depth_rule, lengths, want, found) }
         }
         #[cfg(target_arch = "x86_64")]
-        Kernel::Avx2 | Kernel::Sse2 => {
+        Kernel::Avx512 | Kernel::Avx2 | Kernel::Sse2 => {
             walk_generic::<Sse2, W>(bytes, depth_rule, lengths, want, found)
         }
         _ => walk_generic::<Portable, W>(bytes, depth_rule, lengths, want, found),
     }
+}
+
+/// The walk compiled with AVX-512 BW enabled, so that the kernel's intrinsics inline into it.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx2")]
+fn walk_avx512<W: FnMut(&[u8]) -> Option<usize>>(
+    bytes: &[u8],
+    depth_rule: DepthRule,
+    lengths: KeyLengths,
+    want: W,
+    found: &mut Found,
+) -> Result<TopLevel, RecordError> {
+    walk_generic::<Avx512, W>(bytes, depth_rule, lengths, want, found)
 }
 
 /// The walk compiled with AVX2 enabled, so that the kernel's intrinsics inline into it.
@@ -196,6 +225,12 @@ struct Masks {
     high: u64,
     /// `{` and `[`
     opening: u64,
+    /// `:`
+    colon: u64,
+    /// `,`
+    comma: u64,
+    /// `{` and `}` (the brackets of objects)
+    curly: u64,
 }
 
 /// Classifies the 64 bytes of a block.
@@ -204,16 +239,19 @@ trait Classify {
 }
 
 /// Byte classes of the portable kernel's table.
-const QUOTE: u8 = 1;
-const BACKSLASH: u8 = 2;
-const OPERATOR: u8 = 4;
-const WHITESPACE: u8 = 8;
-const CONTROL: u8 = 16;
-const HIGH: u8 = 32;
-const OPENING: u8 = 64;
+const QUOTE: u16 = 1;
+const BACKSLASH: u16 = 2;
+const OPERATOR: u16 = 4;
+const WHITESPACE: u16 = 8;
+const CONTROL: u16 = 16;
+const HIGH: u16 = 32;
+const OPENING: u16 = 64;
+const COLON: u16 = 128;
+const COMMA: u16 = 256;
+const CURLY: u16 = 512;
 
-const CLASSES: [u8; 256] = {
-    let mut table = [0u8; 256];
+const CLASSES: [u16; 256] = {
+    let mut table = [0u16; 256];
     let mut b = 0;
     while b < 256 {
         let mut class = 0;
@@ -226,8 +264,12 @@ const CLASSES: [u8; 256] = {
         match b as u8 {
             b'"' => class |= QUOTE,
             b'\\' => class |= BACKSLASH,
-            b'{' | b'[' => class |= OPERATOR | OPENING,
-            b'}' | b']' | b':' | b',' => class |= OPERATOR,
+            b'{' => class |= OPERATOR | OPENING | CURLY,
+            b'[' => class |= OPERATOR | OPENING,
+            b'}' => class |= OPERATOR | CURLY,
+            b':' => class |= OPERATOR | COLON,
+            b',' => class |= OPERATOR | COMMA,
+            b']' => class |= OPERATOR,
             b' ' | b'\t' | b'\n' | b'\r' => class |= WHITESPACE,
             _ => {}
         }
@@ -246,7 +288,7 @@ impl Classify for Portable {
         let mut m = Masks::default();
         for (i, &b) in block.iter().enumerate() {
             let class = CLASSES[b as usize];
-            let bit = |c: u8| u64::from(class & c != 0) << i;
+            let bit = |c: u16| u64::from(class & c != 0) << i;
             m.quote |= bit(QUOTE);
             m.backslash |= bit(BACKSLASH);
             m.operator |= bit(OPERATOR);
@@ -254,6 +296,9 @@ impl Classify for Portable {
             m.control |= bit(CONTROL);
             m.high |= bit(HIGH);
             m.opening |= bit(OPENING);
+            m.colon |= bit(COLON);
+            m.comma |= bit(COMMA);
+            m.curly |= bit(CURLY);
         }
         m
     }
@@ -289,8 +334,9 @@ fn classify_sse2(block: &[u8; 64]) -> Masks {
         let folded = _mm_or_si128(x, _mm_set1_epi8(0x20));
         let opening = _mm_cmpeq_epi8(folded, _mm_set1_epi8(b'{' as i8));
         let closing = _mm_cmpeq_epi8(folded, _mm_set1_epi8(b'}' as i8));
-        let operator =
-            _mm_or_si128(_mm_or_si128(opening, closing), _mm_or_si128(is!(b':'), is!(b',')));
+        let (colon, comma) = (is!(b':'), is!(b','));
+        let curly = _mm_or_si128(is!(b'{'), is!(b'}'));
+        let operator = _mm_or_si128(_mm_or_si128(opening, closing), _mm_or_si128(colon, comma));
         let whitespace =
             _mm_or_si128(_mm_or_si128(is!(b' '), is!(b'\t')), _mm_or_si128(is!(b'\n'), is!(b'\r')));
         // x <= 0x1f exactly when max(x, 0x1f) == 0x1f (unsigned)
@@ -309,6 +355,9 @@ fn classify_sse2(block: &[u8; 64]) -> Masks {
         m.control |= bits!(control);
         m.high |= bits!(x);
         m.opening |= bits!(opening);
+        m.colon |= bits!(colon);
+        m.comma |= bits!(comma);
+        m.curly |= bits!(curly);
     }
     m
 }
@@ -348,10 +397,10 @@ fn classify_avx2(block: &[u8; 64]) -> Masks {
         let folded = _mm256_or_si256(x, _mm256_set1_epi8(0x20));
         let opening = _mm256_cmpeq_epi8(folded, _mm256_set1_epi8(b'{' as i8));
         let closing = _mm256_cmpeq_epi8(folded, _mm256_set1_epi8(b'}' as i8));
-        let operator = _mm256_or_si256(
-            _mm256_or_si256(opening, closing),
-            _mm256_or_si256(is!(b':'), is!(b',')),
-        );
+        let (colon, comma) = (is!(b':'), is!(b','));
+        let curly = _mm256_or_si256(is!(b'{'), is!(b'}'));
+        let operator =
+            _mm256_or_si256(_mm256_or_si256(opening, closing), _mm256_or_si256(colon, comma));
         let whitespace = _mm256_or_si256(
             _mm256_or_si256(is!(b' '), is!(b'\t')),
             _mm256_or_si256(is!(b'\n'), is!(b'\r')),
@@ -372,8 +421,58 @@ fn classify_avx2(block: &[u8; 64]) -> Masks {
         m.control |= bits!(control);
         m.high |= bits!(x);
         m.opening |= bits!(opening);
+        m.colon |= bits!(colon);
+        m.comma |= bits!(comma);
+        m.curly |= bits!(curly);
     }
     m
+}
+
+#[cfg(target_arch = "x86_64")]
+struct Avx512;
+
+#[cfg(target_arch = "x86_64")]
+impl Classify for Avx512 {
+    #[inline(always)]
+    fn classify(block: &[u8; 64]) -> Masks {
+        // SAFETY: this kernel is only used by walk_avx512, which runs only on CPUs detected to
+        // have AVX-512 BW.
+        unsafe { classify_avx512(block) }
+    }
+}
+
+/// The whole block in one register: each class is one compare straight into a 64-bit mask.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+#[inline]
+fn classify_avx512(block: &[u8; 64]) -> Masks {
+    use std::arch::x86_64::*;
+    // SAFETY: `block` is 64 readable bytes; the load is unaligned.
+    let x = unsafe { _mm512_loadu_si512(block.as_ptr().cast()) };
+    macro_rules! is {
+        ($c:expr) => {
+            _mm512_cmpeq_epi8_mask(x, _mm512_set1_epi8($c as i8))
+        };
+    }
+    // `[` | 0x20 is `{` and `]` | 0x20 is `}`; no other byte maps to either
+    let folded = _mm512_or_si512(x, _mm512_set1_epi8(0x20));
+    let opening = _mm512_cmpeq_epi8_mask(folded, _mm512_set1_epi8(b'{' as i8));
+    let closing = _mm512_cmpeq_epi8_mask(folded, _mm512_set1_epi8(b'}' as i8));
+    let (colon, comma) = (is!(b':'), is!(b','));
+    // of the brackets, those with bit 0x20 set are `{` and `}`
+    let curly = (opening | closing) & _mm512_test_epi8_mask(x, _mm512_set1_epi8(0x20));
+    Masks {
+        quote: is!(b'"'),
+        backslash: is!(b'\\'),
+        operator: opening | closing | colon | comma,
+        whitespace: is!(b' ') | is!(b'\t') | is!(b'\n') | is!(b'\r'),
+        control: _mm512_cmplt_epu8_mask(x, _mm512_set1_epi8(0x20)),
+        high: _mm512_movepi8_mask(x),
+        opening,
+        colon,
+        comma,
+        curly,
+    }
 }
 
 /// Bit `i` of the result is the XOR of bits `0..=i` of `x`: with `x` the quotes of a block,
@@ -391,6 +490,16 @@ fn prefix_xor(mut x: u64) -> u64 {
 
 fn malformed(offset: usize, message: &str) -> RecordError {
     RecordError::Malformed { message: message.to_owned(), offset: Some(offset) }
+}
+
+/// A block's bytes classified, and its strings found.
+#[derive(Debug, Clone, Copy)]
+struct Strings {
+    masks: Masks,
+    /// The quotes that are not escaped: each opens or closes a string.
+    quote: u64,
+    /// The bytes of strings from each opening quote up to (not including) its closing quote.
+    in_string: u64,
 }
 
 /// Stage 1 over a line, block by block, as stage 2 asks for the next block's starts.
@@ -463,8 +572,27 @@ impl<'a, K: Classify> Scanner<'a, K> {
     /// Classifies the next block and gives its structural starts.
     #[inline]
     fn advance(&mut self) -> Result<u64, RecordError> {
+        let b = self.strings()?;
+        // bytes of tokens other than strings (numbers, literals, garbage): each run's first
+        // byte is a start; strings start at their opening quote
+        let token = !(b.masks.operator | b.masks.whitespace);
+        let unquoted_token = token & !b.quote;
+        let follows_token = (unquoted_token << 1) | self.token_carry;
+        self.token_carry = unquoted_token >> 63;
+        // inside strings: from the byte after the opening quote to the closing quote
+        let string_tail = b.in_string ^ b.quote;
+        let starts = (b.masks.operator | (token & !follows_token)) & !string_tail;
+        self.openings += b.masks.opening.count_ones() as usize;
+        Ok(starts)
+    }
+
+    /// Classifies the next block (there must be one) and finds its strings: escapes resolved
+    /// and checked, control characters inside strings rejected; at the line's last block, the
+    /// checks of [`Scanner::finish`].
+    #[inline(always)]
+    fn strings(&mut self) -> Result<Strings, RecordError> {
         let start = self.next_block;
-        let m = match self.bytes[start..].first_chunk::<64>() {
+        let masks = match self.bytes[start..].first_chunk::<64>() {
             Some(block) => K::classify(block),
             None => {
                 // the last, partial block, padded with spaces (whitespace: no effect)
@@ -474,36 +602,27 @@ impl<'a, K: Classify> Scanner<'a, K> {
                 K::classify(&block)
             }
         };
-        let escaped = if m.backslash == 0 && !self.escape_carry {
+        let escaped = if masks.backslash == 0 && !self.escape_carry {
             0
         } else {
             self.backslashes = true;
-            self.escapes(start, m.backslash)?
+            self.escapes(start, masks.backslash)?
         };
-        let quote = m.quote & !escaped;
+        let quote = masks.quote & !escaped;
         let in_string = prefix_xor(quote) ^ self.in_string_carry;
         self.in_string_carry = ((in_string as i64) >> 63) as u64;
         // inside strings: from the byte after the opening quote to the closing quote
-        let string_tail = in_string ^ quote;
-        let inside = string_tail & !quote;
-        if m.control & inside != 0 {
-            let at = start + (m.control & inside).trailing_zeros() as usize;
+        let inside = in_string & !quote;
+        if masks.control & inside != 0 {
+            let at = start + (masks.control & inside).trailing_zeros() as usize;
             return Err(malformed(at, "control character (below 0x20) inside a string"));
         }
-        // bytes of tokens other than strings (numbers, literals, garbage): each run's first
-        // byte is a start; strings start at their opening quote
-        let token = !(m.operator | m.whitespace);
-        let unquoted_token = token & !quote;
-        let follows_token = (unquoted_token << 1) | self.token_carry;
-        self.token_carry = unquoted_token >> 63;
-        let starts = (m.operator | (token & !follows_token)) & !string_tail;
-        self.high |= m.high;
-        self.openings += m.opening.count_ones() as usize;
+        self.high |= masks.high;
         self.next_block = start + 64;
         if self.next_block >= self.bytes.len() {
             self.finish()?;
         }
-        Ok(starts)
+        Ok(Strings { masks, quote, in_string })
     }
 
     /// The checks that need the whole line: strings closed, UTF-8.
@@ -746,11 +865,27 @@ fn key_text<'b>(
     Ok(scratch.as_bytes())
 }
 
+/// The fast path ([`masks`]) first; the precise walk when it cannot say that the line is valid.
+#[inline(always)]
+fn walk_generic<K: Classify, W: FnMut(&[u8]) -> Option<usize>>(
+    bytes: &[u8],
+    depth_rule: DepthRule,
+    lengths: KeyLengths,
+    mut want: W,
+    found: &mut Found,
+) -> Result<TopLevel, RecordError> {
+    if let Some(top) = masks::walk_masks::<K, W>(bytes, lengths, &mut want, found) {
+        return Ok(top);
+    }
+    found.clear();
+    walk_precise::<K, W>(bytes, depth_rule, lengths, want, found)
+}
+
 /// Stage 2 over the structural starts stage 1 gives block by block (see the module doc). Past
 /// the last one, `next!()` gives the line's length, whose byte reads as 0: no token.
-#[inline(always)]
+#[inline(never)]
 #[allow(unused_assignments)] // the last `next!()` leaves its block's starts unread
-fn walk_generic<K: Classify, W: FnMut(&[u8]) -> Option<usize>>(
+fn walk_precise<K: Classify, W: FnMut(&[u8]) -> Option<usize>>(
     bytes: &[u8],
     depth_rule: DepthRule,
     lengths: KeyLengths,
@@ -987,6 +1122,9 @@ mod tests {
                 assert_eq!(Sse2::classify(&block), portable);
                 if std::arch::is_x86_feature_detected!("avx2") {
                     assert_eq!(Avx2::classify(&block), portable);
+                }
+                if std::arch::is_x86_feature_detected!("avx512bw") {
+                    assert_eq!(Avx512::classify(&block), portable);
                 }
             }
         }
