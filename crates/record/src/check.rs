@@ -37,9 +37,10 @@ use smallvec::SmallVec;
 /// [`Kernel::detect`] picks the fastest the CPU has. Tests and benches may force one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kernel {
-    /// The whole 64-byte block at a time (x86-64 CPUs with AVX-512 BW, detected at run time).
+    /// The whole 64-byte block at a time (x86-64 CPUs with AVX-512 BW and PCLMULQDQ, detected at
+    /// run time).
     Avx512,
-    /// 32 bytes at a time (x86-64 CPUs with AVX2, detected at run time).
+    /// 32 bytes at a time (x86-64 CPUs with AVX2 and PCLMULQDQ, detected at run time).
     Avx2,
     /// 16 bytes at a time (every x86-64 CPU).
     Sse2,
@@ -53,10 +54,11 @@ impl Kernel {
     pub fn detect() -> Kernel {
         #[cfg(target_arch = "x86_64")]
         {
-            if std::arch::is_x86_feature_detected!("avx512bw") {
+            let clmul = std::arch::is_x86_feature_detected!("pclmulqdq");
+            if std::arch::is_x86_feature_detected!("avx512bw") && clmul {
                 return Kernel::Avx512;
             }
-            if std::arch::is_x86_feature_detected!("avx2") {
+            if std::arch::is_x86_feature_detected!("avx2") && clmul {
                 return Kernel::Avx2;
             }
             Kernel::Sse2
@@ -72,10 +74,11 @@ impl Kernel {
         let mut kernels = Vec::new();
         #[cfg(target_arch = "x86_64")]
         {
-            if std::arch::is_x86_feature_detected!("avx512bw") {
+            let clmul = std::arch::is_x86_feature_detected!("pclmulqdq");
+            if std::arch::is_x86_feature_detected!("avx512bw") && clmul {
                 kernels.push(Kernel::Avx512);
             }
-            if std::arch::is_x86_feature_detected!("avx2") {
+            if std::arch::is_x86_feature_detected!("avx2") && clmul {
                 kernels.push(Kernel::Avx2);
             }
             kernels.push(Kernel::Sse2);
@@ -163,13 +166,19 @@ pub(crate) fn walk<W: FnMut(&[u8]) -> Option<usize>>(
     found.clear();
     match kernel {
         #[cfg(target_arch = "x86_64")]
-        Kernel::Avx512 if std::arch::is_x86_feature_detected!("avx512bw") => {
+        Kernel::Avx512
+            if std::arch::is_x86_feature_detected!("avx512bw")
+                && std::arch::is_x86_feature_detected!("pclmulqdq") =>
+        {
             // SAFETY: the CPU has AVX-512 BW (detected on the line above), all walk_avx512
             // requires.
             unsafe { walk_avx512(bytes, depth_rule, lengths, want, found) }
         }
         #[cfg(target_arch = "x86_64")]
-        Kernel::Avx512 | Kernel::Avx2 if std::arch::is_x86_feature_detected!("avx2") => {
+        Kernel::Avx512 | Kernel::Avx2
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("pclmulqdq") =>
+        {
             // SAFETY: the CPU has AVX2 (detected on the line above), all walk_avx2 requires.
             unsafe { walk_avx2(bytes, depth_rule, lengths, want, found) }
         }
@@ -183,7 +192,7 @@ pub(crate) fn walk<W: FnMut(&[u8]) -> Option<usize>>(
 
 /// The walk compiled with AVX-512 BW enabled, so that the kernel's intrinsics inline into it.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx2")]
+#[target_feature(enable = "avx512f,avx512bw,avx2,pclmulqdq")]
 fn walk_avx512<W: FnMut(&[u8]) -> Option<usize>>(
     bytes: &[u8],
     depth_rule: DepthRule,
@@ -196,7 +205,7 @@ fn walk_avx512<W: FnMut(&[u8]) -> Option<usize>>(
 
 /// The walk compiled with AVX2 enabled, so that the kernel's intrinsics inline into it.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,pclmulqdq")]
 fn walk_avx2<W: FnMut(&[u8]) -> Option<usize>>(
     bytes: &[u8],
     depth_rule: DepthRule,
@@ -236,6 +245,12 @@ struct Masks {
 /// Classifies the 64 bytes of a block.
 trait Classify {
     fn classify(block: &[u8; 64]) -> Masks;
+
+    /// [`prefix_xor`], with the CPU's carry-less multiply where the kernel's CPUs have one.
+    #[inline(always)]
+    fn prefix_xor(x: u64) -> u64 {
+        prefix_xor(x)
+    }
 }
 
 /// Byte classes of the portable kernel's table.
@@ -373,6 +388,12 @@ impl Classify for Avx2 {
         // have AVX2.
         unsafe { classify_avx2(block) }
     }
+
+    #[inline(always)]
+    fn prefix_xor(x: u64) -> u64 {
+        // SAFETY: every CPU with AVX2 has PCLMULQDQ, and walk_avx2 checks for both.
+        unsafe { prefix_xor_clmul(x) }
+    }
 }
 
 // Not inlined: inlined into the walk, LLVM fuses the two 32-byte movemasks of each class into
@@ -439,6 +460,22 @@ impl Classify for Avx512 {
         // have AVX-512 BW.
         unsafe { classify_avx512(block) }
     }
+
+    #[inline(always)]
+    fn prefix_xor(x: u64) -> u64 {
+        // SAFETY: walk_avx512 runs only on CPUs detected to have PCLMULQDQ.
+        unsafe { prefix_xor_clmul(x) }
+    }
+}
+
+/// [`prefix_xor`] as one carry-less multiplication by all ones.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "pclmulqdq,sse2")]
+#[inline]
+fn prefix_xor_clmul(x: u64) -> u64 {
+    use std::arch::x86_64::*;
+    let product = _mm_clmulepi64_si128(_mm_set_epi64x(0, x as i64), _mm_set1_epi8(-1), 0);
+    _mm_cvtsi128_si64(product) as u64
 }
 
 /// The whole block in one register: each class is one compare straight into a 64-bit mask.
@@ -609,7 +646,7 @@ impl<'a, K: Classify> Scanner<'a, K> {
             self.escapes(start, masks.backslash)?
         };
         let quote = masks.quote & !escaped;
-        let in_string = prefix_xor(quote) ^ self.in_string_carry;
+        let in_string = K::prefix_xor(quote) ^ self.in_string_carry;
         self.in_string_carry = ((in_string as i64) >> 63) as u64;
         // inside strings: from the byte after the opening quote to the closing quote
         let inside = in_string & !quote;

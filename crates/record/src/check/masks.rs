@@ -18,7 +18,7 @@
 //! decides and says where a line is wrong, so both paths give the same answers on every input
 //! (the tests of [`super`] compare them).
 
-use super::{check_literal, check_number, prefix_xor, Classify, Found, KeyLengths, Scanner};
+use super::{check_literal, check_number, Classify, Found, KeyLengths, Scanner};
 use super::{TopLevel, WantedValue};
 use crate::limits::MAX_DEPTH;
 
@@ -168,7 +168,7 @@ pub(super) fn walk_masks<K: Classify, W: FnMut(&[u8]) -> Option<usize>>(
                 level_1_flips |= (2u64 << i) & !1;
             }
         }
-        let object = prefix_xor(object_flips) ^ u64::from(start_in_object).wrapping_neg();
+        let object = K::prefix_xor(object_flips) ^ u64::from(start_in_object).wrapping_neg();
         bad |= !m.whitespace & past_top;
 
         // what may follow what
@@ -213,8 +213,33 @@ pub(super) fn walk_masks<K: Classify, W: FnMut(&[u8]) -> Option<usize>>(
         }
 
         if wanted {
-            let level_1 = prefix_xor(level_1_flips) ^ u64::from(start_at_level_1).wrapping_neg();
+            // the keys of a wanted length, at any level; most blocks have none
+            let by_length = if long_keys {
+                key_open
+            } else {
+                let mut by_length = 0;
+                let mut ls = short_lengths;
+                while ls != 0 {
+                    let length = ls.trailing_zeros();
+                    ls &= ls - 1;
+                    by_length |= key_open & (key_close >> (length + 1));
+                }
+                by_length
+            };
+            // a key opened in this block runs past it (a key opened before that runs past it too
+            // would leave no room for another to open)
+            let spans_out = key_carry && key_open != 0;
             let key_bodies = b.in_string & !sum;
+            let escaped_key = m.backslash & key_bodies != 0;
+            if by_length == 0
+                && !spans_out
+                && !escaped_key
+                && pending.is_none()
+                && spanning_key.is_none()
+            {
+                continue;
+            }
+            let level_1 = K::prefix_xor(level_1_flips) ^ u64::from(start_at_level_1).wrapping_neg();
             if m.backslash & key_bodies & level_1 != 0 {
                 // an escape in a top-level key: its text is not its bytes
                 return None;
@@ -258,19 +283,8 @@ pub(super) fn walk_masks<K: Classify, W: FnMut(&[u8]) -> Option<usize>>(
                 }
             }
             let keys = key_open & level_1;
-            let mut candidates = if long_keys {
-                keys
-            } else {
-                let mut candidates = 0;
-                let mut ls = short_lengths;
-                while ls != 0 {
-                    let length = ls.trailing_zeros();
-                    ls &= ls - 1;
-                    candidates |= keys & (key_close >> (length + 1));
-                }
-                candidates
-            };
-            if key_carry && spanning_key.is_none() && key_open != 0 {
+            let mut candidates = by_length & level_1;
+            if spans_out {
                 // the block's last key runs past it
                 let last = 63 - key_open.leading_zeros();
                 if keys >> last & 1 == 1 {
