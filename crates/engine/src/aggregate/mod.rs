@@ -137,6 +137,15 @@ impl PartialState {
         }
     }
 
+    /// The records a RAW state holds (none for the other kinds).
+    #[cfg(test)]
+    pub(crate) fn raw_records(&self) -> &[needle_record::Record] {
+        match &self.inner {
+            State::Raw(s) => &s.records,
+            _ => &[],
+        }
+    }
+
     /// Roughly the bytes of the records a RAW state holds (0 for any other kind).
     pub fn raw_bytes(&self) -> usize {
         match &self.inner {
@@ -276,6 +285,18 @@ impl Aggregator {
             _ => return,
         }
         state.seen += 1;
+    }
+
+    /// [`Aggregator::update`] with a record the caller gives away: a RAW state keeps it
+    /// without copying it.
+    pub fn update_owned(&self, state: &mut PartialState, record: Record, ctx: &EvalContext) {
+        match (&self.kind, &mut state.inner) {
+            (Kind::Raw(a), State::Raw(s)) if state.fingerprint == self.fingerprint => {
+                a.update_owned(s, record, ctx);
+                state.seen += 1;
+            }
+            _ => self.update(state, &record, ctx),
+        }
     }
 
     /// Merges `other` into `into`. Errors: the states belong to different aggregations.

@@ -80,6 +80,17 @@ impl Raw {
         }
     }
 
+    /// [`RawAggregator::update`] keeping `record` itself where the projection is `*`.
+    pub fn update_owned(&self, state: &mut RawState, record: Record, ctx: &EvalContext) {
+        if state.records.len() >= self.size {
+            state.dropped += 1;
+        } else if let Compiled::All = self.projection {
+            state.records.push(record);
+        } else {
+            state.records.push(self.project(&record, ctx));
+        }
+    }
+
     pub fn merge(&self, into: &mut RawState, other: &RawState) {
         let room = self.size.saturating_sub(into.records.len());
         let take = room.min(other.records.len());

@@ -101,6 +101,20 @@ impl CompiledQuery {
         true
     }
 
+    /// [`CompiledQuery::process_matched`] for a record the caller gives away: a RAW query
+    /// keeps it without copying it.
+    pub(crate) fn process_matched_owned(
+        &self,
+        worker: &mut WorkerState,
+        record: Record,
+        ctx: &EvalContext,
+    ) -> bool {
+        debug_assert!(!self.explodes());
+        self.inner.aggregator.update_owned(&mut worker.state, record, ctx);
+        worker.matched += 1;
+        true
+    }
+
     /// True when the stream stage's filter holds for `record` (no filter: true). Only meaningful
     /// for a stage without EXPLODE (the filter then reads the record itself).
     pub(crate) fn filter_passes(&self, record: &Record, ctx: &EvalContext) -> bool {

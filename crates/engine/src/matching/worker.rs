@@ -18,6 +18,12 @@ struct Slot {
     state: WorkerState,
 }
 
+/// A record for a query: the line's, or one the query may keep without copying it.
+enum Input<'r> {
+    Borrowed(&'r Record),
+    Owned(Record),
+}
+
 /// What one line did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LineOutcome {
@@ -92,6 +98,9 @@ impl MatchWorker {
         set.candidates(record, ctx, &mut hits);
         let mut outcome = LineOutcome::default();
         let mut whole: Option<Result<Record, RecordError>> = None;
+        // A member proven to match that reads the whole record: it takes the record itself
+        // (no copy) unless a later member reads it too; most matched lines have one such member.
+        let mut deferred: Option<&Arc<Member>> = None;
         // hits come sorted by member: one decision per member
         for group in hits.chunk_by(|a, b| a.member.serial == b.member.serial) {
             let member = group[0].member;
@@ -113,37 +122,83 @@ impl MatchWorker {
                     {
                         continue;
                     }
-                    match whole.get_or_insert_with(|| decode_record(line)) {
-                        Ok(whole) => whole,
+                    let Ok(whole) = whole.get_or_insert_with(|| decode_record(line)) else {
                         // accepted by the field decoder but not whole (too deep): not for `*`
-                        Err(_) => continue,
+                        continue;
+                    };
+                    if proven == Some(true) {
+                        if let Some(earlier) = deferred.replace(member) {
+                            self.aggregate(
+                                earlier,
+                                Some(true),
+                                Input::Borrowed(whole),
+                                ctx,
+                                &mut outcome,
+                                &mut raw_out,
+                            );
+                        }
+                        continue;
                     }
+                    whole
                 }
                 _ => record,
             };
-            let slot = self
-                .slots
-                .entry(member.serial)
-                .or_insert_with(|| Slot { member: member.clone(), state: query.new_worker() });
-            let was_dirty = slot.state.is_dirty();
-            let matched = match proven {
-                Some(true) => query.process_matched(&mut slot.state, input, ctx),
-                _ => query.process_candidate(&mut slot.state, input, ctx),
-            };
-            if matched {
-                outcome.matched += 1;
-                if query.is_raw() {
-                    if let Some(partial) = query.flush(&mut slot.state) {
-                        raw_out(&slot.member, partial);
-                    }
-                }
-            }
-            if !was_dirty && slot.state.is_dirty() {
-                self.dirty.push(member.serial);
+            self.aggregate(member, proven, Input::Borrowed(input), ctx, &mut outcome, &mut raw_out);
+        }
+        if let Some(member) = deferred {
+            if let Some(Ok(whole)) = whole.take() {
+                self.aggregate(
+                    member,
+                    Some(true),
+                    Input::Owned(whole),
+                    ctx,
+                    &mut outcome,
+                    &mut raw_out,
+                );
             }
         }
         self.spare_hits = recycle(hits);
         outcome
+    }
+
+    /// Runs `input` through `member`'s query (`proven`: its filter is known to hold) and sends
+    /// a RAW query's partial on at once.
+    fn aggregate(
+        &mut self,
+        member: &Arc<Member>,
+        proven: Option<bool>,
+        input: Input<'_>,
+        ctx: &EvalContext,
+        outcome: &mut LineOutcome,
+        raw_out: &mut impl FnMut(&Arc<Member>, Partial),
+    ) {
+        let query = &member.query;
+        let slot = self
+            .slots
+            .entry(member.serial)
+            .or_insert_with(|| Slot { member: member.clone(), state: query.new_worker() });
+        let was_dirty = slot.state.is_dirty();
+        let matched = match (proven, input) {
+            (Some(true), Input::Owned(record)) => {
+                query.process_matched_owned(&mut slot.state, record, ctx)
+            }
+            (Some(true), Input::Borrowed(record)) => {
+                query.process_matched(&mut slot.state, record, ctx)
+            }
+            (_, Input::Owned(record)) => query.process_candidate(&mut slot.state, &record, ctx),
+            (_, Input::Borrowed(record)) => query.process_candidate(&mut slot.state, record, ctx),
+        };
+        if matched {
+            outcome.matched += 1;
+            if query.is_raw() {
+                if let Some(partial) = query.flush(&mut slot.state) {
+                    raw_out(&slot.member, partial);
+                }
+            }
+        }
+        if !was_dirty && slot.state.is_dirty() {
+            self.dirty.push(member.serial);
+        }
     }
 
     /// Flushes every state with something in it (of queries still in their set), and now and
@@ -186,6 +241,58 @@ fn holds(member: &Member, hit: &Hit<'_>, record: &Record, ctx: &EvalContext) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exec::CompiledQuery;
+    use needle_query::QueryConfig;
+
+    fn member(serial: u64, bql: &str) -> Arc<Member> {
+        let plan = needle_query::compile(bql, &QueryConfig::default()).unwrap();
+        Member::new(
+            serial,
+            format!("q{serial}").into(),
+            Arc::new(CompiledQuery::compile(&plan).unwrap()),
+        )
+    }
+
+    /// The records of each RAW partial, by query.
+    fn raw_records(worker: &mut MatchWorker, set: &MatchSet, line: &str) -> Vec<(u64, String)> {
+        let ctx = EvalContext::new(0);
+        let mut out = Vec::new();
+        let mut keep = |m: &Arc<Member>, p: Partial| {
+            for record in p.state.raw_records() {
+                out.push((m.serial, serde_json::to_string(record).unwrap()));
+            }
+        };
+        worker.process(set, line.as_bytes(), &ctx, &mut keep).unwrap();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn every_query_matching_a_line_gets_the_whole_record_once() {
+        let set = MatchSet::new().update(
+            vec![
+                member(1, "SELECT * FROM STREAM() WHERE s = 'x'"),
+                member(2, "SELECT * FROM STREAM() WHERE s = 'x' AND n > 1"),
+                member(3, "SELECT * FROM STREAM() WHERE s = 'x'"),
+                member(4, "SELECT n FROM STREAM() WHERE s = 'x'"),
+                member(5, "SELECT * FROM STREAM() WHERE s = 'y'"),
+            ],
+            &[],
+        );
+        let mut worker = MatchWorker::new();
+        let whole = r#"{"s":"x","n":2,"m":{"a":[1]}}"#.to_owned();
+        let got = raw_records(&mut worker, &set, r#"{"s":"x","n":2,"m":{"a":[1]}}"#);
+        let want: Vec<(u64, String)> = vec![
+            (1, whole.clone()),
+            (2, whole.clone()),
+            (3, whole.clone()),
+            (4, r#"{"n":2}"#.to_owned()),
+        ];
+        assert_eq!(got, want);
+        // one query alone takes the record itself
+        let got = raw_records(&mut worker, &set, r#"{"s":"y","n":0}"#);
+        assert_eq!(got, vec![(5, r#"{"s":"y","n":0}"#.to_owned())]);
+    }
 
     #[test]
     fn a_recycled_hits_buffer_keeps_its_allocation() {
