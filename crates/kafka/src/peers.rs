@@ -7,6 +7,9 @@
 //!   same way: one silent for [`SILENCE`] is taken for dead, and its queries are adopted;
 //! - [`Mine`] (api node): the queries it merges, and from which offset of its results partition
 //!   each one's partials are still to be handed on;
+//! - [`Holders`] (api node): which api node holds each running query, and the URL clients
+//!   reach it at, learned from the query topic's notices: a client asking another api node for
+//!   the query is sent there;
 //! - [`Positions`] (api node): per partition of the results topic, the offset its reader has
 //!   handed everything before on (a query admitted now has all its partials at or after it).
 
@@ -19,6 +22,9 @@ use std::time::{Duration, Instant};
 pub const HEARTBEAT: Duration = Duration::from_secs(1);
 /// A node not heard from for this long is taken for gone.
 pub const SILENCE: Duration = Duration::from_secs(6);
+/// An api node heard from within this long is answering: clients are sent to it. One silent
+/// for longer (but less than [`SILENCE`]) may have died: a client waits to see.
+pub const ANSWERING: Duration = Duration::from_secs(3);
 
 /// Which api node owns each query a worker runs (its partials are addressed to it).
 #[derive(Debug, Clone, Default)]
@@ -39,7 +45,7 @@ impl Owners {
 }
 
 /// The worker nodes an api node has heard from, when last, and whether each keeps history.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct Roster {
     seen: Arc<Mutex<HashMap<String, (Instant, bool)>>>,
     since: Instant,
@@ -80,6 +86,12 @@ impl Roster {
         seen.get(worker).is_some_and(|(at, _)| at.elapsed() < SILENCE)
     }
 
+    /// True when `node` was heard from within `within`.
+    pub fn heard_within(&self, node: &str, within: Duration) -> bool {
+        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.get(node).is_some_and(|(at, _)| at.elapsed() < within)
+    }
+
     /// Every node heard from lately.
     pub fn alive_names(&self) -> Vec<String> {
         let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
@@ -89,6 +101,36 @@ impl Roster {
     /// True once the roster has listened long enough that a node it has not heard from is gone.
     pub fn settled(&self) -> bool {
         self.since.elapsed() >= SILENCE
+    }
+}
+
+/// Who holds each running query, as the last notice of its id says (see the module doc).
+#[derive(Debug, Clone, Default)]
+pub struct Holders(Arc<RwLock<HashMap<String, Holding>>>);
+
+/// What the last notice of a running query says of its holder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holding {
+    /// The api node that holds it.
+    pub owner: String,
+    /// The base URL clients reach that node at (empty: the notice does not say).
+    pub url: String,
+    /// Until when another api node adopts it should its holder die (ms since the epoch; a
+    /// while after its end); `None`: never (a query that looks back).
+    pub adoptable_until_ms: Option<i64>,
+}
+
+impl Holders {
+    pub fn get(&self, id: &str) -> Option<Holding> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).get(id).cloned()
+    }
+
+    pub(crate) fn insert(&self, id: &str, holding: Holding) {
+        self.0.write().unwrap_or_else(|e| e.into_inner()).insert(id.to_owned(), holding);
+    }
+
+    pub(crate) fn remove(&self, id: &str) {
+        self.0.write().unwrap_or_else(|e| e.into_inner()).remove(id);
     }
 }
 
