@@ -766,7 +766,7 @@ tokens = ["plain", {{ name = "dash", token = "d", scopes = ["read"] }},
         assert_eq!(NeedleConfig::load(None, env(&[])).unwrap().server.advertised_url, "");
         assert_eq!(check_advertised_url("http://10.0.0.7:9900").unwrap(), "http://10.0.0.7:9900");
         for (bad, why) in [
-            ("10.0.0.7:9900", "not http or https"),
+            ("10.0.0.7:9900", "not a URL"),
             ("ftp://h/x", "not http or https"),
             ("http://", "not a URL"),
             ("http://u:p@h:1", "user or password"),
