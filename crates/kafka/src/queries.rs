@@ -17,7 +17,7 @@
 
 use crate::background::{stopped, Background};
 use crate::client::{Connection, Start, Throttled};
-use crate::peers::{Holders, Mine, Owners, Positions, Roster, ANSWERING};
+use crate::peers::{Holders, Mine, Owners, Positions, Roster};
 use crate::produce::{Patience, Riders, Writer};
 use crate::results::partition_of;
 use crate::wire::{plan_hash, QueryNotice, ResultsMessage};
@@ -202,20 +202,11 @@ impl QueryAnnouncer for QueryPublisher {
             return true;
         }
         // a holder silent for seconds may have died: within SILENCE it is adopted, or heard again
-        self.shared.holders.get(id).is_some_and(|h| {
-            h.owner != self.node
-                && h.adoptable_until_ms.is_some_and(|until| now_ms() <= until)
-                && !self.shared.apis.heard_within(&h.owner, ANSWERING)
-        })
+        self.shared.holders.silent(id, &self.node, &self.shared.apis, now_ms())
     }
 
     fn holder(&self, id: &str) -> Option<Holder> {
-        let h = self.shared.holders.get(id)?;
-        let answering = h.owner != self.node
-            && !h.url.is_empty()
-            && h.url != self.url
-            && self.shared.apis.heard_within(&h.owner, ANSWERING);
-        answering.then_some(Holder { node: h.owner, url: h.url })
+        self.shared.holders.answering(id, &self.node, &self.url, &self.shared.apis)
     }
 
     fn cut(&self, id: &str, cut: Cut, deliver: Box<dyn FnOnce() + Send>) {
