@@ -329,16 +329,27 @@ struct SseEvent {
 }
 
 /// Follows `GET /api/v1/queries/{id}/events` (with `Last-Event-ID` when given) until the stream
-/// ends or breaks: the events received. A 404 (the query not adopted yet) is asked again, for
-/// up to a minute.
+/// ends or breaks: the events received, and the URL they came from (redirects are followed, as
+/// an `EventSource` follows them). A 404 (the query not adopted yet) or a refused connection
+/// (a redirect to an api node just killed) is tried again, for up to a minute.
 fn follow(url: &str, id: &str, last_event_id: Option<&str>) -> Vec<SseEvent> {
-    let events = Mutex::default();
-    follow_into(url, id, last_event_id, &events);
-    events.into_inner().unwrap()
+    follow_from(url, id, last_event_id).0
 }
 
-/// [`follow`], each event put in `events` as it comes.
-fn follow_into(url: &str, id: &str, last_event_id: Option<&str>, events: &Mutex<Vec<SseEvent>>) {
+/// [`follow`], with the URL the events came from.
+fn follow_from(url: &str, id: &str, last_event_id: Option<&str>) -> (Vec<SseEvent>, String) {
+    let events = Mutex::default();
+    let from = follow_into(url, id, last_event_id, &events);
+    (events.into_inner().unwrap(), from)
+}
+
+/// [`follow`], each event put in `events` as it comes; the URL they came from.
+fn follow_into(
+    url: &str,
+    id: &str,
+    last_event_id: Option<&str>,
+    events: &Mutex<Vec<SseEvent>>,
+) -> String {
     use std::io::BufRead;
     let client = reqwest::blocking::Client::builder().timeout(None).build().unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -353,9 +364,13 @@ fn follow_into(url: &str, id: &str, last_event_id: Option<&str>, events: &Mutex<
                 std::thread::sleep(Duration::from_millis(200));
             }
             Ok(r) => panic!("following {id}: {} {}", r.status(), r.text().unwrap_or_default()),
+            Err(e) if e.is_connect() && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(200));
+            }
             Err(e) => panic!("following {id}: {e}"),
         }
     };
+    let from = response.url().to_string();
     let mut current = SseEvent { event: String::new(), id: None, data: String::new() };
     for line in std::io::BufReader::new(response).lines() {
         let Ok(line) = line else { break }; // the server went away
@@ -372,6 +387,7 @@ fn follow_into(url: &str, id: &str, last_event_id: Option<&str>, events: &Mutex<
             current.data.push_str(v.trim_start());
         }
     }
+    from
 }
 
 /// A needle search for 16 needles (8 `needlea`, 8 `needleb`), started on `api` and followed
@@ -436,16 +452,17 @@ fn needles_in(events: &[SseEvent]) -> Vec<String> {
 }
 
 /// Kills `api` with SIGKILL once it merged the 8 `needlea` the worker found, then has the 8
-/// `needleb` found while no api node merges the query: the events its client had.
-fn kill_9_mid_query_on(
+/// `needleb` found while no api node merges the query: what its client had (`following`'s
+/// answer).
+fn kill_9_mid_query_on<T>(
     broker: &str,
     topic: &str,
     api: &mut Serve,
     worker: &Serve,
     id: &str,
-    following: std::thread::JoinHandle<Vec<SseEvent>>,
+    following: std::thread::JoinHandle<T>,
     before_kill: &dyn Fn() -> bool,
-) -> Vec<SseEvent> {
+) -> T {
     wait_until("the worker learning the query", Duration::from_secs(10), || {
         worker.status(id).is_some()
     });
@@ -456,7 +473,6 @@ fn kill_9_mid_query_on(
     api.child.kill().unwrap();
     api.child.wait().unwrap();
     let before = following.join().unwrap();
-    assert!(before.iter().all(|e| e.event != "complete"), "{before:?}");
     gen_needles(broker, topic, 2_000, "needleb", 8, 2);
     wait_until("the worker finding them", Duration::from_secs(30), || matched(worker, id) >= 16);
     before
@@ -490,6 +506,7 @@ fn an_api_node_killed_mid_query_has_its_query_adopted_and_every_needle_arrives_o
         following,
         &|| true,
     );
+    assert!(before.iter().all(|e| e.event != "complete"), "{before:?}");
 
     // One of the two live api nodes adopts the query, the one both choose.
     let mut adopter = None;
@@ -548,7 +565,7 @@ fn a_windowed_query_adopted_after_kill_9_cuts_its_windows_as_before_and_each_nee
     let following = {
         let (url, id, received) = (first.url.clone(), id.clone(), received.clone());
         std::thread::spawn(move || {
-            follow_into(&url, &id, None, &received);
+            let _ = follow_into(&url, &id, None, &received);
             let events = received.lock().unwrap().clone();
             events
         })
@@ -564,6 +581,7 @@ fn a_windowed_query_adopted_after_kill_9_cuts_its_windows_as_before_and_each_nee
         following,
         &had_needles,
     );
+    assert!(before.iter().all(|e| e.event != "complete"), "{before:?}");
     let last = before.iter().rev().find_map(|e| e.id.clone());
     let after = follow(&second.url, &id, last.as_deref());
     assert_eq!(after.last().map(|e| e.event.as_str()), Some("complete"), "{after:?}");
@@ -578,6 +596,240 @@ fn a_windowed_query_adopted_after_kill_9_cuts_its_windows_as_before_and_each_nee
     assert_eq!((records.len(), distinct.len()), (16, 16), "each needle once: {records:?}");
     assert_eq!(records.iter().filter(|r| r.contains("needlea")).count(), 8, "{records:?}");
     assert!(needles_in(&after).iter().all(|r| !r.contains("needlea")), "none again: {after:?}");
+}
+
+/// Three api nodes (the first to be killed) and a worker on topics named `topic`, the nodes
+/// named `names`.
+fn three_api_nodes_and_a_worker(
+    broker: &Broker,
+    topic: &str,
+    names: [&str; 4],
+) -> (Serve, [Serve; 2], Serve) {
+    broker.create_topic(topic, 4).unwrap();
+    let configs: Vec<_> =
+        names.iter().map(|node| failover_config(&broker.bootstrap, topic, node)).collect();
+    let config = |i: usize| configs[i].path().to_str().unwrap().to_owned();
+    let first = Serve::start(&["--role", "api", "--config", &config(0)]);
+    let others = [
+        Serve::start(&["--role", "api", "--config", &config(1)]),
+        Serve::start(&["--role", "api", "--config", &config(2)]),
+    ];
+    let worker = Serve::start(&["--role", "worker", "--workers", "1", "--config", &config(3)]);
+    wait_until("the worker reading 4 partitions", Duration::from_secs(30), || {
+        worker.partitions() == 4.0
+    });
+    (first, others, worker)
+}
+
+/// Of `others` (named `names`), the api node that adopts query `id` (every node makes the same
+/// choice) and the one that does not.
+fn adopter_and_other<'a>(
+    id: &str,
+    others: &'a [Serve; 2],
+    names: [&str; 2],
+) -> (&'a Serve, &'a Serve) {
+    let alive = names.map(String::from);
+    if needle_kafka::failover::adopter(id, &alive) == names[0] {
+        (&others[0], &others[1])
+    } else {
+        (&others[1], &others[0])
+    }
+}
+
+#[test]
+fn a_client_following_redirects_re_attaches_through_an_api_node_that_did_not_adopt_the_query() {
+    let broker = Broker::shared();
+    let names = ["api_d1", "api_d2", "api_d3", "worker_d"];
+    let (mut first, others, worker) =
+        three_api_nodes_and_a_worker(broker, "failover-redirect", names);
+    let (id, _, following) = start_needle_search(&first);
+    let before = kill_9_mid_query_on(
+        &broker.bootstrap,
+        "failover-redirect",
+        &mut first,
+        &worker,
+        &id,
+        following,
+        &|| true,
+    );
+    assert!(before.iter().all(|e| e.event != "complete"), "{before:?}");
+    // The client asks, by the query's id, the api node that does not adopt it, at once: that
+    // node waits while the query is being adopted, then sends the client to its adopter.
+    let (adopter, other) = adopter_and_other(&id, &others, [names[1], names[2]]);
+    let last = before.iter().rev().find_map(|e| e.id.clone());
+    let (after, from) = follow_from(&other.url, &id, last.as_deref());
+    assert_eq!(from, format!("{}/api/v1/queries/{id}/events", adopter.url), "{after:?}");
+    assert_every_needle_once(&after);
+    assert!(adopter.log().contains(&format!("adopted query {id}")), "{}", adopter.log());
+    assert!(!other.log().contains(&format!("adopted query {id}")), "{}", other.log());
+}
+
+/// A WebSocket to `needle serve` at `url` (`http://...`, or `ws://.../api/v1/ws`), each read
+/// waiting at most `timeout`.
+fn ws_connect(
+    url: &str,
+    timeout: Duration,
+) -> tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<std::net::TcpStream>> {
+    let url = match url.strip_prefix("http://") {
+        Some(rest) => format!("ws://{rest}/api/v1/ws"),
+        None => url.to_owned(),
+    };
+    let (socket, _) = tungstenite::connect(url.as_str()).unwrap_or_else(|e| panic!("{url}: {e}"));
+    if let tungstenite::stream::MaybeTlsStream::Plain(tcp) = socket.get_ref() {
+        tcp.set_read_timeout(Some(timeout)).unwrap();
+    }
+    socket
+}
+
+/// The next JSON message of `socket`; `None` once it is closed or broken.
+fn ws_read(
+    socket: &mut tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<std::net::TcpStream>>,
+) -> Option<Value> {
+    loop {
+        match socket.read() {
+            Ok(tungstenite::Message::Text(text)) => {
+                return Some(serde_json::from_str(&text).unwrap())
+            }
+            Ok(tungstenite::Message::Close(_)) | Err(_) => return None,
+            Ok(_) => {}
+        }
+    }
+}
+
+fn ws_send(
+    socket: &mut tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<std::net::TcpStream>>,
+    message: Value,
+) {
+    socket.send(tungstenite::Message::Text(message.to_string().into())).unwrap();
+}
+
+/// The records of the `result` messages, as JSON text.
+fn ws_needles(messages: &[Value]) -> Vec<String> {
+    messages
+        .iter()
+        .filter(|m| m["type"] == "result")
+        .flat_map(|m| m["result"]["records"].as_array().unwrap().iter().map(|r| r.to_string()))
+        .collect()
+}
+
+#[test]
+fn a_websocket_client_resumes_on_the_adopter_after_kill_9_and_gets_every_needle_once() {
+    let broker = Broker::shared();
+    let names = ["api_s1", "api_s2", "api_s3", "worker_s"];
+    let (mut first, others, worker) = three_api_nodes_and_a_worker(broker, "failover-ws", names);
+    // A window a second: the client has the window with the first 8 needles when its api node
+    // is killed, and the rest come from the node that adopts the query.
+    let windows = "SELECT id, event_ts FROM STREAM(120000, TIME) \
+                   WHERE id = 'needlea' OR id = 'needleb' WINDOWING TUMBLING(1000, TIME)";
+    let mut socket = ws_connect(&first.url, Duration::from_secs(120));
+    ws_send(&mut socket, serde_json::json!({"type": "start", "query": windows}));
+    let started = ws_read(&mut socket).expect("an answer to the start");
+    assert_eq!(started["type"], "started", "{started}");
+    let id = started["id"].as_str().unwrap().to_owned();
+    let received: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let following = {
+        let received = received.clone();
+        std::thread::spawn(move || {
+            while let Some(message) = ws_read(&mut socket) {
+                received.lock().unwrap().push(message);
+            }
+        })
+    };
+    let had_needles = || ws_needles(&received.lock().unwrap()).len() >= 8;
+    kill_9_mid_query_on(
+        &broker.bootstrap,
+        "failover-ws",
+        &mut first,
+        &worker,
+        &id,
+        following,
+        &had_needles,
+    );
+    let before = received.lock().unwrap().clone();
+    assert!(before.iter().all(|m| m["type"] != "complete"), "{before:?}");
+    let last = before.iter().filter_map(|m| m["seq"].as_u64()).max().expect("results before");
+
+    // Asked to resume it, the api node that does not adopt it waits while it is being adopted,
+    // then names the adopter's WebSocket. (Within seconds of the kill it may still name the
+    // dead node, not yet noticed dead: a client that cannot reach the node named asks again.)
+    let (adopter, other) = adopter_and_other(&id, &others, [names[1], names[2]]);
+    let resume = serde_json::json!({"type": "resume", "id": id, "after": last});
+    let mut asked = ws_connect(&other.url, Duration::from_secs(90));
+    let dead_ws = format!("ws://{}/api/v1/ws", first.url.strip_prefix("http://").unwrap());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let elsewhere = loop {
+        ws_send(&mut asked, resume.clone());
+        let answer = ws_read(&mut asked).expect("an answer to the resume");
+        if answer["url"] != dead_ws.as_str() || Instant::now() > deadline {
+            break answer;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let adopter_ws = format!("ws://{}/api/v1/ws", adopter.url.strip_prefix("http://").unwrap());
+    assert_eq!(elsewhere["type"], "error", "{elsewhere}");
+    assert_eq!(elsewhere["url"], adopter_ws.as_str(), "{elsewhere}");
+    let adopter_name = if std::ptr::eq(adopter, &others[0]) { names[1] } else { names[2] };
+    assert_eq!(elsewhere["node"], adopter_name, "{elsewhere}");
+
+    // There, it goes on after the last result the client had.
+    let mut resumed = ws_connect(elsewhere["url"].as_str().unwrap(), Duration::from_secs(90));
+    ws_send(&mut resumed, resume);
+    let answer = ws_read(&mut resumed).expect("an answer to the resume");
+    assert_eq!(answer["type"], "resumed", "{answer}");
+    let mut after = Vec::new();
+    while ws_needles(&before).len() + ws_needles(&after).len() < 16 {
+        let message = ws_read(&mut resumed).unwrap_or_else(|| panic!("closed: {after:?}"));
+        assert_eq!(message["type"], "result", "{message}");
+        after.push(message);
+    }
+
+    // Its status and its kill, asked of the other node, are sent to the adopter too.
+    let direct =
+        reqwest::blocking::Client::builder().redirect(reqwest::redirect::Policy::none()).build();
+    let redirected = direct.unwrap().get(format!("{}/api/v1/queries/{id}?from=test", other.url));
+    let redirected = redirected.send().unwrap();
+    assert_eq!(redirected.status(), 307);
+    let location = redirected.headers()["location"].to_str().unwrap().to_owned();
+    assert_eq!(location, format!("{}/api/v1/queries/{id}?from=test", adopter.url));
+    let body: Value = redirected.json().unwrap();
+    assert_eq!(
+        (body["node"].as_str(), body["location"].as_str()),
+        (Some(adopter_name), Some(location.as_str())),
+        "{body}"
+    );
+    let status: Value = reqwest::blocking::get(format!("{}/api/v1/queries/{id}", other.url))
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(
+        (status["id"].as_str(), status["running"].as_bool()),
+        (Some(id.as_str()), Some(true)),
+        "{status}"
+    );
+    let killed = reqwest::blocking::Client::new()
+        .delete(format!("{}/api/v1/queries/{id}", other.url))
+        .send()
+        .unwrap();
+    assert_eq!(killed.status(), 200);
+    assert_eq!(killed.json::<Value>().unwrap()["killed"], true);
+    loop {
+        let message = ws_read(&mut resumed).unwrap_or_else(|| panic!("closed: {after:?}"));
+        let done = message["type"] == "complete";
+        after.push(message);
+        if done {
+            break;
+        }
+    }
+
+    // numbered on from the last the client had, none missing
+    let seqs: Vec<u64> = after.iter().filter_map(|m| m["seq"].as_u64()).collect();
+    let expected: Vec<u64> = (last + 1..last + 1 + seqs.len() as u64).collect();
+    assert_eq!(seqs, expected, "{after:?}");
+    let records: Vec<String> = [ws_needles(&before), ws_needles(&after)].concat();
+    let distinct: std::collections::HashSet<&String> = records.iter().collect();
+    assert_eq!((records.len(), distinct.len()), (16, 16), "each needle once: {records:?}");
+    assert_eq!(records.iter().filter(|r| r.contains("needlea")).count(), 8, "{records:?}");
+    assert!(ws_needles(&after).iter().all(|r| !r.contains("needlea")), "none again: {after:?}");
 }
 
 #[test]
@@ -609,6 +861,7 @@ fn an_api_node_restarted_after_kill_9_adopts_its_own_query_and_every_needle_arri
         following,
         &|| true,
     );
+    assert!(before.iter().all(|e| e.event != "complete"), "{before:?}");
 
     // The same node, started again: no other api node is alive to adopt the query.
     let again = Serve::start(&["--role", "api", "--config", api_config]);

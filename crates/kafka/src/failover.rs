@@ -17,8 +17,9 @@
 //!    sent while no api node merged it, is merged once — a windowed query's emissions cut where
 //!    the dead node recorded it cut them before delivering them — then the query runs live
 //!    ([`crate::results::Rewind`], [`needle_runtime::remote::QueryAnnouncer::cut`]);
-//! 3. it writes the notice again with itself as the owner: workers address the query's partials
-//!    to it from then on (the last notice of an id says who owns it, which compaction keeps).
+//! 3. it writes the notice again with itself as the owner, and its own URL: workers address the
+//!    query's partials to it from then on (the last notice of an id says who owns it, which
+//!    compaction keeps), and the other api nodes send a client asking for the query there.
 //!
 //! A restarted api node with the same `kafka.node_id` adopts its past life's queries at once.
 //! A query that ended by its duration while no api node was alive is adopted too, for ten
@@ -28,7 +29,7 @@
 
 use crate::background::{stopped, Background};
 use crate::client::{Connection, Quiet, Start, Throttled};
-use crate::peers::{Roster, HEARTBEAT};
+use crate::peers::{Holding, HEARTBEAT};
 use crate::produce::{Riders, Writer};
 use crate::queries::{now_ms, QueryPublisher, Shared};
 use crate::results::{partition_of, Rewind};
@@ -85,8 +86,7 @@ pub struct Watcher {
 pub struct Adopting {
     pub runtime: Arc<Runtime>,
     pub publisher: Arc<QueryPublisher>,
-    /// The api nodes heard from.
-    pub apis: Roster,
+    /// (with the api nodes heard from, `shared.apis`)
     pub shared: Shared,
     /// To the results reader.
     pub rewinds: Sender<Rewind>,
@@ -167,6 +167,7 @@ impl Watching {
             None => {
                 self.running.remove(id);
                 self.handled.remove(id);
+                self.adopting.shared.holders.remove(id);
                 self.adopting.shared.own.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
             }
             Some(Ok(notice)) if notice.id == id => {
@@ -184,6 +185,16 @@ impl Watching {
                     self.adopting.shared.mine.remove(id);
                     self.adopting.runtime.forget(id);
                 }
+                let adoptable_until_ms = notice
+                    .history
+                    .is_none()
+                    .then(|| notice.ends_ms.saturating_add(ADOPT_AFTER_END_MS));
+                let holding = Holding {
+                    owner: notice.owner.clone(),
+                    url: notice.url.clone(),
+                    adoptable_until_ms,
+                };
+                self.adopting.shared.holders.insert(id, holding);
                 self.running.insert(notice.id.clone(), notice);
             }
             Some(_) => {} // the query follower of the workers logs garbage
@@ -193,7 +204,7 @@ impl Watching {
     /// Adopts the orphans this node is the choice for.
     fn check(&mut self) {
         let me = self.adopting.publisher.node().to_owned();
-        let apis = &self.adopting.apis;
+        let apis = &self.adopting.shared.apis;
         let settled = apis.settled();
         let now = now_ms();
         let mut alive = apis.alive_names();
@@ -220,7 +231,7 @@ impl Watching {
                 continue;
             }
             orphans.insert(id.clone());
-            if notice.owner == me || choice(id, &alive) == me {
+            if notice.owner == me || adopter(id, &alive) == me {
                 chosen.push(notice.clone());
             }
         }
@@ -256,7 +267,9 @@ impl Watching {
         if self.adopting.rewinds.send(rewind).is_err() {
             return Err("the results reader has stopped".into());
         }
-        let adopted = QueryNotice { owner: me.to_owned(), ..notice.clone() };
+        // (clients asking another api node for the query are sent here from now on)
+        let url = self.adopting.publisher.url().to_owned();
+        let adopted = QueryNotice { owner: me.to_owned(), url, ..notice.clone() };
         self.adopting.publisher.publish(&adopted).map_err(|e| e.to_string())?;
         eprintln!(
             "needle: kafka: adopted query {id} of api node {}, which stopped answering",
@@ -266,15 +279,16 @@ impl Watching {
     }
 }
 
-/// The api node of `alive` that adopts query `id`: the highest score of the id and the name.
-fn choice<'a>(id: &str, alive: &'a [String]) -> &'a str {
+/// The api node of `alive` (names) that adopts query `id` when its own dies: the highest score
+/// of the id and the name, the same on every node.
+pub fn adopter<'a>(id: &str, alive: &'a [String]) -> &'a str {
     let score = |name: &str| fnv1a64(format!("{id}\u{0}{name}").as_bytes());
     alive.iter().max_by_key(|name| (score(name), name.as_str())).map_or("", String::as_str)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::choice;
+    use super::adopter as choice;
 
     #[test]
     fn every_node_chooses_the_same_adopter_and_queries_spread() {

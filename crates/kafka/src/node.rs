@@ -95,11 +95,12 @@ impl Node {
         let node = node_name(&config.kafka.node_id, "api")?;
         let kafka = config.kafka.clone();
         let (workers, apis) = (Roster::default(), Roster::default());
-        let shared = Shared::new(partitions);
+        let shared = Shared::new(partitions, apis.clone());
+        let url = config.server.advertised_url.clone();
         let publisher = Arc::new(QueryPublisher::new(
             &connection,
             (&kafka.query_topic, &kafka.results_topic),
-            &node,
+            (&node, &url),
             config.query.clone(),
             workers.clone(),
             shared.clone(),
@@ -120,13 +121,8 @@ impl Node {
         .inspect_err(|_| runtime.shutdown())?;
         let heartbeat = crate::failover::heartbeat(&connection, &kafka.results_topic, &node)
             .inspect_err(|_| runtime.shutdown())?;
-        let adopting = Adopting {
-            runtime: runtime.clone(),
-            publisher: publisher.clone(),
-            apis,
-            shared,
-            rewinds,
-        };
+        let adopting =
+            Adopting { runtime: runtime.clone(), publisher: publisher.clone(), shared, rewinds };
         let watcher = Watcher::start(&connection, &kafka.query_topic, adopting)
             .inspect_err(|_| runtime.shutdown())?;
         runtime.describe_as(format!(

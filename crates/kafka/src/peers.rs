@@ -7,9 +7,13 @@
 //!   same way: one silent for [`SILENCE`] is taken for dead, and its queries are adopted;
 //! - [`Mine`] (api node): the queries it merges, and from which offset of its results partition
 //!   each one's partials are still to be handed on;
+//! - [`Holders`] (api node): which api node holds each running query, and the URL clients
+//!   reach it at, learned from the query topic's notices: a client asking another api node for
+//!   the query is sent there;
 //! - [`Positions`] (api node): per partition of the results topic, the offset its reader has
 //!   handed everything before on (a query admitted now has all its partials at or after it).
 
+use needle_runtime::remote::Holder;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -19,6 +23,9 @@ use std::time::{Duration, Instant};
 pub const HEARTBEAT: Duration = Duration::from_secs(1);
 /// A node not heard from for this long is taken for gone.
 pub const SILENCE: Duration = Duration::from_secs(6);
+/// An api node heard from within this long is answering: clients are sent to it. One silent
+/// for longer (but less than [`SILENCE`]) may have died: a client waits to see.
+pub const ANSWERING: Duration = Duration::from_secs(3);
 
 /// Which api node owns each query a worker runs (its partials are addressed to it).
 #[derive(Debug, Clone, Default)]
@@ -39,7 +46,7 @@ impl Owners {
 }
 
 /// The worker nodes an api node has heard from, when last, and whether each keeps history.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct Roster {
     seen: Arc<Mutex<HashMap<String, (Instant, bool)>>>,
     since: Instant,
@@ -80,6 +87,12 @@ impl Roster {
         seen.get(worker).is_some_and(|(at, _)| at.elapsed() < SILENCE)
     }
 
+    /// True when `node` was heard from within `within`.
+    pub fn heard_within(&self, node: &str, within: Duration) -> bool {
+        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.get(node).is_some_and(|(at, _)| at.elapsed() < within)
+    }
+
     /// Every node heard from lately.
     pub fn alive_names(&self) -> Vec<String> {
         let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
@@ -89,6 +102,58 @@ impl Roster {
     /// True once the roster has listened long enough that a node it has not heard from is gone.
     pub fn settled(&self) -> bool {
         self.since.elapsed() >= SILENCE
+    }
+}
+
+/// Who holds each running query, as the last notice of its id says (see the module doc).
+#[derive(Debug, Clone, Default)]
+pub struct Holders(Arc<RwLock<HashMap<String, Holding>>>);
+
+/// What the last notice of a running query says of its holder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holding {
+    /// The api node that holds it.
+    pub owner: String,
+    /// The base URL clients reach that node at (empty: the notice does not say).
+    pub url: String,
+    /// Until when another api node adopts it should its holder die (ms since the epoch; a
+    /// while after its end); `None`: never (a query that looks back).
+    pub adoptable_until_ms: Option<i64>,
+}
+
+impl Holders {
+    pub fn get(&self, id: &str) -> Option<Holding> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).get(id).cloned()
+    }
+
+    pub(crate) fn insert(&self, id: &str, holding: Holding) {
+        self.0.write().unwrap_or_else(|e| e.into_inner()).insert(id.to_owned(), holding);
+    }
+
+    pub(crate) fn remove(&self, id: &str) {
+        self.0.write().unwrap_or_else(|e| e.into_inner()).remove(id);
+    }
+
+    /// The api node other than `me` (whose URL is `my_url`) that holds query `id`, when it says
+    /// where clients reach it and `apis` heard from it within [`ANSWERING`].
+    pub fn answering(&self, id: &str, me: &str, my_url: &str, apis: &Roster) -> Option<Holder> {
+        let h = self.get(id)?;
+        let answering = h.owner != me
+            && !h.url.is_empty()
+            && h.url != my_url
+            && apis.heard_within(&h.owner, ANSWERING);
+        answering.then_some(Holder { node: h.owner, url: h.url })
+    }
+
+    /// True when query `id` is held by an api node other than `me` that `apis` has not heard
+    /// from within [`ANSWERING`] and the query would be adopted were that node dead (at
+    /// `now_ms`): within [`SILENCE`] it is heard again or taken for dead.
+    pub fn silent(&self, id: &str, me: &str, apis: &Roster, now_ms: i64) -> bool {
+        self.get(id).is_some_and(|h| {
+            h.owner != me
+                && h.adoptable_until_ms.is_some_and(|until| now_ms <= until)
+                && !apis.heard_within(&h.owner, ANSWERING)
+        })
     }
 }
 
@@ -165,6 +230,38 @@ mod tests {
         assert!(!mine.take("q2", 50), "not this node's");
         mine.remove("q1");
         assert!(!mine.take("q1", 13));
+    }
+
+    #[test]
+    fn a_query_is_sent_to_its_holder_only_while_that_one_answers() {
+        let (apis, holders) = (Roster::default(), Holders::default());
+        let holding = |owner: &str, url: &str, until: Option<i64>| Holding {
+            owner: owner.into(),
+            url: url.into(),
+            adoptable_until_ms: until,
+        };
+        holders.insert("b-1", holding("api_b", "http://b:9900", Some(2_000)));
+        holders.insert("a-1", holding("api_a", "http://a:9900", Some(2_000)));
+        holders.insert("old-1", holding("api_o", "", Some(2_000)));
+        holders.insert("past-1", holding("api_p", "http://p:9900", None));
+        let at = |id: &str| holders.answering(id, "api_a", "http://a:9900", &apis);
+        // not heard from yet: not sent there, but waited for while it may be adopted
+        assert_eq!(at("b-1"), None);
+        assert!(holders.silent("b-1", "api_a", &apis, 1_000));
+        assert!(!holders.silent("b-1", "api_a", &apis, 2_001), "too long after its end");
+        assert!(!holders.silent("past-1", "api_a", &apis, 1_000), "never adopted");
+        for node in ["api_a", "api_b", "api_o", "api_p"] {
+            apis.heard(node, false);
+        }
+        let b = Holder { node: "api_b".into(), url: "http://b:9900".into() };
+        assert_eq!(at("b-1"), Some(b));
+        assert!(!holders.silent("b-1", "api_a", &apis, 1_000), "it answers");
+        assert_eq!(at("a-1"), None, "held here");
+        assert_eq!(at("old-1"), None, "a notice without a URL");
+        assert_eq!(at("nobody-1"), None);
+        assert_eq!(holders.answering("b-1", "api_c", "http://b:9900", &apis), None, "my URL");
+        holders.remove("b-1");
+        assert_eq!(at("b-1"), None);
     }
 
     #[test]

@@ -17,7 +17,7 @@
 
 use crate::background::{stopped, Background};
 use crate::client::{Connection, Start, Throttled};
-use crate::peers::{Mine, Owners, Positions, Roster};
+use crate::peers::{Holders, Mine, Owners, Positions, Roster};
 use crate::produce::{Patience, Riders, Writer};
 use crate::results::partition_of;
 use crate::wire::{plan_hash, QueryNotice, ResultsMessage};
@@ -26,7 +26,7 @@ use needle_engine::CompiledQuery;
 use needle_query::QueryConfig;
 use needle_runtime::framing::Receipt;
 use needle_runtime::remote::Cut;
-use needle_runtime::remote::{Announcement, QueryAnnouncer};
+use needle_runtime::remote::{Announcement, Holder, QueryAnnouncer};
 use needle_runtime::Runtime;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
@@ -49,6 +49,8 @@ pub struct QueryPublisher {
     topic: String,
     results_topic: String,
     node: String,
+    /// The base URL clients reach this node at (`server.advertised_url`), written in notices.
+    url: String,
     config: QueryConfig,
     /// The worker nodes heard from (on the results topic).
     roster: Roster,
@@ -69,25 +71,32 @@ pub struct Shared {
     pub own: Arc<Mutex<HashSet<String>>>,
     /// Queries of api nodes that stopped answering, about to be adopted (here or elsewhere).
     pub orphans: Arc<Mutex<HashSet<String>>>,
+    /// Who holds each running query (from the query topic).
+    pub holders: Holders,
+    /// The api nodes heard from (on the results topic).
+    pub apis: Roster,
 }
 
 impl Shared {
-    pub fn new(partitions: i32) -> Self {
+    pub fn new(partitions: i32, apis: Roster) -> Self {
         Self {
             partitions,
             positions: Positions::new(partitions),
             mine: Mine::default(),
             own: Arc::default(),
             orphans: Arc::default(),
+            holders: Holders::default(),
+            apis,
         }
     }
 }
 
 impl QueryPublisher {
+    /// `(node, url)`: this api node's name, and the base URL clients reach it at.
     pub fn new(
         connection: &Connection,
         (topic, results_topic): (&str, &str),
-        node: &str,
+        (node, url): (&str, &str),
         config: QueryConfig,
         roster: Roster,
         shared: Shared,
@@ -103,6 +112,7 @@ impl QueryPublisher {
             topic: topic.to_owned(),
             results_topic: results_topic.to_owned(),
             node: node.to_owned(),
+            url: url.to_owned(),
             config,
             roster,
             shared,
@@ -112,6 +122,11 @@ impl QueryPublisher {
     /// This api node's name.
     pub fn node(&self) -> &str {
         &self.node
+    }
+
+    /// The base URL clients reach this api node at (empty: not configured).
+    pub fn url(&self) -> &str {
+        &self.url
     }
 
     /// Writes `notice` (a query this node adopts, with itself as owner).
@@ -148,6 +163,7 @@ impl QueryAnnouncer for QueryPublisher {
             history: query.plan.history.map(|h| (h.from_ms, h.to_ms)),
             client: query.client.to_owned(),
             results_from: Some(from),
+            url: self.url.clone(),
         };
         self.publish(&notice).map_err(|e| {
             self.shared.mine.remove(query.id);
@@ -182,7 +198,15 @@ impl QueryAnnouncer for QueryPublisher {
     }
 
     fn adopting(&self, id: &str) -> bool {
-        self.shared.orphans.lock().unwrap_or_else(|e| e.into_inner()).contains(id)
+        if self.shared.orphans.lock().unwrap_or_else(|e| e.into_inner()).contains(id) {
+            return true;
+        }
+        // a holder silent for seconds may have died: within SILENCE it is adopted, or heard again
+        self.shared.holders.silent(id, &self.node, &self.shared.apis, now_ms())
+    }
+
+    fn holder(&self, id: &str) -> Option<Holder> {
+        self.shared.holders.answering(id, &self.node, &self.url, &self.shared.apis)
     }
 
     fn cut(&self, id: &str, cut: Cut, deliver: Box<dyn FnOnce() + Send>) {

@@ -3,14 +3,16 @@
 //! **Query topic** (compacted; key: the query id). A running query is a JSON value (few and small,
 //! so readable with Kafka's console tools):
 //! `{"v":1,"id":..,"owner":..,"query":..,"config":{..},"plan":"<hex>","received_ms":..,"ends_ms":..,
-//! "client":..,"results_from":..}`.
+//! "client":..,"results_from":..,"url":..}`.
 //! `config` is the api node's query configuration, so every worker compiles the text to the same
 //! plan; `plan` is the FNV-1a hash of that plan's JSON, which the worker checks. A query's end is
 //! a tombstone (the key with no value), which compaction eventually keeps alone and then drops.
 //! An api node that adopts the query of one that died writes the same notice with itself as
 //! `owner`: the last notice of an id says who merges it. `client` is whose query it is, and
 //! `results_from` the offset of the query's partition of the results topic that its partials
-//! come at or after (where an adopting node starts reading them).
+//! come at or after (where an adopting node starts reading them). `url` is the base URL clients
+//! reach the owner at (its `server.advertised_url`), where the other api nodes send a client
+//! asking them for the query; notices of builds before it have none.
 //!
 //! **Results topic** (key: the owning api node, empty for progress). Binary, little-endian:
 //!
@@ -79,6 +81,9 @@ pub struct QueryNotice {
     /// after (none: from the oldest the topic keeps).
     #[serde(default)]
     pub results_from: Option<i64>,
+    /// The base URL clients reach the owner at (empty: not known, a notice of an older build).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub url: String,
 }
 
 impl QueryNotice {
@@ -420,14 +425,21 @@ mod tests {
             history: Some((-3_600_000, None)),
             client: "token-ab12".into(),
             results_from: Some(42),
+            url: "http://10.0.0.7:9900".into(),
         };
         assert_eq!(QueryNotice::from_bytes(&notice.to_bytes()).unwrap(), notice);
+        let text = String::from_utf8(notice.to_bytes()).unwrap();
+        assert!(text.contains(r#""url":"http://10.0.0.7:9900""#), "{text}");
         let v2 = QueryNotice { v: 2, ..notice };
         assert!(QueryNotice::from_bytes(&v2.to_bytes()).unwrap_err().contains("version 2"));
         assert!(QueryNotice::from_bytes(b"garbage").is_err());
         // a notice of a build before failover: no client, nothing to say where partials start
         let old = br#"{"v":1,"id":"n-1","owner":"n","query":"SELECT * FROM STREAM()","config":{},"plan":"00","received_ms":1,"ends_ms":2}"#;
         let old = QueryNotice::from_bytes(old).unwrap();
-        assert_eq!((old.client.as_str(), old.results_from), ("", None));
+        assert_eq!((old.client.as_str(), old.results_from, old.url.as_str()), ("", None, ""));
+        // and without a URL, written as the builds before it wrote it
+        let unknown = QueryNotice { url: String::new(), ..old };
+        let text = String::from_utf8(unknown.to_bytes()).unwrap();
+        assert!(!text.contains("url"), "{text}");
     }
 }

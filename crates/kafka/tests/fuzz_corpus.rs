@@ -117,6 +117,7 @@ fn write_the_kafka_wire_seeds() {
         history: Some((-3_600_000, None)),
         client: "token-ab12".into(),
         results_from: Some(42),
+        url: String::new(),
     };
     write("notice", 1, &notice.to_bytes());
     let notice = QueryNotice {

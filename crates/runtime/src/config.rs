@@ -130,6 +130,12 @@ pub struct ServerConfig {
     pub tls_cert: String,
     /// HTTPS: the certificate's private key, a PEM file (PKCS#8, PKCS#1 or SEC1).
     pub tls_key: String,
+    /// The base URL clients reach this server at (`http[s]://HOST[:PORT][/PREFIX]`): in the
+    /// distributed mode an api node writes it in the notices of the queries it holds, and the
+    /// other api nodes redirect a client asking them for such a query there. Empty: `http://`
+    /// (`https://` with TLS) and the address the server listens on, which suits a node on one
+    /// machine but not one listening on `0.0.0.0`.
+    pub advertised_url: String,
 }
 
 impl Default for ServerConfig {
@@ -142,6 +148,7 @@ impl Default for ServerConfig {
             max_queries_per_client: 1_000,
             tls_cert: String::new(),
             tls_key: String::new(),
+            advertised_url: String::new(),
         }
     }
 }
@@ -494,6 +501,9 @@ impl NeedleConfig {
         let mut config: NeedleConfig =
             figment.merge(EnvOverrides(vars)).extract().map_err(|e| ConfigError(describe(e)))?;
         config.normalize();
+        if !config.server.advertised_url.is_empty() {
+            config.server.advertised_url = check_advertised_url(&config.server.advertised_url)?;
+        }
         Ok(config)
     }
 
@@ -516,6 +526,31 @@ impl NeedleConfig {
         self.runtime.queue_batches = self.runtime.queue_batches.max(1);
         self.runtime.subscriber_buffer = self.runtime.subscriber_buffer.max(1);
     }
+}
+
+/// Checks a `server.advertised_url`: `http` or `https`, a host, an optional port and path
+/// prefix, nothing else (no user, query or fragment: clients are sent to it followed by a
+/// path). Returns it without a trailing `/`.
+pub fn check_advertised_url(text: &str) -> Result<String, ConfigError> {
+    let bad = |why: &str| {
+        ConfigError(format!(
+            "server.advertised_url '{text}' {why} (the form is http[s]://HOST[:PORT][/PREFIX])"
+        ))
+    };
+    let parsed = url::Url::parse(text.trim()).map_err(|e| bad(&format!("is not a URL: {e}")))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(bad("is not http or https"));
+    }
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err(bad("names no host"));
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(bad("carries a user or password"));
+    }
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err(bad("has a query or fragment"));
+    }
+    Ok(parsed.as_str().trim_end_matches('/').to_owned())
 }
 
 /// `NEEDLE_SECTION__KEY=value` pairs as overrides of `section.key`. (figment's own `Env`
@@ -718,5 +753,31 @@ tokens = ["plain", {{ name = "dash", token = "d", scopes = ["read"] }},
         let mut f = tempfile::NamedTempFile::new().unwrap();
         write!(f, "{}", c.to_toml()).unwrap();
         assert_eq!(NeedleConfig::load(Some(f.path()), env(&[])).unwrap(), c);
+    }
+
+    #[test]
+    fn an_advertised_url_is_checked_and_loses_its_trailing_slash() {
+        let c = NeedleConfig::load(
+            None,
+            env(&[("NEEDLE_SERVER__ADVERTISED_URL", "https://API-1.example.com:9443/needle/")]),
+        )
+        .unwrap();
+        assert_eq!(c.server.advertised_url, "https://api-1.example.com:9443/needle");
+        assert_eq!(NeedleConfig::load(None, env(&[])).unwrap().server.advertised_url, "");
+        assert_eq!(check_advertised_url("http://10.0.0.7:9900").unwrap(), "http://10.0.0.7:9900");
+        for (bad, why) in [
+            ("10.0.0.7:9900", "not a URL"),
+            ("ftp://h/x", "not http or https"),
+            ("http://", "not a URL"),
+            ("http://u:p@h:1", "user or password"),
+            ("http://h:1/?a=b", "query or fragment"),
+            ("http://h:1/#top", "query or fragment"),
+            ("http://h:99999", "not a URL"),
+        ] {
+            let e = check_advertised_url(bad).unwrap_err().to_string();
+            assert!(e.contains(why) && e.contains("server.advertised_url"), "{bad}: {e}");
+        }
+        let e = NeedleConfig::load(None, env(&[("NEEDLE_SERVER__ADVERTISED_URL", "nope")]));
+        assert!(e.unwrap_err().to_string().contains("server.advertised_url"));
     }
 }

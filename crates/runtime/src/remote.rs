@@ -19,6 +19,9 @@
 //! emission before delivering it ([`QueryAnnouncer::cut`]), and the adopting node is handed
 //! those cuts with the partials ([`crate::Runtime::remote_cut`]) and cuts at them.
 //!
+//! A client may ask any api node for a query: one that another live api node holds answers
+//! with where that node is ([`QueryAnnouncer::holder`], read by the HTTP API's redirects).
+//!
 //! Queries that look back: each worker node that keeps history reads its own store (the records
 //! it read) and sends its pieces to the outlet ([`PartialOutlet::history`]); the api node waits
 //! for every such worker ([`QueryAnnouncer::history_workers`]) and puts their pieces back in
@@ -79,6 +82,13 @@ pub trait QueryAnnouncer: Send + Sync {
     fn adopting(&self, _id: &str) -> bool {
         false
     }
+    /// The other api node that holds query `id` (the last notice of the query names it, and it
+    /// has been heard from within seconds), with the URL clients reach it at: a client asking
+    /// this node for the query is sent there. `None` when this node holds it, when no notice
+    /// names a holder URL, or when the holder is silent (see [`QueryAnnouncer::adopting`]).
+    fn holder(&self, _id: &str) -> Option<Holder> {
+        None
+    }
     /// Emission `cut.emission` of windowed query `id` is about to go to its subscriber: record
     /// where it was cut, durably, then call `deliver` (which hands it to the subscriber). An api
     /// node adopting the query after this one died cuts its windows at the same places. The
@@ -86,6 +96,15 @@ pub trait QueryAnnouncer: Send + Sync {
     fn cut(&self, _id: &str, _cut: Cut, deliver: Box<dyn FnOnce() + Send>) {
         deliver();
     }
+}
+
+/// An api node holding a query, as [`QueryAnnouncer::holder`] names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    /// Its name (`kafka.node_id`).
+    pub node: String,
+    /// The base URL clients reach it at (its `server.advertised_url`), without a trailing `/`.
+    pub url: String,
 }
 
 /// Where an api node cut one emission of a windowed query: after merging its partials up to

@@ -908,6 +908,15 @@ impl Runtime {
         }
     }
 
+    /// On an api node: the other api node holding query `id`, when this node does not run it
+    /// (see [`crate::remote::QueryAnnouncer::holder`]).
+    pub fn holder(&self, id: &str) -> Option<crate::remote::Holder> {
+        match &self.role {
+            Role::Api { announcer, .. } if self.query(id).is_none() => announcer.holder(id),
+            _ => None,
+        }
+    }
+
     /// On an api node: a worker node read `records` records (every running query has seen them).
     pub fn remote_progress(&self, records: u64) {
         let _ = self.joiner_tx.send(JoinerMessage::Progress { records, receipts: Vec::new() });

@@ -27,7 +27,9 @@ use utoipa::OpenApi;
         crate::routes::health::HistoryHealth,
         crate::routes::queries::Started,
         crate::routes::queries::Urls,
-        crate::routes::queries::QueryProgress
+        crate::routes::queries::QueryProgress,
+        crate::routes::queries::Elsewhere,
+        crate::routes::ws::WsElsewhere
     )),
     tags(
         (name = "queries", description = "Run, follow, list and kill queries"),

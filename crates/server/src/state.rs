@@ -1,9 +1,10 @@
 //! What every handler can reach: the runtime (and through it the configuration and metrics), the
 //! result queues of queries started without waiting (`POST /api/v1/queries`) until a client
-//! subscribes to them (or, on an api node, of queries it adopted from one that died), and the
-//! process start time.
+//! subscribes to them (or, on an api node, of queries it adopted from one that died), where a
+//! query held by another api node is, and the process start time.
 
 use needle_runtime::metrics::Metrics;
+use needle_runtime::remote::Holder;
 use needle_runtime::{NeedleConfig, ResultQueue, Runtime};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -82,15 +83,24 @@ impl AppState {
         }
     }
 
-    /// For a query whose api node died and that is about to be adopted (here or by another
-    /// node), waits up to half a minute for it to run here; at once for any other.
-    pub async fn await_adoption(&self, id: &str) {
+    /// Where a client asking this node for query `id` is to go: `None` when the query is
+    /// here (or not known to be anywhere), else the other api node holding it (in the
+    /// distributed mode). A query whose api node died, about to be adopted here or by another
+    /// node, is waited for first (up to half a minute), so that the client goes to its adopter;
+    /// any other is answered at once.
+    pub async fn locate(&self, id: &str) -> Option<Holder> {
         let runtime = &self.inner.runtime;
         let deadline = tokio::time::Instant::now() + ADOPTION_WAIT;
-        while runtime.query(id).is_none()
-            && runtime.awaits_adoption(id)
-            && tokio::time::Instant::now() < deadline
-        {
+        loop {
+            if runtime.query(id).is_some() {
+                return None;
+            }
+            if let Some(holder) = runtime.holder(id) {
+                return Some(holder);
+            }
+            if !runtime.awaits_adoption(id) || tokio::time::Instant::now() >= deadline {
+                return None;
+            }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }

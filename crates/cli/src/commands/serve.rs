@@ -42,6 +42,12 @@ pub struct Args {
     /// Address for the HTTP API (default 127.0.0.1:9900).
     #[arg(long)]
     pub listen: Option<String>,
+    /// The base URL clients reach this server at, http[s]://HOST[:PORT][/PREFIX]
+    /// (`server.advertised_url`; default: http:// or https:// and the address listened on). An
+    /// api node writes it in its queries' notices; the other api nodes redirect clients asking
+    /// them for those queries there.
+    #[arg(long, value_name = "URL")]
+    pub advertised_url: Option<String>,
     /// Serve HTTPS with this certificate chain (PEM; `server.tls_cert`), with --tls-key.
     #[arg(long, requires = "tls_key")]
     pub tls_cert: Option<String>,
@@ -85,6 +91,14 @@ fn serve(args: Args) -> Result<(), String> {
     if let Some(listen) = args.listen {
         config.server.listen = listen;
     }
+    if let Some(url) = args.advertised_url {
+        config.server.advertised_url = url;
+    }
+    if !config.server.advertised_url.is_empty() {
+        config.server.advertised_url =
+            needle_runtime::config::check_advertised_url(&config.server.advertised_url)
+                .map_err(|e| e.to_string())?;
+    }
     if let (Some(cert), Some(key)) = (args.tls_cert, args.tls_key) {
         (config.server.tls_cert, config.server.tls_key) = (cert, key);
     }
@@ -124,11 +138,23 @@ fn serve(args: Args) -> Result<(), String> {
         .build()
         .map_err(|e| format!("cannot start the HTTP runtime: {e}"))?;
     tokio.block_on(async move {
+        let mut config = config;
         let listen = config.server.listen.clone();
         let listener = tokio::net::TcpListener::bind(&listen)
             .await
             .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
         let address = listener.local_addr().map_err(|e| e.to_string())?;
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        if config.server.advertised_url.is_empty() {
+            config.server.advertised_url = format!("{scheme}://{address}");
+            if role == "api" && address.ip().is_unspecified() {
+                eprintln!(
+                    "needle: listening on {address}, this api node tells clients to come to \
+                     {}: set server.advertised_url (--advertised-url) to an address they reach",
+                    config.server.advertised_url
+                );
+            }
+        }
         // (connecting to Kafka blocks: not on the async runtime's threads)
         let role = role.to_owned();
         let process =
@@ -138,7 +164,6 @@ fn serve(args: Args) -> Result<(), String> {
         let runtime = process.runtime().clone();
         // (a reader that stopped reading must not bring the server down: no println!)
         let mut out = std::io::stdout();
-        let scheme = if tls.is_some() { "https" } else { "http" };
         let _ = writeln!(out, "needle listening on {scheme}://{address}");
         let _ = writeln!(out, "source: {}", runtime.source_description());
         let _ = out.flush();

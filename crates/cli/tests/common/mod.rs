@@ -49,8 +49,14 @@ impl Serve {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
     }
 
+    /// What this node answers to `GET path` (a redirect is not followed: an api node sends a
+    /// client asking for another api node's query there).
     pub fn get(&self, path: &str) -> reqwest::blocking::Response {
-        reqwest::blocking::get(format!("{}{path}", self.url)).unwrap()
+        let client = reqwest::blocking::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap();
+        client.get(format!("{}{path}", self.url)).send().unwrap()
     }
 
     /// A metric's value (0 when absent).

@@ -4,17 +4,23 @@
 //!
 //! A client that goes away stops its query: the waiting request's or the event stream's drop
 //! kills it, so abandoned queries do not use the workers until their duration ends.
+//!
+//! In the distributed mode, an api node asked for a query (its status, its kill, its events)
+//! that another live api node holds answers `307 Temporary Redirect` to the same path and query
+//! string on that node (its `server.advertised_url`), with an [`Elsewhere`] body; a query being
+//! adopted after its api node died is waited for, then redirected to its adopter.
 
 use crate::error::ApiError;
 use crate::request::{query_text, submit_error, Owner};
 use crate::state::{AppState, Unclaimable};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::stream::{self, Stream};
+use needle_runtime::remote::Holder;
 use needle_runtime::results::DROPPED_EMISSIONS;
 use needle_runtime::{QueryHandle, QueryStatus, ResultQueue, Runtime};
 use serde::Serialize;
@@ -199,12 +205,54 @@ pub async fn list_queries(State(state): State<AppState>) -> Json<Value> {
 /// `running: false`).
 #[utoipa::path(get, path = "/api/v1/queries/{id}", tag = "queries",
     params(("id" = String, Path, description = "The query id")),
-    responses((status = 200, body = QueryProgress), (status = 404, body = crate::error::ErrorBody)))]
+    responses((status = 200, body = QueryProgress),
+        (status = 307, description = ELSEWHERE, body = Elsewhere,
+            headers(("Location" = String, description = "The same path on the api node that holds the query"))),
+        (status = 404, body = crate::error::ErrorBody)))]
 pub async fn query_status(
     State(state): State<AppState>,
     Path(id): Path<String>,
-) -> Result<Json<QueryProgress>, ApiError> {
-    state.runtime().query(&id).map(|s| Json(s.into())).ok_or_else(|| not_running(&id))
+    uri: Uri,
+) -> Result<Response, ApiError> {
+    if let Some(holder) = state.locate(&id).await {
+        return Ok(redirect(&id, holder, &uri));
+    }
+    let status = state.runtime().query(&id).ok_or_else(|| not_running(&id))?;
+    Ok(Json(QueryProgress::from(status)).into_response())
+}
+
+/// What the `307` answers say.
+const ELSEWHERE: &str = "In the distributed mode: another api node holds the query (it was \
+    started there, or adopted there after its api node died); the Location header is this \
+    request's path and query string on that node";
+
+/// The body of a `307 Temporary Redirect` for a query another api node holds.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct Elsewhere {
+    /// The query id.
+    pub id: String,
+    /// The api node that holds it (its `kafka.node_id`).
+    pub node: String,
+    /// The base URL clients reach that node at (its `server.advertised_url`).
+    pub url: String,
+    /// This request's URL on that node (as the `Location` header).
+    pub location: String,
+    /// The same, for a person.
+    pub message: String,
+}
+
+/// `307` to the same path and query string on `holder`.
+fn redirect(id: &str, holder: Holder, uri: &Uri) -> Response {
+    let path = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
+    let location = format!("{}{path}", holder.url);
+    let body = Elsewhere {
+        id: id.to_owned(),
+        message: format!("query '{id}' is held by api node {}: ask it at {location}", holder.node),
+        node: holder.node,
+        url: holder.url,
+        location: location.clone(),
+    };
+    (StatusCode::TEMPORARY_REDIRECT, [(header::LOCATION, location)], Json(body)).into_response()
 }
 
 /// Kills a running query; its subscriber gets a final emission saying so. A query that already
@@ -212,22 +260,29 @@ pub async fn query_status(
 #[utoipa::path(delete, path = "/api/v1/queries/{id}", tag = "queries",
     params(("id" = String, Path, description = "The query id")),
     responses((status = 200, description = "Killed (`killed: true`), or it had already ended (`killed: false`)"),
+        (status = 307, description = ELSEWHERE, body = Elsewhere,
+            headers(("Location" = String, description = "The same path on the api node that holds the query"))),
         (status = 403, description = "With tokens configured: another owner's query, and this token is not an admin one", body = crate::error::ErrorBody),
         (status = 404, description = "No such query", body = crate::error::ErrorBody)))]
 pub async fn kill_query(
     State(state): State<AppState>,
     grant: Option<axum::Extension<crate::auth::Grant>>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+    uri: Uri,
+) -> Result<Response, ApiError> {
+    if let Some(holder) = state.locate(&id).await {
+        return Ok(redirect(&id, holder, &uri));
+    }
     if !crate::auth::may_kill(grant.as_deref(), &state, &id) {
         return Err(crate::auth::not_yours(&id));
     }
     if state.runtime().kill(&id) {
-        return Ok(Json(json!({ "id": id, "killed": true })));
+        return Ok(Json(json!({ "id": id, "killed": true })).into_response());
     }
     match state.runtime().query(&id) {
         Some(status) if status.ended_ms.is_some() => {
-            Ok(Json(json!({ "id": id, "killed": false, "ended_ms": status.ended_ms })))
+            let ended = json!({ "id": id, "killed": false, "ended_ms": status.ended_ms });
+            Ok(Json(ended).into_response())
         }
         _ => Err(not_running(&id)),
     }
@@ -238,11 +293,14 @@ pub async fn kill_query(
 /// One subscriber per query; closing the stream kills the query. A `Last-Event-ID` header (an
 /// `EventSource` reconnecting sends it by itself) skips the emissions up to that number (one
 /// that is not a number is ignored): in the distributed mode, a client whose api node died
-/// re-attaches to the node that adopted the query and gets the rest.
+/// re-attaches by the query id on any api node, which sends it to the one that adopted the
+/// query (`307`, the `Last-Event-ID` header to be sent again there), and gets the rest.
 #[utoipa::path(get, path = "/api/v1/queries/{id}/events", tag = "queries",
     params(("id" = String, Path, description = "The query id"),
         ("Last-Event-ID" = Option<String>, Header, description = "Resume after this emission number (the id: of the last event received; one that is not a number is ignored)")),
     responses((status = 200, description = "text/event-stream"),
+        (status = 307, description = ELSEWHERE, body = Elsewhere,
+            headers(("Location" = String, description = "The same path on the api node that holds the query"))),
         (status = 404, description = "No such query was started here", body = crate::error::ErrorBody),
         (status = 403, description = "With tokens configured: another owner's query, and this token is not an admin one", body = crate::error::ErrorBody),
         (status = 409, description = "Another client follows this query's events", body = crate::error::ErrorBody)))]
@@ -250,16 +308,19 @@ pub async fn query_events(
     State(state): State<AppState>,
     grant: Option<axum::Extension<crate::auth::Grant>>,
     Path(id): Path<String>,
+    uri: Uri,
     headers: HeaderMap,
-) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+) -> Result<Response, ApiError> {
     // the id: of an event this server sent is a number; anything else resumes nothing
     let after = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok())
         .unwrap_or(0);
-    // a query its api node died with may be about to run here
-    state.await_adoption(&id).await;
+    // a query its api node died with may be about to run here, or on another node
+    if let Some(holder) = state.locate(&id).await {
+        return Ok(redirect(&id, holder, &uri));
+    }
     // closing the stream kills the query: following it is a kill's right
     if !crate::auth::may_kill(grant.as_deref(), &state, &id) {
         return Err(crate::auth::not_yours(&id));
@@ -276,7 +337,8 @@ pub async fn query_events(
         .with_hint("a started query's events can be followed once; start another query"),
     })?;
     let guard = KillOnDrop { runtime: state.runtime().clone(), id: id.clone(), armed: true };
-    Ok(Sse::new(event_stream(id, results, guard, after)).keep_alive(KeepAlive::default()))
+    let events = Sse::new(event_stream(id, results, guard, after));
+    Ok(events.keep_alive(KeepAlive::default()).into_response())
 }
 
 /// The events of a query's emissions numbered past `after`.

@@ -8,8 +8,10 @@
 //!   mode, a client whose api node died sends it to the api node that adopted the query, with
 //!   the `seq` of the last result it received; a query started with `POST /api/v1/queries` can
 //!   be followed this way too. As with its event stream, closing the socket then kills it.
-//!   A query whose api node died and that is about to be adopted here is waited for (up to
-//!   30 s; the connection's next messages wait with it).
+//!   A query whose api node died and that is about to be adopted is waited for (up to 30 s;
+//!   the connection's next messages wait with it). A query another live api node holds (it
+//!   was started there, or adopted there) is answered with an error carrying that node's
+//!   WebSocket URL ([`WsElsewhere`]): resume it there.
 //!
 //! Server → client:
 //! - `{"type": "started", "id": ..., "tag": ...}`; `{"type": "resumed", "id": ..., "after": n}`
@@ -17,7 +19,9 @@
 //!   emission, `seq` numbering them from 1 (a gap: emissions dropped for a slow client)
 //! - `{"type": "complete", "id": ..., "dropped": n}` when a query ends
 //! - `{"type": "error", "tag"/"id": ..., "error": ..., "line", "column", "hint"}` for a bad message
-//!   or query; the connection stays open.
+//!   or query; the connection stays open. For a `resume` or `kill` of a query another api node
+//!   holds, the error also has `"node"` (its name) and `"url"` (its WebSocket URL, `ws://` or
+//!   `wss://` and `/api/v1/ws`).
 //!
 //! A slow client never stalls the workers: each query's results wait in its bounded queue
 //! (oldest dropped and counted). Closing the socket kills the queries it started.
@@ -29,6 +33,7 @@ use axum::extract::State;
 use axum::response::Response;
 use futures_util::{FutureExt, SinkExt, StreamExt};
 use needle_engine::exec::Emission;
+use needle_runtime::remote::Holder;
 use needle_runtime::ResultQueue;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -39,6 +44,10 @@ use tokio::task::JoinHandle;
 /// Bytes a WebSocket reads at a time (a larger message is read in several).
 const WS_READ_BUFFER_BYTES: usize = 8 << 10;
 
+/// A WebSocket to start, follow (`resume`) and kill many queries on one connection, JSON text
+/// messages each way (see the module doc for every message). A `resume` or `kill` of a query
+/// that another api node holds (the distributed mode) is answered with a [`WsElsewhere`] error:
+/// `{"type": "error", "id": ..., "error": ..., "node": ..., "url": "ws://HOST:PORT/api/v1/ws"}`.
 #[utoipa::path(get, path = "/api/v1/ws", tag = "queries",
     responses((status = 101, description = "Switching to the WebSocket protocol described in the module doc"),
         (status = 400, description = "Not a WebSocket handshake (a plain GET)")))]
@@ -156,7 +165,9 @@ async fn handle(
         Some("resume") => resume(state, grant, &request, out, pumps).await,
         Some("kill") => {
             let id = request.get("id").and_then(Value::as_str).unwrap_or_default();
-            if !crate::auth::may_kill(grant, state, id) {
+            if let Some(holder) = state.runtime().holder(id) {
+                let _ = out.send(elsewhere(id, holder)).await;
+            } else if !crate::auth::may_kill(grant, state, id) {
                 let refused = crate::auth::not_yours(id).body.error;
                 let _ = out
                     .send(json!({"type": "error", "id": id, "error": refused}).to_string())
@@ -285,7 +296,10 @@ async fn resume(
         let _ = out.send(refused(text)).await;
         return;
     };
-    state.await_adoption(&id).await;
+    if let Some(holder) = state.locate(&id).await {
+        let _ = out.send(elsewhere(&id, holder)).await;
+        return;
+    }
     // following a query is a kill's right: closing the socket ends it
     if !crate::auth::may_kill(grant, state, &id) {
         let _ = out.send(refused(crate::auth::not_yours(&id).body.error)).await;
@@ -331,6 +345,38 @@ fn result_message(id: &str, seq: u64, emission: &Emission) -> String {
         .unwrap_or_else(|e| error(None, &format!("a result could not be written: {e}")))
 }
 
+/// The error message for a query another api node holds (the distributed mode): resume or
+/// kill it on that node.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct WsElsewhere {
+    /// `error`.
+    #[serde(rename = "type")]
+    #[schema(example = "error")]
+    pub kind: &'static str,
+    /// The query id.
+    pub id: String,
+    /// What happened, for a person.
+    pub error: String,
+    /// The api node holding the query (its `kafka.node_id`).
+    pub node: String,
+    /// That node's WebSocket URL: its `server.advertised_url` as `ws://` or `wss://`, and
+    /// `/api/v1/ws`.
+    pub url: String,
+}
+
+fn elsewhere(id: &str, holder: Holder) -> String {
+    let ws = holder.url.replacen("http", "ws", 1);
+    let url = format!("{ws}/api/v1/ws");
+    let message = WsElsewhere {
+        kind: "error",
+        id: id.to_owned(),
+        error: format!("query '{id}' is held by api node {}: resume it at {url}", holder.node),
+        node: holder.node,
+        url,
+    };
+    serde_json::to_string(&message).unwrap_or_else(|e| error(None, &e.to_string()))
+}
+
 fn error(tag: Option<Value>, message: &str) -> String {
     json!({"type": "error", "tag": tag, "error": message}).to_string()
 }
@@ -352,6 +398,21 @@ mod tests {
         let expected =
             json!({"type": "result", "id": "q-1", "seq": 3, "result": emission.to_json()});
         assert_eq!(text, expected.to_string());
+    }
+
+    #[test]
+    fn a_query_held_elsewhere_is_answered_with_its_node_s_websocket_url() {
+        let holder = |url: &str| Holder { node: "api_b".into(), url: url.into() };
+        let text = elsewhere("api_a-1-2", holder("https://b.example.com:9443/needle"));
+        let message: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(message["type"], "error");
+        assert_eq!(message["id"], "api_a-1-2");
+        assert_eq!(message["node"], "api_b");
+        assert_eq!(message["url"], "wss://b.example.com:9443/needle/api/v1/ws");
+        let message: Value =
+            serde_json::from_str(&elsewhere("q", holder("http://10.0.0.2:9900"))).unwrap();
+        assert_eq!(message["url"], "ws://10.0.0.2:9900/api/v1/ws");
+        assert!(message["error"].as_str().unwrap().contains("api_b"), "{message}");
     }
 
     #[tokio::test]

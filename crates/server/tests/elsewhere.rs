@@ -1,0 +1,151 @@
+//! An api node asked for a query that another api node holds (the distributed mode): `307` to
+//! the same path and query string there for its status, its kill and its events, an error with
+//! the holder's WebSocket URL for a WebSocket `resume`, and a wait while the query is being
+//! adopted. No Kafka here: the announcer is a stand-in that says who holds what; the runtime
+//! and the server are the real ones.
+
+use futures_util::{SinkExt, StreamExt};
+use needle_runtime::metrics::Metrics;
+use needle_runtime::remote::{Announcement, Holder, QueryAnnouncer};
+use needle_runtime::{NeedleConfig, Role, Runtime};
+use needle_server::AppState;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Query [`HELD`] is held by api node `api_c`; query [`ADOPTED`] is being adopted until
+/// `adopted_at`, then held by `api_c` too.
+struct Announcer {
+    adopted_at: Instant,
+}
+
+const HELD: &str = "api_c-19c-1";
+const ADOPTED: &str = "api_a-19c-2";
+const HOLDER_URL: &str = "http://127.0.0.1:1/needle";
+
+impl QueryAnnouncer for Announcer {
+    fn started(&self, _: &Announcement<'_>) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn ended(&self, _: &str) {}
+
+    fn history_workers(&self) -> Result<Vec<String>, String> {
+        Err("none".into())
+    }
+
+    fn worker_alive(&self, _: &str) -> bool {
+        false
+    }
+
+    fn adopting(&self, id: &str) -> bool {
+        id == ADOPTED && Instant::now() < self.adopted_at
+    }
+
+    fn holder(&self, id: &str) -> Option<Holder> {
+        let held = id == HELD || (id == ADOPTED && Instant::now() >= self.adopted_at);
+        held.then(|| Holder { node: "api_c".into(), url: HOLDER_URL.into() })
+    }
+}
+
+/// An api node's API on a free port, its query [`ADOPTED`] adopted elsewhere after `adoption`.
+async fn api_node(adoption: Duration) -> String {
+    let announcer = Arc::new(Announcer { adopted_at: Instant::now() + adoption });
+    let role = Role::Api { announcer, node: "api_b".into() };
+    let runtime =
+        Runtime::start_role(NeedleConfig::default(), role, Arc::new(Metrics::new())).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(needle_server::serve(listener, AppState::new(runtime), std::future::pending()));
+    base
+}
+
+fn not_following() -> reqwest::Client {
+    reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap()
+}
+
+/// Checks a `307` for query `id` to `path` on the holder.
+async fn assert_sent_there(response: reqwest::Response, id: &str, path: &str) {
+    assert_eq!(response.status(), 307);
+    let location = response.headers()["location"].to_str().unwrap().to_owned();
+    assert_eq!(location, format!("{HOLDER_URL}{path}"));
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["id"], id, "{body}");
+    assert_eq!(body["node"], "api_c", "{body}");
+    assert_eq!(body["url"], HOLDER_URL, "{body}");
+    assert_eq!(body["location"], location.as_str(), "{body}");
+}
+
+#[tokio::test]
+async fn status_kill_and_events_of_a_query_held_elsewhere_are_redirected_there() {
+    let base = api_node(Duration::from_secs(3600)).await;
+    let client = not_following();
+    let status = format!("/api/v1/queries/{HELD}?verbose=1&x=%20");
+    let r = client.get(format!("{base}{status}")).send().await.unwrap();
+    assert_sent_there(r, HELD, &status).await;
+    let kill = format!("/api/v1/queries/{HELD}");
+    let r = client.delete(format!("{base}{kill}")).send().await.unwrap();
+    assert_sent_there(r, HELD, &kill).await;
+    let events = format!("/api/v1/queries/{HELD}/events");
+    let r = client.get(format!("{base}{events}")).header("Last-Event-ID", "3").send().await;
+    assert_sent_there(r.unwrap(), HELD, &events).await;
+    // a query nobody holds is not found, at once
+    let asked = Instant::now();
+    let r = client.get(format!("{base}/api/v1/queries/api_x-1-1")).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    assert!(asked.elapsed() < Duration::from_secs(2), "{:?}", asked.elapsed());
+}
+
+#[tokio::test]
+async fn a_query_being_adopted_is_waited_for_then_redirected_to_its_adopter() {
+    let base = api_node(Duration::from_millis(1500)).await;
+    let asked = Instant::now();
+    let path = format!("/api/v1/queries/{ADOPTED}/events");
+    let r = not_following().get(format!("{base}{path}")).send().await.unwrap();
+    assert!(asked.elapsed() >= Duration::from_millis(1400), "waited: {:?}", asked.elapsed());
+    assert_sent_there(r, ADOPTED, &path).await;
+}
+
+#[tokio::test]
+async fn a_websocket_resume_of_a_query_held_elsewhere_names_the_holder_s_websocket() {
+    let base = api_node(Duration::from_secs(3600)).await;
+    let url = format!("{}/api/v1/ws", base.replacen("http", "ws", 1));
+    let (mut socket, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    let mut ask = async |message: Value| -> Value {
+        socket.send(message.to_string().into()).await.unwrap();
+        let answer = socket.next().await.unwrap().unwrap();
+        serde_json::from_str(answer.to_text().unwrap()).unwrap()
+    };
+    let ws = "ws://127.0.0.1:1/needle/api/v1/ws";
+    for message in
+        [json!({"type": "resume", "id": HELD, "after": 2}), json!({"type": "kill", "id": HELD})]
+    {
+        let answer = ask(message.clone()).await;
+        assert_eq!(answer["type"], "error", "{message}: {answer}");
+        assert_eq!(answer["id"], HELD, "{answer}");
+        assert_eq!(answer["node"], "api_c", "{answer}");
+        assert_eq!(answer["url"], ws, "{answer}");
+    }
+    let answer = ask(json!({"type": "resume", "id": "api_x-1-1"})).await;
+    assert_eq!(answer["type"], "error", "{answer}");
+    assert!(answer.get("url").is_none(), "nobody holds it: {answer}");
+}
+
+#[tokio::test]
+async fn the_openapi_document_describes_the_redirects_and_the_websocket_error() {
+    let doc = needle_server::openapi::document();
+    for (path, method) in [
+        ("/api/v1/queries/{id}", "get"),
+        ("/api/v1/queries/{id}", "delete"),
+        ("/api/v1/queries/{id}/events", "get"),
+    ] {
+        let redirect = &doc["paths"][path][method]["responses"]["307"];
+        assert!(redirect["headers"]["Location"].is_object(), "{path} {method}: {redirect}");
+        let schema = &redirect["content"]["application/json"]["schema"]["$ref"];
+        assert_eq!(schema, "#/components/schemas/Elsewhere", "{path} {method}");
+    }
+    let ws = &doc["components"]["schemas"]["WsElsewhere"]["properties"];
+    for field in ["type", "id", "error", "node", "url"] {
+        assert!(ws[field].is_object(), "{field}: {ws}");
+    }
+}
