@@ -449,10 +449,15 @@ impl Node {
     }
 
     fn records_read(&self) -> Result<u64, String> {
+        self.metric("needle_records_read_total ")
+    }
+
+    /// The value of the metric whose line starts with `prefix` (0 when absent).
+    fn metric(&self, prefix: &str) -> Result<u64, String> {
         let metrics = self.get("/metrics")?;
         Ok(metrics
             .lines()
-            .find_map(|l| l.strip_prefix("needle_records_read_total "))
+            .find_map(|l| l.strip_prefix(prefix))
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(0))
     }
@@ -503,10 +508,35 @@ fn distributed(
         .and_then(|r| r.json())
         .map_err(|e| format!("submitting the query: {e}"))?;
     let id = started["id"].as_str().ok_or_else(|| format!("no query id in {started}"))?.to_owned();
-    let source = records_file.map(|f| format!("file:{}?follow=true", f.display()));
+    // A worker reading a file follows an empty one and is given the records once it runs the
+    // query: the notice reaches it a few milliseconds after the api node answered, by which
+    // time it could have read the whole file (a Kafka worker waits out the group's join delay).
+    let followed = dir.path().join("records.ndjson");
+    if records_file.is_some() {
+        std::fs::File::create(&followed).map_err(|e| e.to_string())?;
+    }
+    let source = records_file.map(|_| format!("file:{}?follow=true", followed.display()));
     let workers: Vec<Node> = (0..n)
         .map(|i| Node::start("worker", &config, args.kafka.threads, i, source.as_deref()))
         .collect::<Result<_, _>>()?;
+    if let Some(records) = records_file {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for worker in &workers {
+            while worker.metric("needle_queries_active ")? < 1 {
+                if Instant::now() > deadline {
+                    return Err(format!(
+                        "a worker did not get the query in 30 s: {}",
+                        worker.log()
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        let mut into =
+            std::fs::OpenOptions::new().append(true).open(&followed).map_err(|e| e.to_string())?;
+        let mut from = std::fs::File::open(records).map_err(|e| e.to_string())?;
+        std::io::copy(&mut from, &mut into).map_err(|e| e.to_string())?;
+    }
 
     // Sample every worker's records read (and CPU time) until they add up to the topic.
     let mut idle: Vec<Option<Sample>> = vec![None; n];
