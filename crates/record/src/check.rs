@@ -4,8 +4,9 @@
 //! those values are built ([`crate::FieldSet::decode`] in [`crate::Validation::Line`]).
 //!
 //! Two stages, in the manner of simdjson (the code is needle's own):
-//! - **Stage 1**, per 64-byte block, with SIMD ([`Kernel::Avx2`], picked at run time, or
-//!   [`Kernel::Sse2`]; [`Kernel::Portable`] elsewhere, all three giving identical masks):
+//! - **Stage 1**, per 64-byte block, with SIMD ([`Kernel::Avx512`] or [`Kernel::Avx2`], picked
+//!   at run time, or [`Kernel::Sse2`]; [`Kernel::Portable`] elsewhere, all giving identical
+//!   masks):
 //!   classify every byte (quote, backslash, `{}[]:,`, whitespace, control, non-ASCII), resolve
 //!   backslash escapes (carried across blocks, each escape checked as it is met: `\uXXXX`,
 //!   surrogate pairs), find which bytes lie inside strings (a prefix XOR of the unescaped
@@ -22,6 +23,11 @@
 //!   2 parses to its end and whose next byte must be whitespace, `,`, `]`, `}` or the end.
 //!   For the top-level object it records, as it goes, each wanted key's value range (from the
 //!   value's first byte up to the `,` or `}` after it).
+//!
+//! Stage 2 has two forms. The fast one (the `masks` module, tried first) checks the grammar
+//! with bit masks, 64 bytes at a time, and can only say "valid" or "not sure"; the
+//! token-by-token walk above (`walk_precise`) then decides, and says where a line is wrong. Both give the same
+//! verdicts and find the same values (the tests of both modules compare them).
 //!
 //! The checker builds no values; [`crate::decode`] builds the wanted ones from their ranges.
 //! Every failure is a [`RecordError`] (never a panic), with the byte offset where the checker
