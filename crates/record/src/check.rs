@@ -1330,7 +1330,7 @@ mod tests {
     }
 
     /// Edits of a line: a byte replaced, removed, or inserted from bytes that matter to JSON.
-    fn damaged(bytes: &[u8], edits: &[(prop::sample::Index, u8, u8)]) -> Vec<u8> {
+    pub(super) fn damaged(bytes: &[u8], edits: &[(prop::sample::Index, u8, u8)]) -> Vec<u8> {
         const TELLING: &[u8] = b"{}[]\",:\\0123456789e-.+ntfu \t\n\xff\xc3\x80\xed\x01";
         let mut bytes = bytes.to_vec();
         for (at, byte, op) in edits {

@@ -68,3 +68,14 @@ impl Member {
         &self.query.reads.fields
     }
 }
+
+/// A member running `bql` (compiled with the default configuration), for tests.
+#[cfg(test)]
+pub(crate) fn member_of(serial: u64, bql: &str) -> Arc<Member> {
+    let plan = needle_query::compile(bql, &needle_query::QueryConfig::default()).unwrap();
+    Member::new(
+        serial,
+        format!("q{serial}").into(),
+        Arc::new(CompiledQuery::compile(&plan).unwrap()),
+    )
+}

@@ -290,17 +290,7 @@ fn live(level: &PredicateIndex) -> impl Iterator<Item = Arc<Member>> + '_ {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::CompiledQuery;
-    use needle_query::QueryConfig;
-
-    fn member(serial: u64, bql: &str) -> Arc<Member> {
-        let plan = needle_query::compile(bql, &QueryConfig::default()).unwrap();
-        Member::new(
-            serial,
-            format!("q{serial}").into(),
-            Arc::new(CompiledQuery::compile(&plan).unwrap()),
-        )
-    }
+    use crate::matching::member_of as member;
 
     fn level_sizes(set: &MatchSet) -> Vec<usize> {
         set.levels.iter().map(|l| l.len()).collect()

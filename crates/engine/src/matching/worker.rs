@@ -241,17 +241,7 @@ fn holds(member: &Member, hit: &Hit<'_>, record: &Record, ctx: &EvalContext) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::CompiledQuery;
-    use needle_query::QueryConfig;
-
-    fn member(serial: u64, bql: &str) -> Arc<Member> {
-        let plan = needle_query::compile(bql, &QueryConfig::default()).unwrap();
-        Member::new(
-            serial,
-            format!("q{serial}").into(),
-            Arc::new(CompiledQuery::compile(&plan).unwrap()),
-        )
-    }
+    use crate::matching::member_of as member;
 
     /// The records of each RAW partial, by query.
     fn raw_records(worker: &mut MatchWorker, set: &MatchSet, line: &str) -> Vec<(u64, String)> {

@@ -521,18 +521,7 @@ mod tests {
             text in line(),
             edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>(), any::<u8>()), 1..4),
         ) {
-            const TELLING: &[u8] = b"{}[]\",:\\0123456789e-.+ntfu \t\n\xff\x01";
-            let mut bytes = text.into_bytes();
-            for (at, byte, op) in edits {
-                let i = at.index(bytes.len() + 1);
-                match op % 3 {
-                    0 if i < bytes.len() => bytes[i] = TELLING[byte as usize % TELLING.len()],
-                    1 if i < bytes.len() => {
-                        bytes.remove(i);
-                    }
-                    _ => bytes.insert(i, TELLING[byte as usize % TELLING.len()]),
-                }
-            }
+            let bytes = super::super::tests::damaged(text.as_bytes(), &edits);
             agrees(&bytes)?;
         }
     }
