@@ -80,7 +80,7 @@ impl Raw {
         }
     }
 
-    /// [`RawAggregator::update`] keeping `record` itself where the projection is `*`.
+    /// [`Raw::update`] keeping `record` itself where the projection is `*`.
     pub fn update_owned(&self, state: &mut RawState, record: Record, ctx: &EvalContext) {
         if state.records.len() >= self.size {
             state.dropped += 1;
