@@ -166,9 +166,7 @@ impl Connection {
         let mut list = TopicPartitionList::new();
         let mut ends = HashMap::new();
         for p in partitions {
-            let (low, high) = consumer
-                .fetch_watermarks(topic, p, CONNECT_TIMEOUT)
-                .map_err(|e| KafkaError::client(format!("reading the end of topic {topic}"), e))?;
+            let (low, high) = watermarks(consumer, topic, p)?;
             if high > low {
                 ends.insert(p, high);
             }
@@ -318,6 +316,38 @@ impl ClientContext for Quiet {
 }
 
 impl ConsumerContext for Quiet {}
+
+/// The low and high offsets of a partition of `topic`, asked again (for up to
+/// [`CONNECT_TIMEOUT`]) while the partition has no leader: a topic another node has just created
+/// has none for a moment, and a node starting beside it must not fail for that.
+pub fn watermarks<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    topic: &str,
+    partition: i32,
+) -> Result<(i64, i64), KafkaError> {
+    let deadline = Instant::now() + CONNECT_TIMEOUT;
+    loop {
+        match consumer.fetch_watermarks(topic, partition, CONNECT_TIMEOUT) {
+            Ok(marks) => return Ok(marks),
+            Err(e)
+                if Instant::now() < deadline
+                    && matches!(
+                        e.rdkafka_error_code(),
+                        Some(
+                            RDKafkaErrorCode::NotLeaderForPartition
+                                | RDKafkaErrorCode::LeaderNotAvailable
+                                | RDKafkaErrorCode::UnknownTopicOrPartition
+                        )
+                    ) =>
+            {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => {
+                return Err(KafkaError::client(format!("reading the end of topic {topic}"), e))
+            }
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {

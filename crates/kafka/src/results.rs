@@ -212,9 +212,7 @@ impl ResultsReader {
         let partitions = shared.partitions;
         let mut at = Vec::new();
         for p in 0..partitions {
-            let (_, high) = consumer
-                .fetch_watermarks(topic, p, CONNECT_TIMEOUT)
-                .map_err(|e| KafkaError::client(format!("reading the end of topic {topic}"), e))?;
+            let (_, high) = crate::client::watermarks(&consumer, topic, p)?;
             shared.positions.set(p, high);
             at.push(high);
         }
