@@ -309,6 +309,24 @@ impl FieldSet {
         }
     }
 
+    /// The whole record of `bytes`, a line [`FieldSet::decode_into`] has just accepted: for the
+    /// queries that read every field (RAW `SELECT *`). Kept as the line's text, with its fields
+    /// decoded only if they are read ([`Record::json_text`]), when that call checked the whole
+    /// line under [`decode_record`]'s rules: a line of at most [`STREAM_MAX_BYTES`], or any line
+    /// with [`Validation::Line`] whose `{`/`[` bytes are too few to nest deeper than
+    /// [`MAX_DEPTH`] (past that the checker lets an unread value nest up to 256 levels, which
+    /// [`decode_record`] refuses). Otherwise decoded whole by [`decode_record`], which may
+    /// refuse a line the set accepted (a value no query reads nesting too deep, or, with
+    /// [`Validation::Fields`], an error in a part no query reads).
+    pub fn whole_record(&self, bytes: &[u8]) -> Result<Record, RecordError> {
+        let checked_whole = bytes.len() <= STREAM_MAX_BYTES
+            || (self.lookup.is_none() && !more_openings_than(bytes, MAX_DEPTH));
+        match simdutf8::basic::from_utf8(bytes) {
+            Ok(text) if checked_whole => Ok(Record::from_checked_json(text)),
+            _ => decode_record(bytes),
+        }
+    }
+
     /// [`Validation::Line`]: needle's checker, but for lines of at most [`STREAM_MAX_BYTES`],
     /// which sonic-rs's stream still reads: on a 100-byte event of the `small` workload, one
     /// field read into the kept record, the two take the same time (149–153 ns through the
@@ -658,11 +676,16 @@ fn fill_value(
 }
 
 /// True when `bytes` holds more than [`FAST_SKIP_MAX_OPENINGS`] `{` and `[` bytes (strings
-/// included): a bound on how deep it nests. memchr's SIMD search jumps between them, and the
-/// count stops at the bound.
+/// included): a bound on how deep it nests.
 fn too_many_openings(bytes: &[u8]) -> bool {
-    bytes.len() > FAST_SKIP_MAX_OPENINGS
-        && memchr::memchr2_iter(b'{', b'[', bytes).nth(FAST_SKIP_MAX_OPENINGS).is_some()
+    more_openings_than(bytes, FAST_SKIP_MAX_OPENINGS)
+}
+
+/// True when `bytes` holds more than `bound` `{` and `[` bytes (strings included): with at most
+/// `bound`, it cannot nest deeper. memchr's SIMD search jumps between them, and the count stops
+/// at the bound.
+fn more_openings_than(bytes: &[u8], bound: usize) -> bool {
+    bytes.len() > bound && memchr::memchr2_iter(b'{', b'[', bytes).nth(bound).is_some()
 }
 
 /// Converts a sonic-rs tree value at nesting level `depth` (the same rules as [`ValueSeed`]).
@@ -1495,6 +1518,34 @@ mod tests {
         let _ = set.decode(line.as_bytes());
     }
 
+    /// [`FieldSet::whole_record`] of a line `set` accepted is [`decode_record`]'s record (the
+    /// same fields in the same order, refused when it is), kept as the line's text where the
+    /// set checked the line whole, and written out it reads back as that record.
+    fn whole_agrees(
+        set: &FieldSet,
+        bytes: &[u8],
+        full: &Result<Record, RecordError>,
+    ) -> Result<(), TestCaseError> {
+        let whole = set.whole_record(bytes);
+        match (full, &whole) {
+            (Ok(full), Ok(whole)) => {
+                let order = |r: &Record| r.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+                prop_assert_eq!(order(full), order(whole));
+                prop_assert_eq!(full, whole);
+                let text = whole.to_json();
+                prop_assert_eq!(&decode_record(text.as_bytes()).unwrap(), full);
+                let kept = bytes.len() <= STREAM_MAX_BYTES || set.lookup.is_none();
+                if kept && !more_openings_than(bytes, MAX_DEPTH) {
+                    prop_assert_eq!(whole.json_text(), Some(text.as_str()));
+                    prop_assert_eq!(text.as_str(), std::str::from_utf8(bytes).unwrap().trim());
+                }
+            }
+            (Err(_), Err(_)) => {}
+            (full, whole) => prop_assert!(false, "decode_record {:?} but whole {:?}", full, whole),
+        }
+        Ok(())
+    }
+
     fn fast_agrees(bytes: &[u8]) -> Result<(), TestCaseError> {
         let full = decode_record(bytes);
         // the whole record into a kept one: what decode_record gives, whatever it held before
@@ -1523,6 +1574,13 @@ mod tests {
                     prop_assert!(false, "decode_record {:?} but stream {:?}", e, some)
                 }
                 (Err(_), _) => {}
+            }
+            // the whole record of a line the set accepted, in both modes
+            for validation in [Validation::Line, Validation::Fields] {
+                let set = FieldSet::new(names.iter()).with_validation(validation);
+                if set.decode(bytes).is_ok() {
+                    whole_agrees(&set, bytes, &full)?;
+                }
             }
             // long lines take the tree: a superset of what decode_record accepts
             if !too_many_openings(bytes) {
@@ -1712,6 +1770,45 @@ mod tests {
         assert_eq!(set.decode(accepted.as_bytes()).unwrap().get("a"), Some(&Value::Long(1)));
         let refused = format!(r#"{{"a":1,"b":{deep},{pad},"m":{many}}}"#);
         assert!(set.decode(refused.as_bytes()).is_err());
+        // a line accepted for the fields read, but not whole: no record for `SELECT *`
+        assert!(set.whole_record(accepted.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn a_whole_record_is_kept_as_its_text_until_its_fields_change() {
+        let line = "  {\"a\":1,\"b\":{\"c\":[1e2,\"x\\u00e9\"]},\"a\":3}\r";
+        let set = FieldSet::new(["a"]);
+        set.decode(line.as_bytes()).unwrap();
+        let whole = set.whole_record(line.as_bytes()).unwrap();
+        let text = line.trim();
+        assert_eq!(whole.json_text(), Some(text));
+        assert_eq!(whole.to_json(), text);
+        let mut written = Vec::new();
+        whole.write_json(&mut written);
+        assert_eq!(written, text.as_bytes());
+        // its fields are decode_record's (a repeated key: its last value, at its first place)
+        let decoded = decode_record(line.as_bytes()).unwrap();
+        assert_eq!(whole, decoded);
+        assert_eq!(whole.get("a"), Some(&Value::Long(3)));
+        assert_eq!(whole.len(), 2);
+        assert!(whole.approx_bytes() > text.len());
+        let copy = whole.clone();
+        assert_eq!(copy.json_text(), Some(text));
+        // a change makes it a record of fields, the others unchanged
+        let mut changed = whole;
+        changed.insert("d", Value::Bool(true));
+        assert_eq!(changed.json_text(), None);
+        assert_eq!(changed.to_json(), r#"{"a":3,"b":{"c":[100.0,"xé"]},"d":true}"#);
+        assert_eq!(copy.into_map(), decoded.into_map());
+        // a long line the fields mode did not check whole is decoded
+        let long = format!(r#"{{"a":1,"pad":"{}"}}"#, "x".repeat(STREAM_MAX_BYTES));
+        let fields = FieldSet::new(["a"]).with_validation(Validation::Fields);
+        fields.decode(long.as_bytes()).unwrap();
+        let whole = fields.whole_record(long.as_bytes()).unwrap();
+        assert_eq!(whole.json_text(), None);
+        assert_eq!(whole, decode_record(long.as_bytes()).unwrap());
+        let line_mode = FieldSet::new(["a"]);
+        assert_eq!(line_mode.whole_record(long.as_bytes()).unwrap().json_text(), Some(&long[..]));
     }
 
     proptest! {

@@ -4,6 +4,7 @@
 use crate::types::Type;
 use indexmap::IndexMap;
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
+use std::sync::OnceLock;
 
 /// A map value, and the fields of a record: keys keep their insertion order so that results print
 /// fields in the order they arrived or were projected. Hashed with foldhash (randomly seeded per
@@ -200,9 +201,44 @@ fn serialize_map<S: Serializer>(map: &Map, s: S) -> Result<S::Ok, S::Error> {
 }
 
 /// One event: its top-level fields by name, in arrival order.
-#[derive(Debug, Clone, PartialEq, Default)]
+///
+/// A record is held either as its fields, or as the JSON text of a line already checked whole
+/// ([`crate::FieldSet::whole_record`]): a RAW `SELECT *` result is most often only written back
+/// out, so its line is kept as it came — one allocation, written out by copying it
+/// ([`Record::json_text`]) — and its fields are decoded only if something reads them (once,
+/// then kept). Either way every method answers as for the decoded fields.
+#[derive(Clone, Default)]
 pub struct Record {
-    fields: Map,
+    repr: Repr,
+}
+
+#[derive(Clone)]
+enum Repr {
+    Fields(Map),
+    /// The text of one JSON object that [`crate::decode_record`] accepts (whitespace at its
+    /// ends trimmed), and its fields once decoded.
+    Json {
+        text: Box<str>,
+        fields: OnceLock<Map>,
+    },
+}
+
+impl Default for Repr {
+    fn default() -> Self {
+        Repr::Fields(Map::default())
+    }
+}
+
+impl std::fmt::Debug for Record {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Record").field("fields", self.fields()).finish()
+    }
+}
+
+impl PartialEq for Record {
+    fn eq(&self, other: &Self) -> bool {
+        self.fields() == other.fields()
+    }
 }
 
 impl Record {
@@ -210,79 +246,139 @@ impl Record {
         Self::default()
     }
 
+    /// A record kept as `text`, which the caller knows [`crate::decode_record`] accepts (a
+    /// JSON object checked whole under the same rules): see [`crate::FieldSet::whole_record`].
+    pub(crate) fn from_checked_json(text: &str) -> Self {
+        let text = text.trim_matches(|c| matches!(c, ' ' | '\t' | '\n' | '\r'));
+        Self { repr: Repr::Json { text: text.into(), fields: OnceLock::new() } }
+    }
+
+    /// The record's JSON text when it is kept as the line it came in (see the type's doc):
+    /// what a writer of results copies instead of serializing the fields. `None` for a record
+    /// held as fields.
+    pub fn json_text(&self) -> Option<&str> {
+        match &self.repr {
+            Repr::Json { text, .. } => Some(text),
+            Repr::Fields(_) => None,
+        }
+    }
+
     /// Roughly the memory the record holds, in bytes (its fields' names and values, with the
-    /// containers' overhead): what bounds on buffered results count.
+    /// containers' overhead; for a record kept as text, its text): what bounds on buffered
+    /// results count.
     pub fn approx_bytes(&self) -> usize {
-        MAP_BYTES
-            + self
-                .fields
-                .iter()
-                .map(|(k, v)| ENTRY_BYTES + k.len() + v.approx_bytes())
-                .sum::<usize>()
+        match &self.repr {
+            Repr::Json { text, fields } => {
+                MAP_BYTES + text.len() + fields.get().map_or(0, map_entries_bytes)
+            }
+            Repr::Fields(fields) => MAP_BYTES + map_entries_bytes(fields),
+        }
     }
 
     pub fn from_map(fields: Map) -> Self {
-        Self { fields }
+        Self { repr: Repr::Fields(fields) }
     }
 
     /// The field's value; a missing field is `None` (the engine treats it as NULL).
     pub fn get(&self, name: &str) -> Option<&Value> {
-        self.fields.get(name)
+        self.fields().get(name)
     }
 
     /// Sets a field, replacing any earlier value and keeping its position.
     pub fn insert(&mut self, name: impl Into<String>, value: Value) {
-        self.fields.insert(name.into(), value);
+        self.map_mut().insert(name.into(), value);
     }
 
     pub fn remove(&mut self, name: &str) -> Option<Value> {
-        self.fields.shift_remove(name)
+        self.map_mut().shift_remove(name)
     }
 
     pub fn len(&self) -> usize {
-        self.fields.len()
+        self.fields().len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.fields.is_empty()
+        self.fields().is_empty()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&String, &Value)> {
-        self.fields.iter()
+        self.fields().iter()
     }
 
+    /// The fields (decoded now, once, for a record kept as text).
     pub fn fields(&self) -> &Map {
-        &self.fields
+        match &self.repr {
+            Repr::Fields(fields) => fields,
+            Repr::Json { text, fields } => fields.get_or_init(|| decode_checked(text)),
+        }
     }
 
+    /// The fields to change: a record kept as text becomes one held as fields.
     pub(crate) fn map_mut(&mut self) -> &mut Map {
-        &mut self.fields
+        if let Repr::Json { text, fields } = &mut self.repr {
+            let decoded = fields.take().unwrap_or_else(|| decode_checked(text));
+            self.repr = Repr::Fields(decoded);
+        }
+        match &mut self.repr {
+            Repr::Fields(fields) => fields,
+            Repr::Json { .. } => unreachable!("made fields above"),
+        }
     }
 
     /// The fields, with their values changeable (names and order are not).
     pub fn fields_mut(&mut self) -> impl Iterator<Item = (&String, &mut Value)> {
-        self.fields.iter_mut()
+        self.map_mut().iter_mut()
     }
 
-    pub fn into_map(self) -> Map {
-        self.fields
+    pub fn into_map(mut self) -> Map {
+        std::mem::take(self.map_mut())
     }
 
-    /// The record as compact JSON text.
+    /// The record as compact JSON text (for a record kept as text, that text).
     pub fn to_json(&self) -> String {
-        serde_json::to_string(self).expect("a Record always serializes")
+        match self.json_text() {
+            Some(text) => text.to_owned(),
+            None => serde_json::to_string(self).expect("a Record always serializes"),
+        }
+    }
+
+    /// Appends the record as JSON to `out`: its text copied when it is kept as text, else its
+    /// fields serialized (what [`Record::to_json`] gives, without a new string).
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        match self.json_text() {
+            Some(text) => out.extend_from_slice(text.as_bytes()),
+            None => serde_json::to_writer(out, self).expect("a Record always serializes"),
+        }
+    }
+}
+
+fn map_entries_bytes(fields: &Map) -> usize {
+    fields.iter().map(|(k, v)| ENTRY_BYTES + k.len() + v.approx_bytes()).sum()
+}
+
+/// The fields of a text [`crate::decode_record`] accepts. The constructor's caller vouches for
+/// that ([`Record::from_checked_json`]); were it ever wrong, the record reads as empty and the
+/// error is logged, rather than a worker or a writer of results failing.
+fn decode_checked(text: &str) -> Map {
+    match crate::decode_record(text.as_bytes()) {
+        Ok(record) => record.into_map(),
+        Err(error) => {
+            debug_assert!(false, "a record kept as checked text does not decode: {error}");
+            eprintln!("needle: a record kept as checked text does not decode ({error})");
+            Map::default()
+        }
     }
 }
 
 impl Serialize for Record {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        serialize_map(&self.fields, s)
+        serialize_map(self.fields(), s)
     }
 }
 
 impl FromIterator<(String, Value)> for Record {
     fn from_iter<I: IntoIterator<Item = (String, Value)>>(iter: I) -> Self {
-        Self { fields: iter.into_iter().collect() }
+        Self::from_map(iter.into_iter().collect())
     }
 }
 

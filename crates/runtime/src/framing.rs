@@ -162,10 +162,8 @@ impl Batch {
         }
         let mut out = Vec::with_capacity(records.len() * 64);
         for record in records {
-            // a Record always serializes
-            if serde_json::to_writer(&mut out, record).is_ok() {
-                out.push(b'\n');
-            }
+            record.write_json(&mut out);
+            out.push(b'\n');
         }
         out
     }

@@ -98,9 +98,29 @@ impl Emission {
         64 + meta + self.records.iter().map(Record::approx_bytes).sum::<usize>()
     }
 
-    /// [`Emission::to_json`] as compact text (one line).
+    /// [`Emission::to_json`] as compact text (one line), written straight from the records
+    /// ([`Emission::write_json`]).
     pub fn to_json_string(&self) -> String {
-        self.to_json().to_string()
+        let mut out = Vec::with_capacity(self.approx_bytes());
+        self.write_json(&mut out);
+        String::from_utf8(out).expect("JSON text is UTF-8")
+    }
+
+    /// Appends `{"records": [...], "meta": {...}}` to `out` without building a JSON tree: a
+    /// record kept as its line's text ([`Record::json_text`]) is copied as it came, the others
+    /// are serialized. The same JSON as [`Emission::to_json`], except that a number of a kept
+    /// line keeps the way it was written (`1e2`, an integer past the `i64` range in full).
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"{\"records\":[");
+        for (i, record) in self.records.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            record.write_json(out);
+        }
+        out.extend_from_slice(b"],\"meta\":");
+        serde_json::to_writer(&mut *out, &self.meta).expect("JSON metadata always serializes");
+        out.push(b'}');
     }
 
     /// The window number from the metadata (0 when absent).

@@ -237,6 +237,12 @@ impl MatchSet {
         self.fields.decode_into(line, record)
     }
 
+    /// The whole record of a line [`MatchSet::decode_into`] has just accepted, for the queries
+    /// that read every field: see [`needle_record::FieldSet::whole_record`].
+    pub fn whole_record(&self, line: &[u8]) -> Result<Record, RecordError> {
+        self.fields.whole_record(line)
+    }
+
     /// The index's hits for one record, live members only, in serial order (a member once per
     /// conjunct that hit), and the members without conjuncts. The caller checks the hits
     /// ([`Hit::check`]) and runs the filters that remain.

@@ -1,13 +1,13 @@
 //! [`MatchWorker`]: one worker thread's side of matching — its per-query states, and the loop
 //! over one line: decode the fields the active queries read, ask the [`MatchSet`] for the
-//! candidates, run each candidate's filter and aggregation, decode the whole record only for a
+//! candidates, run each candidate's filter and aggregation, take the whole record (kept as its line's
 //! RAW `*` query that matched.
 
 use super::index::{Hit, NO_CONJUNCT};
 use super::{MatchSet, Member};
 use crate::eval::EvalContext;
 use crate::exec::{Partial, WorkerState};
-use needle_record::{decode_record, Record, RecordError};
+use needle_record::{Record, RecordError};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -122,7 +122,7 @@ impl MatchWorker {
                     {
                         continue;
                     }
-                    let Ok(whole) = whole.get_or_insert_with(|| decode_record(line)) else {
+                    let Ok(whole) = whole.get_or_insert_with(|| set.whole_record(line)) else {
                         // accepted by the field decoder but not whole (too deep): not for `*`
                         continue;
                     };
