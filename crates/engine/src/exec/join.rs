@@ -194,6 +194,13 @@ impl QueryRun {
         &self.id
     }
 
+    /// The id as it was given: the same allocation as the id the query's matching member and
+    /// status entry hold when they were given it too, which a map keyed by it compares by
+    /// address before comparing text.
+    pub fn shared_id(&self) -> &Arc<str> {
+        &self.id
+    }
+
     /// True once the final emission has been made.
     pub fn is_done(&self) -> bool {
         self.done
@@ -419,8 +426,8 @@ impl QueryRun {
         sketch: Map<String, Json>,
         outer_sketch: Option<Map<String, Json>>,
     ) -> Map<String, Json> {
-        let mut meta = Map::new();
-        let mut query = Map::new();
+        let mut meta = Map::with_capacity(8);
+        let mut query = Map::with_capacity(4);
         query.insert(keys::ID.into(), json!(self.id));
         query.insert(keys::BODY.into(), json!(self.query.text()));
         query.insert(keys::RECEIVE_TIME.into(), json!(self.receive_ms));
@@ -429,7 +436,7 @@ impl QueryRun {
         }
         meta.insert(keys::QUERY.into(), Json::Object(query));
 
-        let mut window = Map::new();
+        let mut window = Map::with_capacity(8);
         window.insert(keys::NAME.into(), json!(self.clock.plan().name()));
         window.insert(keys::NUMBER.into(), json!(self.clock.number()));
         window.insert(keys::SIZE.into(), json!(self.window_matched));
@@ -471,7 +478,7 @@ impl QueryRun {
             }
         }
 
-        let mut stats = Map::new();
+        let mut stats = Map::with_capacity(3);
         stats.insert(keys::RECORDS_SEEN.into(), json!(self.seen));
         stats.insert(keys::RECORDS_MATCHED.into(), json!(self.matched));
         stats.insert(keys::RECORDS_DROPPED.into(), json!(self.dropped));
