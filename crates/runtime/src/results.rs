@@ -247,7 +247,7 @@ mod tests {
     fn emission(n: u64, is_final: bool) -> Emission {
         let mut meta = Map::new();
         meta.insert("n".into(), n.into());
-        Emission { records: Vec::new(), meta, is_final }
+        Emission { records: Vec::new(), meta: meta.into(), is_final }
     }
 
     #[test]

@@ -166,7 +166,7 @@ fn emission(data: &str) -> Option<Emission> {
     let meta = json["meta"].as_object()?.clone();
     let is_final =
         meta.get("Window").and_then(|w| w.get("Final")).and_then(Json::as_bool).unwrap_or(false);
-    Some(Emission { records, meta, is_final })
+    Some(Emission { records, meta: meta.into(), is_final })
 }
 
 /// A refused query as `needle validate` prints errors: the message, where, a caret, the hint.

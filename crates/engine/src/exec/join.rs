@@ -28,7 +28,7 @@
 //! - After the query is done, `merge` ignores partials (they are in no result) and `tick`
 //!   returns nothing.
 
-use super::result::{keys, Emission, Notice};
+use super::result::{Emission, Facts, Meta, Notice};
 use super::window::{WindowClock, WindowPlan};
 use super::worker::Partial;
 use super::CompiledQuery;
@@ -36,7 +36,7 @@ use crate::aggregate::PartialState;
 use crate::eval::EvalContext;
 use crate::EngineError;
 use needle_record::Record;
-use serde_json::{json, Map, Value as Json};
+use serde_json::{Map, Value as Json};
 use std::sync::Arc;
 
 /// The most records a RAW query's window makes room for at its first record.
@@ -425,65 +425,24 @@ impl QueryRun {
         late: u64,
         sketch: Map<String, Json>,
         outer_sketch: Option<Map<String, Json>>,
-    ) -> Map<String, Json> {
-        let mut meta = Map::with_capacity(8);
-        let mut query = Map::with_capacity(4);
-        query.insert(keys::ID.into(), json!(self.id));
-        query.insert(keys::BODY.into(), json!(self.query.text()));
-        query.insert(keys::RECEIVE_TIME.into(), json!(self.receive_ms));
-        if is_final {
-            query.insert(keys::FINISH_TIME.into(), json!(now_ms));
-        }
-        meta.insert(keys::QUERY.into(), Json::Object(query));
-
-        let mut window = Map::with_capacity(8);
-        window.insert(keys::NAME.into(), json!(self.clock.plan().name()));
-        window.insert(keys::NUMBER.into(), json!(self.clock.number()));
-        window.insert(keys::SIZE.into(), json!(self.window_matched));
-        window.insert(keys::EMIT_TIME.into(), json!(now_ms));
-        if let (true, WindowPlan::Time { every_ms, .. }) = (self.record_time, self.clock.plan()) {
-            let start = self.clock.window_start_ms();
-            window.insert(keys::START.into(), json!(start));
-            window.insert(keys::END.into(), json!(start.saturating_add(every_ms as i64)));
-        }
-        if let Some(expected) = self.clock.expected_emit_ms() {
-            window.insert(keys::EXPECTED_EMIT_TIME.into(), json!(expected.min(self.end_ms)));
-        }
-        window.insert(keys::FINAL.into(), json!(is_final));
-        meta.insert(keys::WINDOW.into(), Json::Object(window));
-
+    ) -> Meta {
         let mut warnings: Vec<Json> = Vec::new();
         // the aggregator's metadata ("Sketch", "Groups", "Ignored Values") passes through
-        for (key, value) in sketch {
-            if key == "Groups" {
-                warnings.push(
-                    Notice::new(
-                        format!(
-                            "GROUP BY reached its limit of {} groups; {} record(s) of further \
-                             groups were dropped",
-                            value.get("Limit").unwrap_or(&Json::Null),
-                            value.get("Dropped Records").unwrap_or(&Json::Null)
-                        ),
-                        "Narrow the query with WHERE, group by fewer or coarser keys, or raise \
-                         the max_groups setting",
-                    )
-                    .to_json(),
-                );
-            }
-            meta.insert(key, value);
+        if let Some(value) = sketch.get("Groups") {
+            warnings.push(
+                Notice::new(
+                    format!(
+                        "GROUP BY reached its limit of {} groups; {} record(s) of further \
+                         groups were dropped",
+                        value.get("Limit").unwrap_or(&Json::Null),
+                        value.get("Dropped Records").unwrap_or(&Json::Null)
+                    ),
+                    "Narrow the query with WHERE, group by fewer or coarser keys, or raise \
+                     the max_groups setting",
+                )
+                .to_json(),
+            );
         }
-        if let Some(outer) = outer_sketch {
-            if !outer.is_empty() {
-                meta.insert(keys::OUTER_QUERY.into(), Json::Object(outer));
-            }
-        }
-
-        let mut stats = Map::with_capacity(3);
-        stats.insert(keys::RECORDS_SEEN.into(), json!(self.seen));
-        stats.insert(keys::RECORDS_MATCHED.into(), json!(self.matched));
-        stats.insert(keys::RECORDS_DROPPED.into(), json!(self.dropped));
-        meta.insert(keys::STATS.into(), Json::Object(stats));
-
         if late > 0 {
             warnings.push(
                 Notice::new(
@@ -511,10 +470,32 @@ impl QueryRun {
                        runtime.max_result_bytes_per_query and runtime.max_result_bytes";
             warnings.push(Notice::new(what, fix).to_json());
         }
-        if !warnings.is_empty() {
-            meta.insert(keys::WARNINGS.into(), Json::Array(warnings));
-        }
-        meta
+        let bounds = match (self.record_time, self.clock.plan()) {
+            (true, WindowPlan::Time { every_ms, .. }) => {
+                let start = self.clock.window_start_ms();
+                Some((start, start.saturating_add(every_ms as i64)))
+            }
+            _ => None,
+        };
+        Meta::from_facts(Facts {
+            id: self.id.clone(),
+            body: self.query.shared_text(),
+            receive_ms: self.receive_ms,
+            finish_ms: is_final.then_some(now_ms),
+            window_name: self.clock.plan().name(),
+            number: self.clock.number(),
+            size: self.window_matched,
+            emit_ms: now_ms,
+            bounds,
+            expected_emit_ms: self.clock.expected_emit_ms().map(|e| e.min(self.end_ms)),
+            is_final,
+            sketch,
+            outer: outer_sketch.filter(|outer| !outer.is_empty()),
+            seen: self.seen,
+            matched: self.matched,
+            dropped: self.dropped,
+            warnings,
+        })
     }
 }
 
@@ -530,6 +511,7 @@ impl Drop for QueryRun {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exec::result::keys;
     use crate::exec::LocalQuery;
     use needle_query::ast::{
         BinaryOp, CompareOp, Expr, ExprKind, Field, Include, Span, StreamDuration, WindowKind,
@@ -865,6 +847,61 @@ mod tests {
         let next = q.advance(4000).unwrap();
         assert_eq!(count_of(&next[0]), 1);
         assert!(next[0].meta.get(keys::WARNINGS).is_none());
+    }
+
+    /// The metadata written straight from its facts is the text of the map it reads as, for
+    /// every kind of emission: windowless and final, time windows due and late, record-time
+    /// windows with their bounds, sketches and group limits passed through, an outer query's.
+    #[test]
+    fn metadata_is_written_as_the_map_it_reads_as() {
+        let config = needle_query::QueryConfig { max_groups: 1, ..Default::default() };
+        let mut emissions = Vec::new();
+        for bql in [
+            "SELECT * FROM STREAM(10000, TIME) LIMIT 2",
+            "SELECT g, COUNT(*) FROM STREAM(10000, TIME) GROUP BY g WINDOWING TUMBLING(1000, TIME)",
+            "SELECT COUNT(DISTINCT g) FROM STREAM(10000, TIME)",
+            "SELECT COUNT(*) FROM (SELECT g, COUNT(*) FROM STREAM(10000, TIME) GROUP BY g)",
+        ] {
+            let plan = needle_query::compile(bql, &config).unwrap();
+            let mut q = LocalQuery::new(&plan, "q-1", 0).unwrap();
+            for (i, at) in [10, 20, 3500, 3600].into_iter().enumerate() {
+                emissions.extend(q.push(&rec(i as i64), at).unwrap());
+                emissions.extend(q.advance(at).unwrap());
+            }
+            emissions.extend(q.finish(9000).unwrap());
+        }
+        // a run on record time: its windows' bounds
+        let w = WindowKind::Tumbling { every: 1000, unit: WindowUnit::Time };
+        let query = Arc::new(CompiledQuery::compile(&plan(count(), Some(w), 0)).unwrap());
+        let mut run = QueryRun::on_record_time(query.clone(), "q-2", 99, 1000, i64::MAX);
+        for (id, time) in [(1, 1500), (2, 2300)] {
+            let mut worker = query.new_worker();
+            query.process(&mut worker, &rec(id), &EvalContext::new(0));
+            emissions.extend(run.merge(query.flush(&mut worker).unwrap(), time).unwrap());
+        }
+        emissions.extend(run.finish(5000));
+        let keys_seen: std::collections::BTreeSet<String> =
+            emissions.iter().flat_map(|e| e.meta.keys().cloned()).collect();
+        for key in [keys::QUERY, keys::WINDOW, keys::STATS, keys::WARNINGS, "Groups", "Sketch"] {
+            assert!(keys_seen.contains(key), "no emission has {key}: {keys_seen:?}");
+        }
+        assert!(emissions.iter().any(|e| e.meta[keys::WINDOW].get(keys::START).is_some()));
+        for e in &emissions {
+            let written = serde_json::to_string(&e.meta).unwrap();
+            let fresh = e.clone(); // not yet read as a map
+            assert_eq!(serde_json::to_string(&fresh.meta).unwrap(), written);
+            assert_eq!(written, serde_json::to_string(&e.meta.to_map()).unwrap());
+            assert_eq!(written, serde_json::to_string(&*e.meta).unwrap());
+            assert!(e.meta.approx_bytes() >= written.len() / 2, "{written}");
+        }
+        // a change makes it a map of its own, the rest kept
+        let mut changed = emissions[0].clone();
+        changed.meta.insert("Dropped Emissions".into(), Json::from(3));
+        let text = serde_json::to_string(&changed.meta).unwrap();
+        assert!(
+            text.starts_with(r#"{"Query":{"ID":"q-1""#)
+                && text.ends_with(r#""Dropped Emissions":3}"#)
+        );
     }
 
     #[test]
