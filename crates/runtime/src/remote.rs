@@ -32,10 +32,9 @@ use crate::framing::Receipt;
 use crate::history::WorkerHistory;
 use crate::messages::JoinerMessage;
 use crate::metrics::Metrics;
-use crate::status::{QueryStatus, StatusTable};
+use crate::status::{ById, QueryStatus, StatusTable};
 use crossbeam_channel::Receiver;
 use needle_query::plan::Plan;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Where a worker node's partials and progress go (the results topic).
@@ -192,7 +191,7 @@ impl Shipper {
         }
     }
 
-    fn lock_status(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, QueryStatus>> {
+    fn lock_status(&self) -> std::sync::MutexGuard<'_, ById<QueryStatus>> {
         self.status.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

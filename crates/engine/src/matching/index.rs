@@ -67,6 +67,11 @@ pub(crate) struct PredicateIndex {
     always: Vec<Arc<Member>>,
     /// Every member, by serial.
     members: Vec<Arc<Member>>,
+    /// `members`' serials, in the same order: what [`PredicateIndex::get`] searches (a search
+    /// through the members themselves read one member per step, each a cache miss, on every
+    /// level, for every query that ended: a quarter of the joiner's time when 100,000 queries
+    /// completed within seconds).
+    serials: Vec<u64>,
 }
 
 /// Equality and range entries on one field.
@@ -107,6 +112,7 @@ impl PredicateIndex {
             single.strings.shrink_to_fit();
             single.numbers.shrink_to_fit();
         }
+        index.serials = members.iter().map(|m| m.serial).collect();
         index.members = members;
         index
     }
@@ -122,7 +128,11 @@ impl PredicateIndex {
 
     /// The member with this serial, retired or not.
     pub fn get(&self, serial: u64) -> Option<&Arc<Member>> {
-        let i = self.members.binary_search_by_key(&serial, |m| m.serial).ok()?;
+        let (first, last) = (self.serials.first()?, self.serials.last()?);
+        if serial < *first || serial > *last {
+            return None;
+        }
+        let i = self.serials.binary_search(&serial).ok()?;
         Some(&self.members[i])
     }
 
