@@ -1,5 +1,4 @@
 //! The `needle` command line: one subcommand per file under `commands/`.
-//! The `needle` command line: one subcommand per file under `commands/`.
 //!
 //! Its place in the flow: the top — `serve` starts the runtime and the HTTP API over a source
 //! (or a node of the distributed mode), `query`/`ingest` run the library's layers over a file,
@@ -7,6 +6,14 @@
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
+
+/// jemalloc, not the system's allocator: needle's records and results are made on one thread
+/// (a worker, the joiner) and freed on another (an HTTP thread), which glibc's allocator makes
+/// slow (its arenas' locks and consolidation were a third of the HTTP threads' time with
+/// 100,000 queries completing). Measured in `docs/benchmarks.md` (max-raw-queries, eps). A
+/// program embedding the library chooses its own.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 mod commands;
 
