@@ -318,6 +318,7 @@ impl FieldSet {
     /// [`decode_record`] refuses). Otherwise decoded whole by [`decode_record`], which may
     /// refuse a line the set accepted (a value no query reads nesting too deep, or, with
     /// [`Validation::Fields`], an error in a part no query reads).
+    #[inline(never)] // off the worker's loop over lines, which most lines take without it
     pub fn whole_record(&self, bytes: &[u8]) -> Result<Record, RecordError> {
         let checked_whole = bytes.len() <= STREAM_MAX_BYTES
             || (self.lookup.is_none() && !more_openings_than(bytes, MAX_DEPTH));

@@ -280,6 +280,7 @@ impl Record {
     }
 
     /// The field's value; a missing field is `None` (the engine treats it as NULL).
+    #[inline]
     pub fn get(&self, name: &str) -> Option<&Value> {
         self.fields().get(name)
     }
@@ -305,23 +306,33 @@ impl Record {
         self.fields().iter()
     }
 
-    /// The fields (decoded now, once, for a record kept as text).
+    /// The fields (decoded now, once, for a record kept as text). Inlined to one test of the
+    /// representation: every field a filter reads comes through here.
+    #[inline]
     pub fn fields(&self) -> &Map {
         match &self.repr {
             Repr::Fields(fields) => fields,
-            Repr::Json { text, fields } => fields.get_or_init(|| decode_checked(text)),
+            Repr::Json { text, fields } => json_fields(text, fields),
         }
     }
 
     /// The fields to change: a record kept as text becomes one held as fields.
+    #[inline]
     pub(crate) fn map_mut(&mut self) -> &mut Map {
-        if let Repr::Json { text, fields } = &mut self.repr {
-            let decoded = fields.take().unwrap_or_else(|| decode_checked(text));
-            self.repr = Repr::Fields(decoded);
+        if let Repr::Json { .. } = &self.repr {
+            self.make_fields();
         }
         match &mut self.repr {
             Repr::Fields(fields) => fields,
             Repr::Json { .. } => unreachable!("made fields above"),
+        }
+    }
+
+    #[cold]
+    fn make_fields(&mut self) {
+        if let Repr::Json { text, fields } = &mut self.repr {
+            let decoded = fields.take().unwrap_or_else(|| decode_checked(text));
+            self.repr = Repr::Fields(decoded);
         }
     }
 
@@ -350,6 +361,12 @@ impl Record {
             None => serde_json::to_writer(out, self).expect("a Record always serializes"),
         }
     }
+}
+
+/// The fields of a record kept as text, decoded the first time they are read.
+#[inline(never)]
+fn json_fields<'a>(text: &str, fields: &'a OnceLock<Map>) -> &'a Map {
+    fields.get_or_init(|| decode_checked(text))
 }
 
 fn map_entries_bytes(fields: &Map) -> usize {

@@ -272,13 +272,21 @@ impl LineFramer {
                 None => return None,
             }
         }
-        self.pending.extend_from_slice(chunk);
-        let batch = match memchr::memrchr(b'\n', &self.pending) {
+        // The batch is allocated once at its size, the unfinished tail copied out of it: not
+        // the tail grown by a reallocation to take the chunk (a large reallocation per read).
+        let batch = match memchr::memrchr(b'\n', chunk) {
             Some(last) => {
-                let rest = self.pending.split_off(last + 1);
-                Some(std::mem::replace(&mut self.pending, rest))
+                let mut data = Vec::with_capacity(self.pending.len() + last + 1);
+                data.extend_from_slice(&self.pending);
+                data.extend_from_slice(&chunk[..=last]);
+                self.pending.clear();
+                self.pending.extend_from_slice(&chunk[last + 1..]);
+                Some(data)
             }
-            None => None,
+            None => {
+                self.pending.extend_from_slice(chunk);
+                None
+            }
         };
         let batch = batch.map(|data| self.drop_oversized(data));
         if self.pending.len() > self.max_line_bytes {
