@@ -102,9 +102,59 @@ struct Running {
 /// time at 100,000 queries).
 type Table = HashMap<Arc<str>, Running, foldhash::fast::RandomState>;
 
-/// When queries next need a tick (a time window to emit, or their end): (ms, id), earliest
-/// first. Entries of queries that ended or were rescheduled are skipped when they come up.
-type Deadlines = BinaryHeap<Reverse<(i64, Arc<str>)>>;
+/// When queries next need a tick (a time window to emit, or their end), earliest first, those
+/// due at the same millisecond in the order they were scheduled. Entries of queries that ended
+/// or were rescheduled are skipped when they come up.
+///
+/// Ordered by (time, a sequence number), never by id: queries started together share their
+/// deadlines, and a heap of (time, id) compared the ids of every tie, a string each (most of
+/// the joiner's time while 300,000 queries were being submitted).
+#[derive(Default)]
+struct Deadlines {
+    heap: BinaryHeap<Reverse<Due>>,
+    scheduled: u64,
+}
+
+struct Due {
+    at: i64,
+    seq: u64,
+    id: Arc<str>,
+}
+
+impl PartialEq for Due {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+
+impl Eq for Due {}
+
+impl PartialOrd for Due {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Due {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+impl Deadlines {
+    fn push(&mut self, at: i64, id: Arc<str>) {
+        self.scheduled += 1;
+        self.heap.push(Reverse(Due { at, seq: self.scheduled, id }));
+    }
+
+    /// The earliest deadline if it is at or before `now_ms`, taken off the schedule.
+    fn pop_due(&mut self, now_ms: i64) -> Option<(i64, Arc<str>)> {
+        if self.heap.peek()?.0.at > now_ms {
+            return None;
+        }
+        self.heap.pop().map(|Reverse(due)| (due.at, due.id))
+    }
+}
 
 impl Running {
     /// Moves what the query saw and matched since the last time into its status-table entry.
@@ -174,7 +224,7 @@ pub(crate) struct Joiner {
 impl Joiner {
     pub fn run(self) {
         let mut running = Table::default();
-        let mut deadlines = Deadlines::new();
+        let mut deadlines = Deadlines::default();
         let mut last_tick = Instant::now();
         let mut last_refresh = Instant::now();
         // Queries that ended since the last tick, to leave the registry together on the tick
@@ -361,8 +411,7 @@ impl Joiner {
             if last_tick.elapsed() >= self.tick {
                 // only the queries with a window or their end due: O(due), not O(running)
                 let now = now_ms();
-                while deadlines.peek().is_some_and(|Reverse((at, _))| *at <= now) {
-                    let Some(Reverse((at, id))) = deadlines.pop() else { break };
+                while let Some((at, id)) = deadlines.pop_due(now) {
                     let Some(q) = running.get_mut(&id) else { continue };
                     if q.scheduled != Some(at) {
                         continue; // rescheduled since
@@ -417,7 +466,7 @@ impl Joiner {
         if next != q.scheduled {
             q.scheduled = next;
             if let Some(at) = next {
-                deadlines.push(Reverse((at, id.clone())));
+                deadlines.push(at, id.clone());
             }
         }
     }
@@ -695,4 +744,26 @@ fn annotate_end(mut emission: Emission, reason: EndReason) -> Emission {
         list.push(json!({ "error": text, "resolutions": ["run the query again"] }));
     }
     emission
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadlines_come_due_earliest_first_and_ties_in_the_order_scheduled() {
+        let mut deadlines = Deadlines::default();
+        for (at, id) in [(300, "c"), (100, "z"), (100, "a"), (200, "b"), (100, "m")] {
+            deadlines.push(at, Arc::from(id));
+        }
+        assert_eq!(deadlines.pop_due(99), None, "nothing is due before 100");
+        let mut due = Vec::new();
+        while let Some((at, id)) = deadlines.pop_due(200) {
+            due.push((at, id.to_string()));
+        }
+        let expected = [(100, "z"), (100, "a"), (100, "m"), (200, "b")];
+        assert_eq!(due, expected.map(|(at, id)| (at, id.to_owned())));
+        assert_eq!(deadlines.pop_due(i64::MAX).map(|(at, _)| at), Some(300));
+        assert_eq!(deadlines.pop_due(i64::MAX), None);
+    }
 }
