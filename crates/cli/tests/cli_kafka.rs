@@ -790,7 +790,7 @@ fn a_websocket_client_resumes_on_the_adopter_after_kill_9_and_gets_every_needle_
     let redirected = redirected.send().unwrap();
     assert_eq!(redirected.status(), 307);
     let location = redirected.headers()["location"].to_str().unwrap().to_owned();
-    assert_eq!(location, format!("{}/api/v1/queries/{id}?from=test", adopter.url));
+    assert_eq!(location, format!("{}/api/v1/queries/{id}?from=test&needle_hops=1", adopter.url));
     let body: Value = redirected.json().unwrap();
     assert_eq!(
         (body["node"].as_str(), body["location"].as_str()),

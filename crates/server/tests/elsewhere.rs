@@ -14,10 +14,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Query [`HELD`] is held by api node `api_c`; query [`ADOPTED`] is being adopted until
-/// `adopted_at`, then held by `api_c` too.
+/// `adopted_at`, then held by `api_c` too; query [`LOOPING`] is believed held by a node whose
+/// URL is this node's own (two nodes each thinking the other holds it).
 struct Announcer {
     adopted_at: Instant,
+    own_url: String,
 }
+
+const LOOPING: &str = "api_d-19c-3";
 
 const HELD: &str = "api_c-19c-1";
 const ADOPTED: &str = "api_a-19c-2";
@@ -43,6 +47,9 @@ impl QueryAnnouncer for Announcer {
     }
 
     fn holder(&self, id: &str) -> Option<Holder> {
+        if id == LOOPING {
+            return Some(Holder { node: "api_d".into(), url: self.own_url.clone() });
+        }
         let held = id == HELD || (id == ADOPTED && Instant::now() >= self.adopted_at);
         held.then(|| Holder { node: "api_c".into(), url: HOLDER_URL.into() })
     }
@@ -50,12 +57,13 @@ impl QueryAnnouncer for Announcer {
 
 /// An api node's API on a free port, its query [`ADOPTED`] adopted elsewhere after `adoption`.
 async fn api_node(adoption: Duration) -> String {
-    let announcer = Arc::new(Announcer { adopted_at: Instant::now() + adoption });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let announcer =
+        Arc::new(Announcer { adopted_at: Instant::now() + adoption, own_url: base.clone() });
     let role = Role::Api { announcer, node: "api_b".into() };
     let runtime =
         Runtime::start_role(NeedleConfig::default(), role, Arc::new(Metrics::new())).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(needle_server::serve(listener, AppState::new(runtime), std::future::pending()));
     base
 }
@@ -68,7 +76,9 @@ fn not_following() -> reqwest::Client {
 async fn assert_sent_there(response: reqwest::Response, id: &str, path: &str) {
     assert_eq!(response.status(), 307);
     let location = response.headers()["location"].to_str().unwrap().to_owned();
-    assert_eq!(location, format!("{HOLDER_URL}{path}"));
+    // the same path and query string, the hop counted
+    let hop = if path.contains('?') { "&needle_hops=1" } else { "?needle_hops=1" };
+    assert_eq!(location, format!("{HOLDER_URL}{path}{hop}"));
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["id"], id, "{body}");
     assert_eq!(body["node"], "api_c", "{body}");
@@ -107,6 +117,31 @@ async fn a_query_being_adopted_is_waited_for_then_redirected_to_its_adopter() {
 }
 
 #[tokio::test]
+async fn nodes_that_send_a_request_round_in_a_loop_stop_after_three_hops() {
+    let base = api_node(Duration::from_secs(3600)).await;
+    let path = format!("/api/v1/queries/{LOOPING}?verbose=1");
+    // each hop is counted in the query string, the rest of it kept
+    let r = not_following().get(format!("{base}{path}&needle_hops=2")).send().await.unwrap();
+    assert_eq!(r.status(), 307);
+    let location = r.headers()["location"].to_str().unwrap();
+    assert_eq!(location, format!("{base}{path}&needle_hops=3"));
+    // a client that follows redirects is told to ask again, not sent round forever
+    let r = reqwest::get(format!("{base}{path}")).await.unwrap();
+    assert_eq!(r.status(), 503);
+    assert_eq!(r.headers()["retry-after"], "2");
+    assert!(r.url().as_str().ends_with("needle_hops=3"), "{}", r.url());
+    let body: Value = r.json().await.unwrap();
+    assert!(body["error"].as_str().unwrap().contains("3 times"), "{body}");
+    assert!(body["hint"].as_str().unwrap().contains("ask again"), "{body}");
+    for method in [reqwest::Method::DELETE, reqwest::Method::GET] {
+        let events = if method == reqwest::Method::GET { "/events" } else { "" };
+        let url = format!("{base}/api/v1/queries/{LOOPING}{events}?needle_hops=3");
+        let r = not_following().request(method, url).send().await.unwrap();
+        assert_eq!(r.status(), 503, "{events}");
+    }
+}
+
+#[tokio::test]
 async fn a_websocket_resume_of_a_query_held_elsewhere_names_the_holder_s_websocket() {
     let base = api_node(Duration::from_secs(3600)).await;
     let url = format!("{}/api/v1/ws", base.replacen("http", "ws", 1));
@@ -141,6 +176,8 @@ async fn the_openapi_document_describes_the_redirects_and_the_websocket_error() 
     ] {
         let redirect = &doc["paths"][path][method]["responses"]["307"];
         assert!(redirect["headers"]["Location"].is_object(), "{path} {method}: {redirect}");
+        let looping = &doc["paths"][path][method]["responses"]["503"];
+        assert!(looping["headers"]["Retry-After"].is_object(), "{path} {method}: {looping}");
         let schema = &redirect["content"]["application/json"]["schema"]["$ref"];
         assert_eq!(schema, "#/components/schemas/Elsewhere", "{path} {method}");
     }

@@ -8,7 +8,10 @@
 //! In the distributed mode, an api node asked for a query (its status, its kill, its events)
 //! that another live api node holds answers `307 Temporary Redirect` to the same path and query
 //! string on that node (its `server.advertised_url`), with an [`Elsewhere`] body; a query being
-//! adopted after its api node died is waited for, then redirected to its adopter.
+//! adopted after its api node died is waited for, then redirected to its adopter. The redirect
+//! counts its hops in the query string ([`HOPS_PARAM`]); a request sent on [`MAX_HOPS`] times
+//! gets `503` with `Retry-After` instead of another redirect, so that nodes briefly disagreeing
+//! on a query's holder cannot send a client round in a loop.
 
 use crate::error::ApiError;
 use crate::request::{query_text, submit_error, Owner};
@@ -208,6 +211,8 @@ pub async fn list_queries(State(state): State<AppState>) -> Json<Value> {
     responses((status = 200, body = QueryProgress),
         (status = 307, description = ELSEWHERE, body = Elsewhere,
             headers(("Location" = String, description = "The same path on the api node that holds the query"))),
+        (status = 503, description = LOOPING, body = crate::error::ErrorBody,
+            headers(("Retry-After" = String, description = "Seconds to wait before asking again"))),
         (status = 404, body = crate::error::ErrorBody)))]
 pub async fn query_status(
     State(state): State<AppState>,
@@ -220,6 +225,11 @@ pub async fn query_status(
     let status = state.runtime().query(&id).ok_or_else(|| not_running(&id))?;
     Ok(Json(QueryProgress::from(status)).into_response())
 }
+
+/// What the `503` of a request sent on too many times says.
+const LOOPING: &str = "In the distributed mode: the request was sent on between api nodes \
+    needle_hops times already (at most 3), the nodes not agreeing yet on which one holds the \
+    query (in the seconds after an api node's death); ask again after Retry-After";
 
 /// What the `307` answers say.
 const ELSEWHERE: &str = "In the distributed mode: another api node holds the query (it was \
@@ -241,10 +251,51 @@ pub struct Elsewhere {
     pub message: String,
 }
 
-/// `307` to the same path and query string on `holder`.
+/// How many times one request may be sent on from api node to api node: past that the nodes
+/// disagree on who holds the query (each thinking another does, for the seconds after an api
+/// node's death in which they learn who adopted its queries), and the client is told to ask
+/// again rather than sent round in a loop.
+pub const MAX_HOPS: u32 = 3;
+
+/// The query-string parameter that counts a request's hops ([`MAX_HOPS`]).
+pub const HOPS_PARAM: &str = "needle_hops";
+
+/// The hops a request has made, and its query string without them.
+fn hops_of(query: Option<&str>) -> (u32, Vec<&str>) {
+    let mut hops = 0;
+    let mut rest = Vec::new();
+    for pair in query.unwrap_or_default().split('&').filter(|p| !p.is_empty()) {
+        match pair.strip_prefix(HOPS_PARAM).and_then(|v| v.strip_prefix('=')) {
+            Some(value) => hops = value.parse().unwrap_or(MAX_HOPS),
+            None if pair == HOPS_PARAM => hops = MAX_HOPS,
+            None => rest.push(pair),
+        }
+    }
+    (hops, rest)
+}
+
+/// `307` to the same path and query string on `holder` (with [`HOPS_PARAM`] counting the hop),
+/// or `503` with `Retry-After` once a request has made [`MAX_HOPS`] hops.
 fn redirect(id: &str, holder: Holder, uri: &Uri) -> Response {
-    let path = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
-    let location = format!("{}{path}", holder.url);
+    let (hops, mut query) = hops_of(uri.query());
+    if hops >= MAX_HOPS {
+        let refusal = ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "query '{id}' was sent on between api nodes {hops} times: they do not agree yet \
+                 on which one holds it"
+            ),
+        )
+        .with_hint(
+            "ask again in a few seconds (without the needle_hops parameter): after an api node \
+             dies the others learn within seconds which of them adopted its queries",
+        );
+        return (StatusCode::SERVICE_UNAVAILABLE, [(header::RETRY_AFTER, "2")], Json(refusal.body))
+            .into_response();
+    }
+    let hop = format!("{HOPS_PARAM}={}", hops + 1);
+    query.push(&hop);
+    let location = format!("{}{}?{}", holder.url, uri.path(), query.join("&"));
     let body = Elsewhere {
         id: id.to_owned(),
         message: format!("query '{id}' is held by api node {}: ask it at {location}", holder.node),
@@ -262,6 +313,8 @@ fn redirect(id: &str, holder: Holder, uri: &Uri) -> Response {
     responses((status = 200, description = "Killed (`killed: true`), or it had already ended (`killed: false`)"),
         (status = 307, description = ELSEWHERE, body = Elsewhere,
             headers(("Location" = String, description = "The same path on the api node that holds the query"))),
+        (status = 503, description = LOOPING, body = crate::error::ErrorBody,
+            headers(("Retry-After" = String, description = "Seconds to wait before asking again"))),
         (status = 403, description = "With tokens configured: another owner's query, and this token is not an admin one", body = crate::error::ErrorBody),
         (status = 404, description = "No such query", body = crate::error::ErrorBody)))]
 pub async fn kill_query(
@@ -301,6 +354,8 @@ pub async fn kill_query(
     responses((status = 200, description = "text/event-stream"),
         (status = 307, description = ELSEWHERE, body = Elsewhere,
             headers(("Location" = String, description = "The same path on the api node that holds the query"))),
+        (status = 503, description = LOOPING, body = crate::error::ErrorBody,
+            headers(("Retry-After" = String, description = "Seconds to wait before asking again"))),
         (status = 404, description = "No such query was started here", body = crate::error::ErrorBody),
         (status = 403, description = "With tokens configured: another owner's query, and this token is not an admin one", body = crate::error::ErrorBody),
         (status = 409, description = "Another client follows this query's events", body = crate::error::ErrorBody)))]
