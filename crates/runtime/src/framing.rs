@@ -138,7 +138,6 @@ impl Batch {
     /// A batch of records built in code; `recycler`, when given, gets the vector back (records
     /// and all, to be overwritten) once the workers are done with it.
     pub fn of_records(records: Vec<Record>, recycler: Option<Recycler>) -> Self {
-        let recycler = recycler.map(Box::new);
         Self { pushed: PushedRecords { records, recycler }, ..Self::new(Vec::new()) }
     }
 
@@ -258,8 +257,7 @@ impl Drop for OwnBytes {
 #[derive(Debug, Default)]
 struct PushedRecords {
     records: Vec<Record>,
-    /// Boxed, as the bytes' way home: a batch travels by value through `Result`s.
-    recycler: Option<Box<Recycler>>,
+    recycler: Option<Recycler>,
 }
 
 impl Drop for PushedRecords {
