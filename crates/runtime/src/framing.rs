@@ -124,7 +124,7 @@ impl Batch {
     /// Sends the batch's vector of bytes back to `home` when the batch drops (see
     /// [`BytesHome`]).
     pub fn returning_bytes_to(mut self, home: BytesHome) -> Self {
-        self.data.home = Some(Box::new(home));
+        self.data.home = Some(home);
         self
     }
 
@@ -236,12 +236,11 @@ fn lines_of(data: &[u8]) -> impl Iterator<Item = &[u8]> {
 /// allocation each, and a copy of every read into it).
 pub type BytesHome = Sender<Vec<u8>>;
 
-/// A batch's own bytes, and where they go back to (boxed: a batch travels by value through
-/// `Result`s).
+/// A batch's own bytes, and where they go back to.
 #[derive(Debug, Default)]
 struct OwnBytes {
     bytes: Vec<u8>,
-    home: Option<Box<BytesHome>>,
+    home: Option<BytesHome>,
 }
 
 impl Drop for OwnBytes {
