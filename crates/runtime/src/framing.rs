@@ -91,7 +91,7 @@ impl Drop for InWorkers {
 /// Whole lines of input, as read, for one worker to decode; or records built in code.
 #[derive(Debug)]
 pub struct Batch {
-    data: OwnBytes,
+    data: Vec<u8>,
     /// Lines read in place, after those of `data` (boxed: a batch travels by value through
     /// `Result`s, and most have none).
     in_place: Option<Box<InPlace>>,
@@ -107,7 +107,7 @@ pub struct Batch {
 impl Batch {
     pub fn new(data: Vec<u8>) -> Self {
         Self {
-            data: OwnBytes { bytes: data, home: None },
+            data,
             in_place: None,
             pushed: PushedRecords::default(),
             read_at: Instant::now(),
@@ -119,13 +119,6 @@ impl Batch {
     /// A batch whose receipt the worker drops once it has handed on what it made of it.
     pub fn with_receipt(data: Vec<u8>, receipt: Receipt) -> Self {
         Self { receipt: Some(receipt), ..Self::new(data) }
-    }
-
-    /// Sends the batch's vector of bytes back to `home` when the batch drops (see
-    /// [`BytesHome`]).
-    pub fn returning_bytes_to(mut self, home: BytesHome) -> Self {
-        self.data.home = Some(home);
-        self
     }
 
     /// Adds lines read in place from `chunks` (see [`Chunks`]), after the batch's own.
@@ -152,9 +145,9 @@ impl Batch {
     pub fn to_ndjson(&self) -> Vec<u8> {
         let records = self.records();
         if records.is_empty() {
-            let Some(in_place) = &self.in_place else { return self.data.bytes.clone() };
-            let mut out = Vec::with_capacity(self.data.bytes.len() + in_place.bytes + 1024);
-            out.extend_from_slice(&self.data.bytes);
+            let Some(in_place) = &self.in_place else { return self.data.clone() };
+            let mut out = Vec::with_capacity(self.data.len() + in_place.bytes + 1024);
+            out.extend_from_slice(&self.data);
             for i in 0..in_place.chunks.count() {
                 let chunk = in_place.chunks.chunk(i);
                 if !out.is_empty() && !out.ends_with(b"\n") {
@@ -194,12 +187,12 @@ impl Batch {
     /// (except possibly the last line of a finished input). Lines read in place are not among
     /// them ([`Batch::byte_len`] counts them, [`Batch::lines`] reads them).
     pub fn bytes(&self) -> &[u8] {
-        &self.data.bytes
+        &self.data
     }
 
     /// The bytes of the batch's lines, those read in place included.
     pub fn byte_len(&self) -> usize {
-        self.data.bytes.len() + self.in_place.as_ref().map_or(0, |p| p.bytes)
+        self.data.len() + self.in_place.as_ref().map_or(0, |p| p.bytes)
     }
 
     /// The non-empty lines, without their `\n` or `\r\n`: those of the batch's vector, then
@@ -207,7 +200,7 @@ impl Batch {
     pub fn lines(&self) -> impl Iterator<Item = &[u8]> {
         let chunks = self.in_place.as_ref().map(|p| p.chunks.as_ref());
         let count = chunks.map_or(0, |c| c.count());
-        lines_of(&self.data.bytes)
+        lines_of(&self.data)
             .chain((0..count).flat_map(move |i| lines_of(chunks.map_or(&[][..], |c| c.chunk(i)))))
     }
 }
@@ -229,27 +222,6 @@ fn lines_of(data: &[u8]) -> impl Iterator<Item = &[u8]> {
     })
     .map(|line| line.strip_suffix(b"\r").unwrap_or(line))
     .filter(|line| !line.iter().all(u8::is_ascii_whitespace))
-}
-
-/// Where a batch's vector of bytes goes back to when the workers are done with it: the source
-/// that read it reads into it again, rather than allocating a vector per batch (a large
-/// allocation each, and a copy of every read into it).
-pub type BytesHome = Sender<Vec<u8>>;
-
-/// A batch's own bytes, and where they go back to.
-#[derive(Debug, Default)]
-struct OwnBytes {
-    bytes: Vec<u8>,
-    home: Option<BytesHome>,
-}
-
-impl Drop for OwnBytes {
-    fn drop(&mut self) {
-        if let Some(home) = self.home.take() {
-            // a source that is gone, or has enough spare vectors, lets this one go
-            let _ = home.try_send(std::mem::take(&mut self.bytes));
-        }
-    }
 }
 
 /// A typed batch's records, and where they go back to.
@@ -325,46 +297,6 @@ impl LineFramer {
         batch.filter(|data| !data.is_empty()).map(Batch::new)
     }
 
-    /// Moves the unfinished tail into the front of `buf` (over what it held), for a read into
-    /// `buf` after it ([`LineFramer::push_read`]); returns its length.
-    pub fn tail_into(&mut self, buf: &mut Vec<u8>) -> usize {
-        let tail = self.pending.len();
-        if buf.len() < tail {
-            buf.resize(tail, 0);
-        }
-        buf[..tail].copy_from_slice(&self.pending);
-        self.pending.clear();
-        tail
-    }
-
-    /// [`LineFramer::push`] for a buffer that holds the unfinished tail ([`LineFramer::tail_into`])
-    /// followed by what was just read: the batch is `buf` itself, cut after its last newline
-    /// (the bytes after it kept as the new tail), not a copy.
-    pub fn push_read(&mut self, mut buf: Vec<u8>) -> Option<Vec<u8>> {
-        if self.skipping {
-            let end = memchr::memchr(b'\n', &buf)?;
-            self.skipping = false;
-            buf.drain(..=end);
-        }
-        let data = match memchr::memrchr(b'\n', &buf) {
-            Some(last) => {
-                self.pending.extend_from_slice(&buf[last + 1..]);
-                buf.truncate(last + 1);
-                Some(self.drop_oversized(buf))
-            }
-            None => {
-                self.pending = buf;
-                None
-            }
-        };
-        if self.pending.len() > self.max_line_bytes {
-            self.pending.clear();
-            self.skipping = true;
-            self.oversized_lines += 1;
-        }
-        data.filter(|data| !data.is_empty())
-    }
-
     /// The end of the stream: the last line, if it had no newline.
     pub fn finish(&mut self) -> Option<Batch> {
         self.skipping = false;
@@ -412,48 +344,6 @@ mod tests {
         let mut out: Vec<Batch> = chunks.iter().filter_map(|c| framer.push(c)).collect();
         out.extend(framer.finish());
         (lines(&out), framer.oversized_lines())
-    }
-
-    /// [`frame`] as the sources read: each chunk read into a reused vector holding stale bytes
-    /// ([`LineFramer::tail_into`], then [`LineFramer::push_read`]), every batch's vector back.
-    fn frame_read(chunks: &[&[u8]], max: usize) -> (Vec<String>, u64) {
-        let mut framer = LineFramer::new(max);
-        let (home, spare) = crossbeam_channel::bounded::<Vec<u8>>(2);
-        let mut out = Vec::new();
-        for chunk in chunks {
-            let mut buf = spare.try_recv().unwrap_or_else(|_| b"stale\nbytes\n".repeat(3));
-            let tail = framer.tail_into(&mut buf);
-            buf.resize(buf.len().max(tail + chunk.len()), b'#');
-            buf[tail..tail + chunk.len()].copy_from_slice(chunk);
-            buf.truncate(tail + chunk.len());
-            if let Some(data) = framer.push_read(buf) {
-                let batch = Batch::new(data).returning_bytes_to(home.clone());
-                out.extend(lines(std::slice::from_ref(&batch)));
-            }
-        }
-        out.extend(framer.finish().iter().flat_map(|b| lines(std::slice::from_ref(b))));
-        (out, framer.oversized_lines())
-    }
-
-    #[test]
-    fn reading_into_returned_vectors_frames_as_copying_does() {
-        let long = "x".repeat(40);
-        let text = format!("a1\n{long}\nb22\n\nc333\r\n{long}{long}\nd\ne55555\n{long}");
-        let bytes = text.as_bytes();
-        for max in [8, 39, 40, 41, 200] {
-            for size in 1..=bytes.len() {
-                let chunks: Vec<&[u8]> = bytes.chunks(size).collect();
-                assert_eq!(frame_read(&chunks, max), frame(&chunks, max), "max {max}, size {size}");
-            }
-            // uneven reads
-            let cuts = [0, 3, 4, 30, 31, 90, 91, 92, bytes.len()];
-            let chunks: Vec<&[u8]> = cuts.windows(2).map(|w| &bytes[w[0]..w[1]]).collect();
-            assert_eq!(frame_read(&chunks, max), frame(&chunks, max), "max {max}, uneven");
-        }
-        // a batch's vector goes back to its source when the batch drops
-        let (home, spare) = crossbeam_channel::bounded::<Vec<u8>>(1);
-        drop(Batch::new(b"a\n".to_vec()).returning_bytes_to(home));
-        assert_eq!(spare.try_recv().unwrap(), b"a\n");
     }
 
     #[test]

@@ -273,10 +273,6 @@ pub fn split_query(rest: &str) -> (&str, Vec<(&str, &str)>) {
 
 /// Reads a stream to its end through a framer into the sink. `Ok(true)` at the end of the input,
 /// `Ok(false)` when the sink said stop.
-/// Read buffers a source keeps for reuse ([`pump`]): more come back only while batches are
-/// queued for the workers, and those beyond are freed.
-const SPARE_READ_BUFFERS: usize = 8;
-
 pub(crate) fn pump(
     reader: &mut dyn Read,
     framer: &mut LineFramer,
@@ -284,34 +280,19 @@ pub(crate) fn pump(
     read_bytes: usize,
     context: &str,
 ) -> Result<bool, RuntimeError> {
-    // Each read goes straight into the vector that becomes its batch, after the unfinished
-    // tail of the read before; the workers send the vectors back when done with them, so a
-    // steady stream allocates nothing per batch and copies only the tails.
-    let (home, spare) = crossbeam_channel::bounded::<Vec<u8>>(SPARE_READ_BUFFERS);
+    let mut buf = vec![0u8; read_bytes];
     loop {
-        let mut buf = spare.try_recv().unwrap_or_default();
-        let tail = framer.tail_into(&mut buf);
-        // what the vector held before is overwritten, not zeroed again
-        if buf.len() < tail + read_bytes {
-            buf.resize(tail + read_bytes, 0);
-        }
-        let n = loop {
-            match reader.read(&mut buf[tail..tail + read_bytes]) {
-                Ok(n) => break n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(RuntimeError::io(context, e)),
-            }
+        let n = match reader.read(&mut buf) {
+            Ok(0) => return Ok(true),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(RuntimeError::io(context, e)),
         };
-        buf.truncate(tail + n);
-        if n == 0 {
-            framer.push_read(buf); // the tail again: the caller flushes it as the last line
-            return Ok(true);
-        }
         let before = framer.oversized_lines();
-        let batch = framer.push_read(buf);
+        let batch = framer.push(&buf[..n]);
         sink.count_oversized(framer.oversized_lines() - before);
-        if let Some(data) = batch {
-            if !sink.send(Batch::new(data).returning_bytes_to(home.clone())) {
+        if let Some(batch) = batch {
+            if !sink.send(batch) {
                 return Ok(false);
             }
         }
