@@ -185,45 +185,13 @@ pub(crate) struct Facts {
 }
 
 impl Facts {
+    /// The metadata as a JSON map: what its `Serialize` writes, read back as a map (one
+    /// description of the keys and their order, for both).
     fn to_map(&self) -> Map<String, Json> {
-        let mut meta = Map::with_capacity(4 + self.sketch.len());
-        let mut query = Map::with_capacity(4);
-        query.insert(keys::ID.into(), Json::from(&*self.id));
-        query.insert(keys::BODY.into(), Json::from(&*self.body));
-        query.insert(keys::RECEIVE_TIME.into(), Json::from(self.receive_ms));
-        if let Some(finish) = self.finish_ms {
-            query.insert(keys::FINISH_TIME.into(), Json::from(finish));
+        match serde_json::to_value(self) {
+            Ok(Json::Object(map)) => map,
+            _ => unreachable!("the facts serialize as a JSON object"),
         }
-        meta.insert(keys::QUERY.into(), Json::Object(query));
-        let mut window = Map::with_capacity(8);
-        window.insert(keys::NAME.into(), Json::from(self.window_name));
-        window.insert(keys::NUMBER.into(), Json::from(self.number));
-        window.insert(keys::SIZE.into(), Json::from(self.size));
-        window.insert(keys::EMIT_TIME.into(), Json::from(self.emit_ms));
-        if let Some((start, end)) = self.bounds {
-            window.insert(keys::START.into(), Json::from(start));
-            window.insert(keys::END.into(), Json::from(end));
-        }
-        if let Some(expected) = self.expected_emit_ms {
-            window.insert(keys::EXPECTED_EMIT_TIME.into(), Json::from(expected));
-        }
-        window.insert(keys::FINAL.into(), Json::from(self.is_final));
-        meta.insert(keys::WINDOW.into(), Json::Object(window));
-        for (key, value) in &self.sketch {
-            meta.insert(key.clone(), value.clone());
-        }
-        if let Some(outer) = &self.outer {
-            meta.insert(keys::OUTER_QUERY.into(), Json::Object(outer.clone()));
-        }
-        let mut stats = Map::with_capacity(3);
-        stats.insert(keys::RECORDS_SEEN.into(), Json::from(self.seen));
-        stats.insert(keys::RECORDS_MATCHED.into(), Json::from(self.matched));
-        stats.insert(keys::RECORDS_DROPPED.into(), Json::from(self.dropped));
-        meta.insert(keys::STATS.into(), Json::Object(stats));
-        if !self.warnings.is_empty() {
-            meta.insert(keys::WARNINGS.into(), Json::Array(self.warnings.clone()));
-        }
-        meta
     }
 
     fn approx_bytes(&self) -> usize {
