@@ -1,7 +1,7 @@
 //! [`MatchWorker`]: one worker thread's side of matching — its per-query states, and the loop
 //! over one line: decode the fields the active queries read, ask the [`MatchSet`] for the
-//! candidates, run each candidate's filter and aggregation, take the whole record (kept as its line's
-//! RAW `*` query that matched.
+//! candidates, run each candidate's filter and aggregation, take the whole record (kept as its
+//! line's text) only for a RAW `*` query that matched.
 
 use super::index::{Hit, NO_CONJUNCT};
 use super::{MatchSet, Member};
