@@ -137,13 +137,16 @@ pub fn measure(
     })
 }
 
-/// Writes `event` into a record, as needle's pusher and the records baseline both do.
-fn write_event(writer: &mut RecordWriter<'_>, event: &Event, keys: &[String]) {
-    writer
-        .set_i64("id", event.id)
-        .set_str("key", &keys[event.key as usize])
-        .set_f64("value", event.value)
-        .set_i64("ts", event.ts);
+/// Writes `event`'s fields through `$writer`, field by field: a [`RecordWriter`] (the records
+/// baseline) or needle's `EventWriter` (the pusher), whose setters are the same.
+macro_rules! write_event {
+    ($writer:expr, $event:expr, $keys:expr) => {
+        $writer
+            .set_i64("id", $event.id)
+            .set_str("key", &$keys[$event.key as usize])
+            .set_f64("value", $event.value)
+            .set_i64("ts", $event.ts)
+    };
 }
 
 /// Runs `produce` and `consume` on two named threads; events per CPU second of both.
@@ -224,7 +227,7 @@ fn handoff_records(pool: &[Event], keys: &[String], events: u64) -> Result<f64, 
                     batch.push(Record::new());
                 }
                 let event = &pool[(i % pool.len() as u64) as usize];
-                write_event(&mut RecordWriter::new(&mut batch[used]), event, &keys);
+                write_event!(RecordWriter::new(&mut batch[used]), event, keys);
                 used += 1;
                 if used == BATCH {
                     let next = back_rx.try_recv().unwrap_or_default();
@@ -284,7 +287,9 @@ fn needle_push(
             for i in 0..events {
                 let event = &pool[(i % pool.len() as u64) as usize];
                 pusher
-                    .push_with(|writer| write_event(writer, event, &keys))
+                    .push_with(|writer| {
+                        write_event!(writer, event, keys);
+                    })
                     .map_err(|e| e.to_string())?;
             }
             pusher.flush().map_err(|e| e.to_string())?;

@@ -32,4 +32,4 @@ pub use store::{
     Background, Block, BlockRows, ColumnInfo, Counters, FlushReport, Health, MaintainReport,
     PartitionInfo, Scan, ScanRequest, ScanStats, Store, StoreInfo,
 };
-pub use vector::{BucketSummary, Filter, GroupRequest, GroupSummary};
+pub use vector::{summarize_batch, BucketSummary, Filter, GroupRequest, GroupSummary};

@@ -45,6 +45,12 @@ impl Filter {
         &self.fields
     }
 
+    /// Which rows of `batch` make the filter TRUE, its columns named by their fields (as
+    /// [`summarize_batch`] reads them); `None` when a column it reads cannot be evaluated here.
+    pub fn matches(&self, batch: &RecordBatch) -> Option<Vec<bool>> {
+        self.rows(&Columns::of(batch, &[]))
+    }
+
     /// Which of the batch's rows make the filter TRUE; `None` when a column it reads cannot be
     /// evaluated here (JSON text).
     pub(crate) fn rows(&self, columns: &Columns<'_>) -> Option<Vec<bool>> {
@@ -456,6 +462,20 @@ impl GroupRequest<'_> {
         }
         all
     }
+}
+
+/// The rows of one batch that pass the request's filter, folded per group into what its
+/// aggregates need, with no record built: for events that arrive as columns (pushed from code)
+/// rather than from a stored block. The batch's columns are named by their fields (none may
+/// begin with [`crate::columns::RESERVED`]); there is one time bucket (the request's `bucket`
+/// is not read). `None` when a column cannot be read this way.
+pub fn summarize_batch(
+    request: &GroupRequest<'_>,
+    batch: &RecordBatch,
+) -> Option<Vec<GroupSummary>> {
+    let mut summarizer = Summarizer::new(request, i64::MIN, i64::MAX, Some(0));
+    summarizer.add(batch, &[])?;
+    Some(summarizer.finish().into_iter().flat_map(|bucket| bucket.groups).collect())
 }
 
 /// One time bucket of a block: the rows in range read there, and the groups of those that
@@ -1268,6 +1288,45 @@ mod tests {
         assert_eq!(rows("NOT a = 'x'"), [false, false, false]);
         assert_eq!(rows("a IS NULL OR missing IS NULL"), [true, true, true]);
         assert_eq!(rows("NOT missing = 1"), [false, false, false]);
+    }
+
+    #[test]
+    fn a_batch_is_summarized_per_group_after_its_filter() {
+        let batch = RecordBatch::try_from_iter([
+            (
+                "k",
+                std::sync::Arc::new(StringArray::from(vec![Some("a"), Some("b"), None, Some("a")]))
+                    as _,
+            ),
+            (
+                "v",
+                std::sync::Arc::new(Int64Array::from(vec![Some(1), Some(2), Some(3), None])) as _,
+            ),
+        ])
+        .unwrap();
+        let (keys, fields) = (["k".to_owned()], ["v".to_owned()]);
+        let f = filter("v IS NULL OR v < 3").unwrap();
+        assert_eq!(f.matches(&batch).unwrap(), [true, true, false, true]);
+        let request = GroupRequest { keys: &keys, fields: &fields, filter: Some(&f), bucket: None };
+        let mut groups = summarize_batch(&request, &batch).unwrap();
+        groups.sort_by_key(|g| format!("{:?}", g.keys));
+        let seen: Vec<(Vec<Value>, u64, u64, Option<f64>)> = groups
+            .iter()
+            .map(|g| (g.keys.clone(), g.rows, g.fields[0].count, g.fields[0].sum))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (vec![Value::String("a".into())], 2, 1, Some(1.0)),
+                (vec![Value::String("b".into())], 1, 1, Some(2.0)),
+            ]
+        );
+        let empty = RecordBatch::try_from_iter([(
+            "v",
+            std::sync::Arc::new(Int64Array::from(Vec::<i64>::new())) as _,
+        )])
+        .unwrap();
+        assert_eq!(summarize_batch(&request, &empty).unwrap(), []);
     }
 
     #[test]

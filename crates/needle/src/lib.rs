@@ -29,8 +29,9 @@
 //!
 //! - [`Needle`] ([`Builder`]): start one; [`Needle::query`], [`Needle::kill`], [`Needle::queries`],
 //!   [`Needle::counts`], [`Needle::metrics_text`], [`Needle::http_api`].
-//! - [`Pusher`]: events from code — [`Pusher::push_with`] (typed, no JSON, no allocation in a
-//!   steady state), [`Pusher::push`] (a [`Record`]), [`Pusher::push_json`].
+//! - [`Pusher`]: events from code — [`Pusher::push_with`] (typed, no JSON: gathered as columns,
+//!   which the workers read column at a time when the queries allow it), [`Pusher::push`] (a
+//!   [`Record`]), [`Pusher::push_json`].
 //! - [`Query`]: a running query; its [`Emission`]s as a blocking iterator or an async stream
 //!   ([`Query::into_stream`]).
 //! - [`ingest`]: load a file into a history store for queries that look back.
@@ -52,7 +53,7 @@ pub use instance::{Builder, Counts, Needle};
 pub use needle_engine::exec::Emission;
 pub use needle_record::{Record, RecordWriter, Value};
 pub use needle_runtime::{EndReason, NeedleConfig as Config, QueryStatus};
-pub use push::Pusher;
+pub use push::{EventWriter, Pusher};
 pub use query::{Emissions, Query};
 
 /// The README's Rust example, compiled and run as a doc test.

@@ -303,3 +303,80 @@ fn a_bullet_json_query_runs_as_its_bql_twin_does() {
     assert_eq!(distinct(&json), Some(15.0), "{}", json.to_json_string());
     assert_eq!(distinct(&json), distinct(&bql));
 }
+
+/// Typed events are read column at a time when every query allows it, row by row when one does
+/// not (a RAW or TOP K query beside them): either way each query's answer, and the records
+/// matched by some query, are those of the same events pushed as JSON lines — events with
+/// fields left out, and now and then one whose field changed type (kept as a record).
+#[test]
+fn typed_events_read_as_columns_answer_as_json_lines_do() {
+    let aggregates = [
+        "SELECT COUNT(*) AS n, SUM(v) AS s, MIN(v) AS lo, MAX(v) AS hi, AVG(v) AS mean, \
+         MAX(t) AS last FROM STREAM(700, TIME)",
+        "SELECT k, COUNT(*) AS n, SUM(i) AS s, MIN(t) AS first FROM STREAM(700, TIME) \
+         WHERE (v > 2.5 AND k IN ('a', 'b')) OR flag GROUP BY k ORDER BY k",
+        "SELECT flag, COUNT(*) AS n, SUM(v) AS sv, MAX(k) AS mk FROM STREAM(700, TIME) \
+         WHERE i BETWEEN (3, 40) AND NOT t IS NULL GROUP BY flag ORDER BY flag",
+        "SELECT COUNT(*) AS n FROM STREAM(700, TIME) WHERE missing = 1",
+    ];
+    let rows_too = [
+        "SELECT * FROM STREAM(700, TIME) WHERE i = 7 LIMIT 500",
+        "SELECT TOP(3, k) FROM STREAM(700, TIME)",
+    ];
+    let event = |n: usize| {
+        let mut fields: Vec<(&str, Value)> = vec![
+            ("k", Value::from(["a", "b", "c", "d"][n % 4])),
+            ("v", Value::Double((n % 13) as f64 * 0.5)),
+            ("i", Value::Long((n % 50) as i64)),
+            ("flag", Value::Bool(n.is_multiple_of(3))),
+        ];
+        if !n.is_multiple_of(7) {
+            fields.push(("t", Value::Long(n as i64)));
+        }
+        if n % 500 == 499 {
+            fields[1].1 = Value::from("not a number");
+        }
+        fields
+    };
+    for queries in [&aggregates[..], &[&aggregates[..], &rows_too[..]].concat()] {
+        let mut answers = Vec::new();
+        for typed in [true, false] {
+            let needle = needle();
+            let running: Vec<needle::Query> =
+                queries.iter().map(|q| needle.query(q).unwrap()).collect();
+            let mut pusher = needle.pusher().unwrap();
+            for n in 0..5_000 {
+                let fields = event(n);
+                if typed {
+                    pusher.push_with(|e| {
+                        for (name, value) in &fields {
+                            e.set(name, value.clone());
+                        }
+                    })
+                } else {
+                    let mut record = Record::new();
+                    for (name, value) in fields {
+                        record.insert(name, value);
+                    }
+                    pusher.push_json(record.to_json().as_bytes())
+                }
+                .unwrap();
+            }
+            pusher.flush().unwrap();
+            let mut results: Vec<Vec<String>> = running
+                .into_iter()
+                .map(|query| {
+                    let last = query.last().expect("a final emission");
+                    let mut records: Vec<String> =
+                        last.records.iter().map(|r| r.to_json()).collect();
+                    records.sort();
+                    records
+                })
+                .collect();
+            results.push(vec![needle.counts().records_matched.to_string()]);
+            answers.push(results);
+        }
+        assert_eq!(answers[0], answers[1], "typed (left) against JSON lines (right)");
+        assert!(answers[0][0][0].contains(r#""n":5000"#), "{:?}", answers[0][0]);
+    }
+}

@@ -19,6 +19,7 @@
 //! (its next flush), then drops it; a source that must know when its input is done with (Kafka,
 //! to commit offsets only for records whose results went out) acts when the receipt drops.
 
+use crate::columns::ColumnBatch;
 use crossbeam_channel::Sender;
 use needle_record::Record;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -95,8 +96,9 @@ pub struct Batch {
     /// Lines read in place, after those of `data` (boxed: a batch travels by value through
     /// `Result`s, and most have none).
     in_place: Option<Box<InPlace>>,
-    /// Records pushed from code (typed events), run through the queries as they are.
-    pushed: PushedRecords,
+    /// Events pushed from code, run through the queries as they are (boxed: most batches
+    /// have none, and a batch travels by value).
+    pushed: Option<Box<Pushed>>,
     /// When the bytes were read: the start of the read→matched latency.
     pub read_at: Instant,
     receipt: Option<Receipt>,
@@ -109,7 +111,7 @@ impl Batch {
         Self {
             data,
             in_place: None,
-            pushed: PushedRecords::default(),
+            pushed: None,
             read_at: Instant::now(),
             receipt: None,
             held: None,
@@ -131,18 +133,40 @@ impl Batch {
     /// A batch of records built in code; `recycler`, when given, gets the vector back (records
     /// and all, to be overwritten) once the workers are done with it.
     pub fn of_records(records: Vec<Record>, recycler: Option<Recycler>) -> Self {
-        Self { pushed: PushedRecords { records, recycler }, ..Self::new(Vec::new()) }
+        let pushed = Pushed::Records { records, recycler };
+        Self { pushed: Some(Box::new(pushed)), ..Self::new(Vec::new()) }
     }
 
     /// The records pushed from code (empty for a batch of lines).
     pub fn records(&self) -> &[Record] {
-        &self.pushed.records
+        match self.pushed.as_deref() {
+            Some(Pushed::Records { records, .. }) => records,
+            _ => &[],
+        }
+    }
+
+    /// A batch of typed events pushed from code as columns.
+    pub fn of_columns(columns: ColumnBatch) -> Self {
+        Self { pushed: Some(Box::new(Pushed::Columns(columns))), ..Self::new(Vec::new()) }
+    }
+
+    /// The typed events pushed as columns, if the batch holds them.
+    pub fn columns(&self) -> Option<&ColumnBatch> {
+        match self.pushed.as_deref() {
+            Some(Pushed::Columns(columns)) => Some(columns),
+            _ => None,
+        }
     }
 
     /// The batch as NDJSON: its bytes (those read in place too, each chunk ending in a
-    /// newline), or its records written as JSON lines (what history keeps of records pushed
-    /// from code).
+    /// newline), or its records or columns' rows written as JSON lines (what history keeps of
+    /// events pushed from code).
     pub fn to_ndjson(&self) -> Vec<u8> {
+        if let Some(columns) = self.columns() {
+            let mut out = Vec::with_capacity(columns.rows() * 64);
+            columns.write_ndjson(&mut out);
+            return out;
+        }
         let records = self.records();
         if records.is_empty() {
             let Some(in_place) = &self.in_place else { return self.data.clone() };
@@ -224,18 +248,18 @@ fn lines_of(data: &[u8]) -> impl Iterator<Item = &[u8]> {
     .filter(|line| !line.iter().all(u8::is_ascii_whitespace))
 }
 
-/// A typed batch's records, and where they go back to.
-#[derive(Debug, Default)]
-struct PushedRecords {
-    records: Vec<Record>,
-    recycler: Option<Recycler>,
+/// Events pushed from code: records, and where their vector goes back to; or columns.
+#[derive(Debug)]
+enum Pushed {
+    Records { records: Vec<Record>, recycler: Option<Recycler> },
+    Columns(ColumnBatch),
 }
 
-impl Drop for PushedRecords {
+impl Drop for Pushed {
     fn drop(&mut self) {
-        if let Some(recycler) = self.recycler.take() {
+        if let Pushed::Records { records, recycler: Some(recycler) } = self {
             // a producer that is gone, or has enough spare vectors, lets this one go
-            let _ = recycler.try_send(std::mem::take(&mut self.records));
+            let _ = recycler.try_send(std::mem::take(records));
         }
     }
 }

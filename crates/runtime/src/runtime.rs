@@ -200,6 +200,8 @@ impl Runtime {
                 unreported: 0,
                 receipts: Vec::new(),
                 outbox: Default::default(),
+                columns: Default::default(),
+                row: Default::default(),
             };
             threads.push(spawn(format!("needle-worker-{index}"), move || worker.run())?);
         }

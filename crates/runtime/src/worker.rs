@@ -16,13 +16,16 @@
 //! handled everything the batch produced.
 //!
 //! Records pushed from code (a batch of [`needle_record::Record`]s) go through the same matcher
-//! whole, without decoding.
+//! whole, without decoding. Events pushed as columns ([`crate::columns`]) are read column at a
+//! time when every running query allows it, else row by row through the matcher.
 //!
 //! Malformed lines (not JSON, not an object) are counted and skipped; a sample is logged to
 //! stderr (the 1st, 2nd, 4th, 8th, ... of the process) so a flood of garbage cannot flood the
 //! log.
 
 use crate::clock::now_ms;
+use crate::columns::run::ColumnRunner;
+use crate::columns::ColumnBatch;
 use crate::framing::{Batch, Receipt};
 use crate::messages::{JoinerMessage, RecordsInFlight};
 use crate::metrics::Metrics;
@@ -32,6 +35,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use needle_engine::exec::Partial;
 use needle_engine::matching::{MatchWorker, Member};
 use needle_engine::EvalContext;
+use needle_record::Record;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -55,6 +59,10 @@ pub(crate) struct Worker {
     pub receipts: Vec<Receipt>,
     /// Partials made while reading a batch (RAW queries that matched) or flushing.
     pub outbox: Outbox,
+    /// The column path's plans for the current queries.
+    pub columns: ColumnRunner,
+    /// A row of a column batch, as a record (kept from row to row).
+    pub row: Record,
 }
 
 impl Worker {
@@ -127,6 +135,10 @@ impl Worker {
             });
             matched_records += u64::from(outcome.matched > 0);
         }
+        if let Some(columns) = batch.columns() {
+            records += columns.rows() as u64;
+            matched_records += self.process_columns(columns, snapshot, matcher, &ctx);
+        }
         self.outbox.send(&self.joiner);
         self.unreported += records;
         let m = &self.metrics;
@@ -137,6 +149,42 @@ impl Worker {
             m.records_matched.inc_by(matched_records);
             Metrics::observe(&m.read_to_match_seconds, batch.read_at.elapsed());
         }
+    }
+
+    /// Runs a batch of columns through the queries (see the module doc); the rows some query
+    /// matched.
+    fn process_columns(
+        &mut self,
+        columns: &ColumnBatch,
+        snapshot: &Snapshot,
+        matcher: &mut MatchWorker,
+        ctx: &EvalContext,
+    ) -> u64 {
+        let reader = columns.rows_reader();
+        for row in 0..columns.rows() {
+            if count_and_sample(&mut self.lines) {
+                reader.write(row, &mut self.row);
+                self.schema.observe(&self.row);
+            }
+        }
+        let set = &snapshot.set;
+        if set.is_empty() {
+            return 0;
+        }
+        if let Some(matched) = self.columns.run(snapshot, columns, matcher) {
+            return matched;
+        }
+        let (outbox, joiner) = (&mut self.outbox, &self.joiner);
+        let mut matched = 0;
+        for row in 0..columns.rows() {
+            reader.write(row, &mut self.row);
+            // built in code: whole already, and nothing to check
+            let outcome = matcher.process_record(set, &self.row, None, ctx, |member, partial| {
+                outbox.push(joiner, member, partial)
+            });
+            matched += u64::from(outcome.matched > 0);
+        }
+        matched
     }
 
     /// Sends every partial with something in it, then how many records were read: the joiner

@@ -184,6 +184,16 @@ impl CompiledQuery {
         Some(Partial { state, seen, matched })
     }
 
+    /// Folds a partial the caller built for records it read another way (a batch of columns
+    /// folded into groups: [`CompiledQuery::partial_from_groups`]) into a worker's state, as
+    /// if [`CompiledQuery::process_candidate`] had processed those records one by one: the
+    /// state takes its groups and its matched records (records seen are counted by the caller,
+    /// once for all queries).
+    pub fn absorb(&self, worker: &mut WorkerState, partial: Partial) -> Result<(), EngineError> {
+        worker.matched = worker.matched.saturating_add(partial.matched);
+        self.inner.aggregator.merge_owned(&mut worker.state, partial.state)
+    }
+
     /// Folds `other` into `into`, as the joiner would fold both in turn: for a reader that
     /// gathers many partials of one window on its own thread before handing them on (the
     /// history's blocks), so that the joiner's thread merges one partial a reader, not one a

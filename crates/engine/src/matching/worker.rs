@@ -7,6 +7,7 @@ use super::index::{Hit, NO_CONJUNCT};
 use super::{MatchSet, Member};
 use crate::eval::EvalContext;
 use crate::exec::{Partial, WorkerState};
+use crate::EngineError;
 use needle_record::{Record, RecordError};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -173,10 +174,7 @@ impl MatchWorker {
         raw_out: &mut impl FnMut(&Arc<Member>, Partial),
     ) {
         let query = &member.query;
-        let slot = self
-            .slots
-            .entry(member.serial)
-            .or_insert_with(|| Slot { member: member.clone(), state: query.new_worker() });
+        let slot = slot_of(&mut self.slots, member);
         let was_dirty = slot.state.is_dirty();
         let matched = match (proven, input) {
             (Some(true), Input::Owned(record)) => {
@@ -201,6 +199,19 @@ impl MatchWorker {
         }
     }
 
+    /// Folds into `member`'s state on this worker a partial made of records read another way
+    /// (see [`crate::exec::CompiledQuery::absorb`]); flushed with the rest.
+    pub fn absorb(&mut self, member: &Arc<Member>, partial: Partial) -> Result<(), EngineError> {
+        let query = &member.query;
+        let slot = slot_of(&mut self.slots, member);
+        let was_dirty = slot.state.is_dirty();
+        query.absorb(&mut slot.state, partial)?;
+        if !was_dirty && slot.state.is_dirty() {
+            self.dirty.push(member.serial);
+        }
+        Ok(())
+    }
+
     /// Flushes every state with something in it (of queries still in their set), and now and
     /// then forgets the states of queries that left it (retired members).
     pub fn flush(&mut self, mut out: impl FnMut(&Arc<Member>, Partial)) {
@@ -223,6 +234,13 @@ impl MatchWorker {
     pub fn states(&self) -> usize {
         self.slots.len()
     }
+}
+
+/// `member`'s slot, made on its first record.
+fn slot_of<'s>(slots: &'s mut HashMap<u64, Slot, Fast>, member: &Arc<Member>) -> &'s mut Slot {
+    slots
+        .entry(member.serial)
+        .or_insert_with(|| Slot { member: member.clone(), state: member.query.new_worker() })
 }
 
 /// True when the conjunct of `hit` holds for `record`: every clause's sub-expression is TRUE

@@ -413,7 +413,7 @@ impl Replay {
 
 /// The query's WHERE as the column path evaluates it: `Some(None)` when there is none, `None`
 /// when it cannot be evaluated over whole columns (or reads exploded records).
-fn column_filter(query: &CompiledQuery) -> Option<Option<Filter>> {
+pub(crate) fn column_filter(query: &CompiledQuery) -> Option<Option<Filter>> {
     match query.filter_expr()? {
         None => Some(None),
         Some(expr) => Filter::compile(expr).map(Some),
@@ -481,7 +481,7 @@ fn answer(query: &CompiledQuery, block: &Block) -> Option<(i64, i64, Partial)> {
 }
 
 /// A group the column path summarized, as the engine takes it.
-fn group_rows(group: GroupSummary) -> GroupRows {
+pub(crate) fn group_rows(group: GroupSummary) -> GroupRows {
     let fields = group.fields.into_iter().map(column_summary).collect();
     GroupRows { keys: group.keys, rows: group.rows, fields }
 }
