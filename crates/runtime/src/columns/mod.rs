@@ -1,7 +1,7 @@
 //! Events pushed from code as typed columns: a [`ColumnBatch`] holds a batch of events as one
 //! Arrow array per field (names once per batch, values in vectors), built by a pusher
 //! ([`ColumnsBuilder`], from the fields it is handed one by one) and read by a worker column
-//! at a time when every running query allows it ([`run`]), row by row otherwise.
+//! at a time when every running query allows it (the `run` module), row by row otherwise.
 //!
 //! A batch's rows are exactly the events pushed: a row's fields are the columns where it is not
 //! NULL, in the columns' order, which is the order the event set them (an event that set its
