@@ -5,11 +5,13 @@
 //! The events have the `small` workload's shape — `id` (LONG), `key` (one of 1,000 strings),
 //! `value` (DOUBLE), `ts` (LONG) — held by the program as structs: `--pool` of them made once,
 //! pushed `--events` times in all, round robin. needle runs as a library ([`needle::Needle`]); a
-//! pusher thread writes each struct into a record field by field (`Pusher::push_with`: no
-//! JSON; records come back from the workers and are overwritten in place) and the workers run
-//! `SELECT COUNT(*) AS events, SUM(value) AS total FROM STREAM(600000, TIME)` over them. Once
-//! every event was read the query is killed; its final result must say exactly `--events`
-//! events and their sum (to 1e-9).
+//! pusher thread hands each struct's fields over one by one (`Pusher::push_with`: no JSON; a
+//! batch's events gathered as columns) and the workers run
+//! `SELECT COUNT(*) AS events, SUM(value) AS total FROM STREAM(600000, TIME)` over them, column
+//! at a time. Then again with a RAW query beside it that no event matches (a search for a
+//! needle), so that the workers read every batch row by row, as records. Once every event was
+//! read the query is killed; each run's final result must say exactly `--events` events and
+//! their sum (to 1e-9).
 //!
 //! Timed: from the first push to the workers having read the last event. Per core: events ÷
 //! the CPU seconds of the pusher thread, the workers and the joiner (`/proc/self/task`), with
@@ -39,6 +41,9 @@ use std::time::{Duration, Instant};
 const BATCH: usize = 1024;
 /// Distinct keys.
 const KEYS: usize = 1000;
+/// The RAW query run beside the aggregation in the second run: a search for a needle no event
+/// is, so that the workers read every batch row by row.
+const NEEDLE_QUERY: &str = "SELECT * FROM STREAM(600000, TIME) WHERE id = -1 LIMIT 1";
 /// needle's threads in this scenario, beside the pusher (which reports its own CPU).
 const NEEDLE_WORKING: &[&str] = &["needle-worker", "needle-joiner"];
 
@@ -67,7 +72,15 @@ pub struct PushResult {
     pub result_events: u64,
     pub result_sum: f64,
     pub expected_sum: f64,
+    /// Both runs' results are right.
     pub result_ok: bool,
+    /// The same push with a RAW query beside the aggregation (`NEEDLE_QUERY`, which no event
+    /// matches): the workers read every batch row by row.
+    pub rows_seconds: f64,
+    pub rows_cpu_seconds: f64,
+    pub rows_events_per_core_sec: f64,
+    pub rows_result_events: u64,
+    pub rows_result_sum: f64,
     pub handoff_one_per_core_sec: f64,
     pub handoff_structs_per_core_sec: f64,
     pub handoff_records_per_core_sec: f64,
@@ -86,7 +99,7 @@ pub fn measure(
     workers: usize,
     batch_events: usize,
 ) -> Result<PushResult, String> {
-    let progress = super::progress_bar(4);
+    let progress = super::progress_bar(5);
     let keys: Vec<String> = (0..KEYS).map(|k| format!("key-{k:04}")).collect();
     let pool: Vec<Event> = (0..pool.max(1))
         .map(|i| Event {
@@ -107,7 +120,10 @@ pub fn measure(
     let records = handoff_records(&pool, &keys, events)?;
     progress.inc(1);
     progress.set_message("needle");
-    let run = needle_push(&pool, &keys, events, workers, batch_events)?;
+    let run = needle_push(&pool, &keys, events, workers, batch_events, None)?;
+    progress.inc(1);
+    progress.set_message("needle, row by row");
+    let rows = needle_push(&pool, &keys, events, workers, batch_events, Some(NEEDLE_QUERY))?;
     progress.inc(1);
     progress.finish_and_clear();
     let per_core = events as f64 / run.cpu_seconds;
@@ -124,8 +140,15 @@ pub fn measure(
         result_events: run.result_events,
         result_sum: run.result_sum,
         expected_sum,
-        result_ok: run.result_events == events
-            && (run.result_sum - expected_sum).abs() <= 1e-9 * expected_sum.abs().max(1.0),
+        result_ok: [&run, &rows].iter().all(|run| {
+            run.result_events == events
+                && (run.result_sum - expected_sum).abs() <= 1e-9 * expected_sum.abs().max(1.0)
+        }),
+        rows_seconds: rows.seconds,
+        rows_cpu_seconds: rows.cpu_seconds,
+        rows_events_per_core_sec: events as f64 / rows.cpu_seconds,
+        rows_result_events: rows.result_events,
+        rows_result_sum: rows.result_sum,
         handoff_one_per_core_sec: one,
         handoff_structs_per_core_sec: structs,
         handoff_records_per_core_sec: records,
@@ -267,6 +290,7 @@ fn needle_push(
     events: u64,
     workers: usize,
     batch_events: usize,
+    beside: Option<&str>,
 ) -> Result<NeedleRun, String> {
     let needle = Needle::builder()
         .workers(workers)
@@ -277,6 +301,7 @@ fn needle_push(
     let query = needle
         .query("SELECT COUNT(*) AS events, SUM(value) AS total FROM STREAM(600000, TIME)")
         .map_err(|e| e.to_string())?;
+    let _beside = beside.map(|text| needle.query(text)).transpose().map_err(|e| e.to_string())?;
     let mut pusher = needle.pusher().map_err(|e| e.to_string())?;
     let (pool, keys) = (pool.to_vec(), keys.to_vec());
     let cpu_before = thread_cpu_seconds(NEEDLE_WORKING);
@@ -332,9 +357,14 @@ impl Outcome for PushResult {
         table.set_header(["", "events/s per core", "needle ÷ this"]);
         let m = |v: f64| format!("{:.2}M", v / 1e6);
         table.add_row([
-            format!("needle, typed push, {} workers (COUNT + SUM)", self.workers),
+            format!("needle, typed push, {} workers (COUNT + SUM): columns", self.workers),
             m(self.events_per_core_sec),
             String::new(),
+        ]);
+        table.add_row([
+            "the same beside a RAW query: row by row".to_owned(),
+            m(self.rows_events_per_core_sec),
+            format!("{:.3}", self.events_per_core_sec / self.rows_events_per_core_sec),
         ]);
         for (what, rate, ratio) in [
             (
@@ -361,6 +391,14 @@ impl Outcome for PushResult {
             self.seconds,
             m(self.events_per_sec),
             self.cpu_seconds
+        );
+        println!(
+            "beside a RAW query: {:.2} s ({}/s wall), {:.2} CPU s; result {} events, sum {:.3}",
+            self.rows_seconds,
+            m(self.events as f64 / self.rows_seconds),
+            self.rows_cpu_seconds,
+            self.rows_result_events,
+            self.rows_result_sum
         );
         println!("{table}");
         print_result_and_target(
