@@ -148,7 +148,7 @@ fn measure(args: &Args) -> Result<EpsResult, String> {
         ratio_read_split: per_core / read_split_per_core_sec,
         ratio_parse_only: per_core / parse_only_per_core_sec,
         target_per_core: 5e6,
-        linea_reference: LINEA_REFERENCE,
+        linea_reference: super::LINEA_REFERENCE,
     })
 }
 
@@ -320,28 +320,10 @@ impl Outcome for EpsResult {
             }
         );
         println!("{table}");
-        print_result_and_target(
+        super::print_result_and_target(
             (self.result_events, self.result_sum, self.expected_sum, self.result_ok),
             self.events_per_core_sec,
             self.target_per_core,
         );
     }
-}
-
-/// Linea's claim, which both eps modes cite.
-pub(crate) const LINEA_REFERENCE: &str = "~1M events/s on a 6-core node (~170k per core)";
-
-/// The lines under both eps modes' tables: the result checked — (events, sum, expected sum,
-/// right) — and the target per core.
-pub(crate) fn print_result_and_target(result: (u64, f64, f64, bool), per_core: f64, target: f64) {
-    let (events, sum, expected, right) = result;
-    println!(
-        "result: {events} events, sum {sum:.3} (expected {expected:.3}, to 1e-9): {}",
-        if right { "right" } else { "WRONG" }
-    );
-    println!(
-        "target ≥ {:.0}M events/s per core: {}; Linea: {LINEA_REFERENCE}",
-        target / 1e6,
-        if per_core >= target { "met" } else { "not met" },
-    );
 }

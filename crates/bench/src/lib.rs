@@ -165,6 +165,24 @@ impl Summary {
     }
 }
 
+/// Linea's claim, which both eps modes cite.
+pub(crate) const LINEA_REFERENCE: &str = "~1M events/s on a 6-core node (~170k per core)";
+
+/// The lines under both eps modes' tables: the result checked — (events, sum, expected sum,
+/// right) — and the target per core.
+pub(crate) fn print_result_and_target(result: (u64, f64, f64, bool), per_core: f64, target: f64) {
+    let (events, sum, expected, right) = result;
+    println!(
+        "result: {events} events, sum {sum:.3} (expected {expected:.3}, to 1e-9): {}",
+        if right { "right" } else { "WRONG" }
+    );
+    println!(
+        "target ≥ {:.0}M events/s per core: {}; Linea: {LINEA_REFERENCE}",
+        target / 1e6,
+        if per_core >= target { "met" } else { "not met" },
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

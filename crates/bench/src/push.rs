@@ -27,8 +27,8 @@
 //!
 //! Target (issue 16): ≥ 10M events/s per core. Linea: ~1M events/s on a 6-core node.
 
-use super::eps::print_result_and_target;
 use super::live::{thread_cpu_seconds, wait_until};
+use super::print_result_and_target;
 use super::Outcome;
 use comfy_table::Table;
 use crossbeam_channel::bounded;
@@ -156,7 +156,7 @@ pub fn measure(
         ratio_handoff_structs: per_core / structs,
         ratio_handoff_records: per_core / records,
         target_per_core: 10e6,
-        linea_reference: super::eps::LINEA_REFERENCE,
+        linea_reference: super::LINEA_REFERENCE,
     })
 }
 

@@ -19,9 +19,9 @@ use crate::background::{stopped, Background};
 use crate::client::{Connection, Start, Throttled};
 use crate::peers::{Holders, Mine, Owners, Positions, Roster};
 use crate::produce::{Patience, Riders, Writer};
-use crate::results::partition_of;
 use crate::wire::{plan_hash, QueryNotice, ResultsMessage};
 use crate::KafkaError;
+use needle_engine::aggregate::codec::fnv1a64;
 use needle_engine::CompiledQuery;
 use needle_query::QueryConfig;
 use needle_runtime::framing::Receipt;
@@ -55,6 +55,13 @@ pub struct QueryPublisher {
     /// The worker nodes heard from (on the results topic).
     roster: Roster,
     shared: Shared,
+}
+
+/// The partition of a results topic of `partitions` partitions that query `id`'s messages go to:
+/// FNV-1a of the id, so every node agrees.
+pub fn partition_of(id: &str, partitions: i32) -> i32 {
+    let n = u64::try_from(partitions.max(1)).unwrap_or(1);
+    (fnv1a64(id.as_bytes()) % n) as i32
 }
 
 /// What an api node's publisher shares with its results reader and its failover watcher.

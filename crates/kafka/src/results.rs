@@ -2,7 +2,7 @@
 //!
 //! - [`ResultsOutlet`] (worker node) is the runtime's [`PartialOutlet`]: each partial is sent
 //!   addressed to its query's api node, to the partition its query id hashes to
-//!   ([`partition_of`]), so a query's partials keep their order whichever api node reads them.
+//!   ([`crate::queries::partition_of`]), so a query's partials keep their order whichever api node reads them.
 //!   A progress message goes to every partition, all of them carrying the receipts of the
 //!   batches it covers, dropped when Kafka has acknowledged every one: with an idempotent
 //!   producer (order kept per partition) that means every partial sent before it was delivered
@@ -24,10 +24,9 @@ use crate::background::{stopped, Background};
 use crate::client::{Connection, Quiet, Throttled, CONNECT_TIMEOUT};
 use crate::peers::{Owners, Roster};
 use crate::produce::{Riders, Writer};
-use crate::queries::Shared;
+use crate::queries::{partition_of, Shared};
 use crate::wire::{HistoryWire, ReadReport, ResultsMessage};
 use crate::KafkaError;
-use needle_engine::aggregate::codec::fnv1a64;
 use needle_runtime::framing::Receipt;
 use needle_runtime::history::WorkerHistory;
 use needle_runtime::remote::{Cut, PartialOutlet};
@@ -43,13 +42,6 @@ use std::time::Duration;
 
 /// The partition of the results topic that worker heartbeats and the count of records read go to.
 const FIRST: i32 = 0;
-
-/// The partition of a results topic of `partitions` partitions that query `id`'s messages go to:
-/// FNV-1a of the id, so every node agrees.
-pub fn partition_of(id: &str, partitions: i32) -> i32 {
-    let n = u64::try_from(partitions.max(1)).unwrap_or(1);
-    (fnv1a64(id.as_bytes()) % n) as i32
-}
 
 /// A worker node's outlet.
 pub struct ResultsOutlet {

@@ -101,7 +101,7 @@ pub(crate) enum JoinerMessage {
     /// For a query catching up: where its first api node cut an emission.
     Cut {
         id: Arc<str>,
-        cut: crate::remote::Cut,
+        cut: Cut,
     },
     /// An adopted query has merged every partial sent before its adoption: it runs on the
     /// joiner's clock from now on.
@@ -182,4 +182,14 @@ mod tests {
         drop((all, one));
         assert_eq!(gate.bytes(), 0);
     }
+}
+
+/// Where an api node cut one emission of a windowed query: after merging its partials up to
+/// offset `through` of the query's results partition (-1: none), at `at_ms` on its clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cut {
+    /// The emission's number (from 1, as its result queue numbers it).
+    pub emission: u64,
+    pub through: i64,
+    pub at_ms: i64,
 }

@@ -30,6 +30,7 @@
 
 use crate::framing::Receipt;
 use crate::history::WorkerHistory;
+pub use crate::messages::Cut;
 use crate::messages::JoinerMessage;
 use crate::metrics::Metrics;
 use crate::status::{ById, QueryStatus, StatusTable};
@@ -104,16 +105,6 @@ pub struct Holder {
     pub node: String,
     /// The base URL clients reach it at (its `server.advertised_url`), without a trailing `/`.
     pub url: String,
-}
-
-/// Where an api node cut one emission of a windowed query: after merging its partials up to
-/// offset `through` of the query's results partition (-1: none), at `at_ms` on its clock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cut {
-    /// The emission's number (from 1, as its result queue numbers it).
-    pub emission: u64,
-    pub through: i64,
-    pub at_ms: i64,
 }
 
 /// What part of needle a runtime is.
