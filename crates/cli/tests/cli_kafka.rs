@@ -666,6 +666,49 @@ fn a_client_following_redirects_re_attaches_through_an_api_node_that_did_not_ado
     assert!(!other.log().contains(&format!("adopted query {id}")), "{}", other.log());
 }
 
+/// A query whose api node died and that its adopter cannot run (a notice of another build: its
+/// plan is not what this node compiles) is ended by the adopter, so a client asking for it is
+/// answered 404 at once, not after waiting half a minute for an adoption that will not come.
+#[test]
+fn a_query_its_adopter_cannot_run_is_ended_and_a_client_is_answered_at_once() {
+    let broker = Broker::shared();
+    broker.create_topic("failover-unrunnable", 4).unwrap();
+    let config = failover_config(&broker.bootstrap, "failover-unrunnable", "api_u");
+    let api = Serve::start(&["--role", "api", "--config", config.path().to_str().unwrap()]);
+    let now =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()
+            as i64;
+    // the notice of an api node never heard from (so its query is an orphan at once)
+    let notice = needle_kafka::wire::QueryNotice {
+        v: 1,
+        id: "api_ghost-1".into(),
+        owner: "api_ghost".into(),
+        query: "SELECT * FROM STREAM(90000, TIME) LIMIT 1".into(),
+        config: needle_query::QueryConfig::default(),
+        plan: "the plan of another build".into(),
+        received_ms: now,
+        ends_ms: now + 90_000,
+        history: None,
+        client: "someone".into(),
+        results_from: Some(0),
+        url: String::new(),
+    };
+    let message = [(Some(notice.id.as_str()), notice.to_bytes())];
+    let message: Vec<(Option<&str>, &[u8])> =
+        message.iter().map(|(k, v)| (*k, v.as_slice())).collect();
+    broker.produce_keyed("failover-unrunnable-queries", Partitions::One(0), &message).unwrap();
+    wait_until("the api node giving the query up", Duration::from_secs(60), || {
+        api.log().contains("query api_ghost-1 of api node api_ghost could not be adopted")
+    });
+    assert!(api.log().contains("it ends (its end is announced)"), "{}", api.log());
+    let asked = Instant::now();
+    let answer = api.get("/api/v1/queries/api_ghost-1");
+    assert_eq!(answer.status(), 404, "{:?}", answer.text());
+    // (the server waits up to 30 s for a query being adopted)
+    assert!(asked.elapsed() < Duration::from_secs(20), "answered after {:?}", asked.elapsed());
+    assert!(!api.log().contains("panicked"), "{}", api.log());
+}
+
 /// A WebSocket to `needle serve` at `url` (`http://...`, or `ws://.../api/v1/ws`), each read
 /// waiting at most `timeout`.
 fn ws_connect(

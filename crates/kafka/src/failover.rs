@@ -25,7 +25,10 @@
 //! A query that ended by its duration while no api node was alive is adopted too, for ten
 //! minutes after its end, so its final result still reaches a client that comes back for it.
 //! Queries that look back (history) are not adopted: their reads of the past are not on the
-//! results topic's partitions in a form that can be read again.
+//! results topic's partitions in a form that can be read again. A query its adopter cannot run
+//! (it does not compile there, or compiles to another plan: nodes of different versions) is
+//! ended by it: its end is announced, so the workers let it go and a client asking any api node
+//! for it is answered at once (404) rather than after waiting for an adoption that will not come.
 
 use crate::background::{stopped, Background};
 use crate::client::{Connection, Quiet, Start, Throttled};
@@ -38,6 +41,7 @@ use crate::wire::{plan_hash, QueryNotice, ResultsMessage};
 use crate::KafkaError;
 use needle_engine::aggregate::codec::fnv1a64;
 use needle_engine::CompiledQuery;
+use needle_runtime::remote::QueryAnnouncer;
 use needle_runtime::{Adoption, Runtime};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
@@ -239,45 +243,70 @@ impl Watching {
         *self.adopting.shared.orphans.lock().unwrap_or_else(|e| e.into_inner()) = orphans;
         for notice in chosen {
             self.handled.insert(notice.id.clone());
-            if let Err(why) = self.adopt(&notice, &me) {
-                eprintln!(
+            match self.adopt(&notice, &me) {
+                Ok(()) => {}
+                Err(Unadoptable::Here(why)) => {
+                    eprintln!(
+                        "needle: kafka: query {} of api node {} could not be adopted: {why}; it \
+                         ends (its end is announced)",
+                        notice.id, notice.owner
+                    );
+                    // no other node adopts it while this one lives: end it everywhere, so that
+                    // the workers let it go and clients asking for it are answered at once
+                    self.adopting.publisher.ended(&notice.id);
+                }
+                Err(Unadoptable::Now(why)) => eprintln!(
                     "needle: kafka: query {} of api node {} could not be adopted: {why}",
                     notice.id, notice.owner
-                );
+                ),
             }
         }
     }
 
-    fn adopt(&self, notice: &QueryNotice, me: &str) -> Result<(), String> {
+    fn adopt(&self, notice: &QueryNotice, me: &str) -> Result<(), Unadoptable> {
         let plan = needle_query::compile(&notice.query, &notice.config)
-            .map_err(|e| format!("it does not compile here: {e}"))?;
+            .map_err(|e| Unadoptable::Here(format!("it does not compile here: {e}")))?;
         if plan_hash(&plan) != notice.plan {
-            return Err("it compiles to a different plan here than on its api node (are the \
-                        nodes running different needle versions?)"
-                .into());
+            return Err(Unadoptable::Here(
+                "it compiles to a different plan here than on its api node (are the nodes \
+                 running different needle versions?)"
+                    .into(),
+            ));
         }
-        let query = CompiledQuery::compile(&plan).map_err(|e| e.to_string())?;
+        let query = CompiledQuery::compile(&plan).map_err(|e| Unadoptable::Here(e.to_string()))?;
         let id = notice.id.as_str();
         let adoption =
             Adoption { id, query, client: &notice.client, received_ms: notice.received_ms };
-        self.adopting.runtime.adopt_remote(adoption).map_err(|e| e.to_string())?;
+        self.adopting
+            .runtime
+            .adopt_remote(adoption)
+            .map_err(|e| Unadoptable::Now(e.to_string()))?;
         // (the reader makes it one of this node's queries when it goes back for it: were it
         // one before, a live partial taken first would make the older ones count as handed on)
         let partition = partition_of(id, self.adopting.shared.partitions);
         let rewind = Rewind { id: id.to_owned(), partition, from: notice.results_from };
         if self.adopting.rewinds.send(rewind).is_err() {
-            return Err("the results reader has stopped".into());
+            return Err(Unadoptable::Now("the results reader has stopped".into()));
         }
         // (clients asking another api node for the query are sent here from now on)
         let url = self.adopting.publisher.url().to_owned();
         let adopted = QueryNotice { owner: me.to_owned(), url, ..notice.clone() };
-        self.adopting.publisher.publish(&adopted).map_err(|e| e.to_string())?;
+        self.adopting.publisher.publish(&adopted).map_err(|e| Unadoptable::Now(e.to_string()))?;
         eprintln!(
             "needle: kafka: adopted query {id} of api node {}, which stopped answering",
             notice.owner
         );
         Ok(())
     }
+}
+
+/// Why a query was not adopted.
+enum Unadoptable {
+    /// This node cannot run it, now or later (it does not compile here, or compiles to
+    /// another plan): it is ended.
+    Here(String),
+    /// Not now (this node is stopping, Kafka refused a write): it stays an orphan.
+    Now(String),
 }
 
 /// The api node of `alive` (names) that adopts query `id` when its own dies: the highest score
