@@ -520,7 +520,14 @@ fn an_api_node_killed_mid_query_has_its_query_adopted_and_every_needle_arrives_o
     };
     // The client comes back to it by the query's id, as an EventSource would.
     let last = before.iter().rev().find_map(|e| e.id.clone());
-    assert_every_needle_once(&follow(&adopter.url, &id, last.as_deref()));
+    let after = follow(&adopter.url, &id, last.as_deref());
+    assert_every_needle_once(&after);
+    // Its records seen count from its first start: the 3,000 records read before the kill (and
+    // counted by the dead node) are counted again, from the progress on its results partition
+    let result = after.iter().find(|e| e.event == "result").expect("a result");
+    let result: Value = serde_json::from_str(&result.data).unwrap();
+    let seen = result["meta"]["Stats"]["Records Seen"].as_u64().unwrap_or(0);
+    assert!((3_000..=5_000).contains(&seen), "Records Seen {seen}: {result}");
     // Adopted as it was: its end still counts from its first start.
     let status = adopter.status(&id).expect("the adopter knows the query");
     assert_eq!(status["ends_ms"], started["ends_ms"], "{status}");

@@ -7,7 +7,10 @@
 //!   batches it covers, dropped when Kafka has acknowledged every one: with an idempotent
 //!   producer (order kept per partition) that means every partial sent before it was delivered
 //!   too, on whichever partition. Only then are the records' offsets committed (see
-//!   [`crate::offsets`]). The count of records rides on partition 0's copy; the others carry 0.
+//!   [`crate::offsets`]). Every copy carries the count of records read: an api node counts
+//!   partition 0's, and one adopting a query counts those on the query's partition since the
+//!   query started, so its "Records Seen" go on from what its first api node had counted
+//!   (worker and api nodes of one needle version: an older api node would count every copy).
 //! - [`ResultsReader`] (api node) reads the topic from its end at start-up and hands the partials
 //!   of the queries this node merges, and every progress message, to the runtime's joiner.
 //!   For a query adopted from an api node that died it goes back on the query's partition to
@@ -123,11 +126,12 @@ impl PartialOutlet for ResultsOutlet {
     }
 
     fn progress(&self, records: u64, receipts: Vec<Receipt>) {
-        // a fence on every partition: the receipts drop when all of them are acknowledged
+        // a fence on every partition: the receipts drop when all of them are acknowledged; each
+        // carries the count (an api node counts the first partition's, and one adopting a query
+        // reads the count on the query's partition again)
         let receipts = Riders::new(receipts);
+        let value = ResultsMessage::Progress { records }.encode();
         for partition in 0..self.partitions {
-            let records = if partition == FIRST { records } else { 0 };
-            let value = ResultsMessage::Progress { records }.encode();
             self.send(partition, "", &value, receipts.clone());
         }
     }
@@ -340,9 +344,22 @@ impl Reading {
                     self.runtime.remote_cut(id, Cut { emission, through, at_ms });
                 }
             }
+            // what the workers read after a query catching up started and before it was
+            // adopted: its Records Seen go on from there
+            Ok(ResultsMessage::Progress { records }) if !live => {
+                for id in self.catching[slot].iter() {
+                    if records > 0 && self.shared.mine.take(id, offset) {
+                        let sent = Sent { offset: Some(offset), at_ms: sent_ms };
+                        self.runtime.remote_seen(id, records, sent);
+                    }
+                }
+            }
             Ok(_) if !live => {}
-            Ok(ResultsMessage::Progress { records: 0 }) => {} // a fence on another partition
-            Ok(ResultsMessage::Progress { records }) => self.runtime.remote_progress(records),
+            // every partition has each progress (a fence); it is counted once, on the first
+            Ok(ResultsMessage::Progress { records }) if partition == FIRST => {
+                self.runtime.remote_progress(records)
+            }
+            Ok(ResultsMessage::Progress { .. }) => {}
             Ok(ResultsMessage::Worker { name, history }) => {
                 self.hearing.workers.heard(name, history)
             }

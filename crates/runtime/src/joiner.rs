@@ -321,21 +321,19 @@ impl Joiner {
                         if let Some(q) = running.get_mut(&id) {
                             touched = Some(id.clone());
                             q.credit(records_total);
-                            let at_ms = at_ms.filter(|_| q.catching_up);
                             match q.run.query().decode_partial(&bytes) {
-                                Ok(partial) => match (&mut q.held, at_ms) {
-                                    (Some(held), _) => held.push(partial),
-                                    (None, Some(at_ms)) => {
-                                        // merged when a cut says which emission it is in
-                                        q.pending.push((offset.unwrap_or(-1), at_ms, partial));
-                                    }
-                                    (None, None) => {
-                                        let offset = offset.unwrap_or(-1);
-                                        self.merge_at(&id, q, partial, now_ms(), offset);
-                                    }
-                                },
+                                Ok(partial) => self.take_remote(&id, q, partial, offset, at_ms),
                                 Err(error) => log_unmerged(&id, &error),
                             }
+                        }
+                    }
+                    Ok(JoinerMessage::SeenBefore { id, records, offset, at_ms }) => {
+                        if let Some(q) = running.get_mut(&id) {
+                            touched = Some(id.clone());
+                            q.credit(records_total);
+                            // in order with the query's partials, as a partial of no records
+                            let partial = q.run.query().seen_partial(records);
+                            self.take_remote(&id, q, partial, offset, at_ms);
                         }
                     }
                     Ok(JoinerMessage::Cut { id, cut }) => {
@@ -616,6 +614,27 @@ impl Joiner {
 
     /// Merges a partial as if it arrived at `at_ms`: the windows due by then are emitted first,
     /// without it (their cuts say so: `through` moves to the partial's `offset` only after).
+    /// A partial from a worker node (at `offset` of the query's results partition, sent at
+    /// `at_ms`): held while the query waits for its past, kept for a cut while it catches up,
+    /// else merged now.
+    fn take_remote(
+        &self,
+        id: &str,
+        q: &mut Running,
+        partial: Partial,
+        offset: Option<i64>,
+        at_ms: Option<i64>,
+    ) {
+        match (&mut q.held, at_ms.filter(|_| q.catching_up)) {
+            (Some(held), _) => held.push(partial),
+            (None, Some(at_ms)) => {
+                // merged when a cut says which emission it is in
+                q.pending.push((offset.unwrap_or(-1), at_ms, partial));
+            }
+            (None, None) => self.merge_at(id, q, partial, now_ms(), offset.unwrap_or(-1)),
+        }
+    }
+
     fn merge_at(&self, id: &str, q: &mut Running, partial: Partial, at_ms: i64, offset: i64) {
         q.clock_ms = at_ms;
         let due = q.run.tick(at_ms);

@@ -98,6 +98,15 @@ pub(crate) enum JoinerMessage {
         offset: Option<i64>,
         at_ms: Option<i64>,
     },
+    /// For a query catching up: records the worker nodes read after it started and before it
+    /// was adopted (their progress, read back from its results partition at `offset`, sent at
+    /// `at_ms`), counted as seen in order with its partials.
+    SeenBefore {
+        id: Arc<str>,
+        records: u64,
+        offset: Option<i64>,
+        at_ms: Option<i64>,
+    },
     /// For a query catching up: where its first api node cut an emission.
     Cut {
         id: Arc<str>,

@@ -172,6 +172,7 @@ impl Shipper {
                 JoinerMessage::Start { .. }
                 | JoinerMessage::End { .. }
                 | JoinerMessage::Encoded { .. }
+                | JoinerMessage::SeenBefore { .. }
                 | JoinerMessage::CaughtUp { .. }
                 | JoinerMessage::Cut { .. }
                 | JoinerMessage::Forget { .. }

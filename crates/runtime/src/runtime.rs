@@ -823,6 +823,20 @@ impl Runtime {
         let _ = self.joiner_tx.send(JoinerMessage::Encoded { id: id.into(), bytes, offset, at_ms });
     }
 
+    /// On an api node: for an adopted query catching up, `records` read by the worker nodes
+    /// after it started and before it was adopted (their progress, read back from the results
+    /// topic in order with its partials): its "Records Seen" count them as its first api node
+    /// did.
+    pub fn remote_seen(&self, id: &str, records: u64, sent: Sent) {
+        let (offset, at_ms) = (sent.offset, sent.at_ms);
+        let _ = self.joiner_tx.send(JoinerMessage::SeenBefore {
+            id: id.into(),
+            records,
+            offset,
+            at_ms,
+        });
+    }
+
     /// On an api node: for an adopted query catching up, where its first api node cut one of
     /// its emissions (read back from the results topic, in order with its partials).
     pub fn remote_cut(&self, id: &str, cut: Cut) {

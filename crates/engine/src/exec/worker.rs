@@ -139,6 +139,12 @@ impl CompiledQuery {
         Some(partial)
     }
 
+    /// A partial that only counts `records` as seen (none matched): what a worker that read
+    /// them and matched none would send.
+    pub fn seen_partial(&self, records: u64) -> Partial {
+        Partial { state: self.inner.aggregator.new_state(), seen: records, matched: 0 }
+    }
+
     /// For reading stored blocks from their statistics: the fields whose summaries answer
     /// this query without its records — a GROUP ALL of COUNT(*) and COUNT, SUM, AVG, MIN, MAX
     /// of top-level fields, with no WHERE and nothing exploded; `None` for any other query.
