@@ -673,6 +673,60 @@ fn a_client_following_redirects_re_attaches_through_an_api_node_that_did_not_ado
     assert!(!other.log().contains(&format!("adopted query {id}")), "{}", other.log());
 }
 
+/// A query that reads the stored past then goes on live (`SINCE`), its api node killed after
+/// merging the past: the adopter gathers the worker's read of its store again from the results
+/// topic, then the live partials, and every needle, past and live, arrives once.
+#[test]
+fn a_query_reading_the_past_is_adopted_after_kill_9_and_every_needle_arrives_once() {
+    let broker = Broker::shared();
+    let topic = "failover-past";
+    broker.create_topic(topic, 4).unwrap();
+    let names = ["api_p1", "api_p2", "worker_p"];
+    let configs: Vec<_> =
+        names.iter().map(|node| failover_config(&broker.bootstrap, topic, node)).collect();
+    let config = |i: usize| configs[i].path().to_str().unwrap().to_owned();
+    let mut first = Serve::start(&["--role", "api", "--config", &config(0)]);
+    let second = Serve::start(&["--role", "api", "--config", &config(1)]);
+    let store = tempfile::tempdir().unwrap();
+    let store = store.path().to_str().unwrap().to_owned();
+    let worker = Serve::start(&[
+        "--role",
+        "worker",
+        "--workers",
+        "1",
+        "--config",
+        &config(2),
+        "--history",
+        &store,
+    ]);
+    wait_until("the worker reading 4 partitions", Duration::from_secs(30), || {
+        worker.partitions() == 4.0
+    });
+    // the past: 8 needles kept in the worker's store before the query starts
+    gen_needles(&broker.bootstrap, topic, 3_000, "needlea", 8, 1);
+    wait_until("every record kept", Duration::from_secs(30), || {
+        worker.metric("needle_history_records_appended_total") >= 3_000.0
+    });
+    let since = "SELECT id, event_ts FROM STREAM(90000, TIME) SINCE '-1h' \
+                 WHERE id = 'needlea' OR id = 'needleb' LIMIT 16";
+    let (id, _, following) = start_following(&first, since);
+    wait_until("the api node merging the past's 8 needles", Duration::from_secs(30), || {
+        matched(&first, &id) >= 8
+    });
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+    let before = following.join().unwrap();
+    assert!(before.iter().all(|e| e.event != "complete"), "{before:?}");
+    // live needles, sent while no api node merges the query
+    gen_needles(&broker.bootstrap, topic, 2_000, "needleb", 8, 2);
+    wait_until("the api node left adopting the query", Duration::from_secs(60), || {
+        second.status(&id).is_some()
+    });
+    assert_every_needle_once(&follow(&second.url, &id, None));
+    assert!(second.log().contains(&format!("adopted query {id}")), "{}", second.log());
+    assert!(!second.log().contains("panicked"), "{}", second.log());
+}
+
 /// A query whose api node died and that its adopter cannot run (a notice of another build: its
 /// plan is not what this node compiles) is ended by the adopter, so a client asking for it is
 /// answered 404 at once, not after waiting half a minute for an adoption that will not come.
@@ -699,6 +753,7 @@ fn a_query_its_adopter_cannot_run_is_ended_and_a_client_is_answered_at_once() {
         client: "someone".into(),
         results_from: Some(0),
         url: String::new(),
+        history_workers: Vec::new(),
     };
     let message = [(Some(notice.id.as_str()), notice.to_bytes())];
     let message: Vec<(Option<&str>, &[u8])> =

@@ -24,8 +24,12 @@
 //! A restarted api node with the same `kafka.node_id` adopts its past life's queries at once.
 //! A query that ended by its duration while no api node was alive is adopted too, for ten
 //! minutes after its end, so its final result still reaches a client that comes back for it.
-//! Queries that look back (history) are not adopted: their reads of the past are not on the
-//! results topic's partitions in a form that can be read again. A query its adopter cannot run
+//! A query that looks back (history) is adopted too: the worker nodes' reads of their stores
+//! are on the query's partition of the results topic, and the adopter gathers them again, from
+//! the workers its first api node waited for (named in the notice), as it catches up; a
+//! windowed one that goes on live after the past (`SINCE`) is not (its live windows were cut on
+//! the dead node's clock after its past was read, which nothing on the topic records), and ends.
+//! A query its adopter cannot run
 //! (it does not compile there, or compiles to another plan: nodes of different versions) is
 //! ended by it: its end is announced, so the workers let it go and a client asking any api node
 //! for it is answered at once (404) rather than after waiting for an adoption that will not come.
@@ -42,7 +46,7 @@ use crate::KafkaError;
 use needle_engine::aggregate::codec::fnv1a64;
 use needle_engine::CompiledQuery;
 use needle_runtime::remote::QueryAnnouncer;
-use needle_runtime::{Adoption, Runtime};
+use needle_runtime::{AdoptedPast, Adoption, Runtime};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::BaseRecord;
@@ -219,7 +223,8 @@ impl Watching {
         let mut orphans = HashSet::new();
         let mut chosen = Vec::new();
         for (id, notice) in &self.running {
-            if notice.history.is_some()
+            // (a notice of an older build that looks back names no workers: not adopted)
+            if (notice.history.is_some() && notice.history_workers.is_empty())
                 || notice.ends_ms.saturating_add(ADOPT_AFTER_END_MS) < now
                 || self.handled.contains(id)
                 || self.adopting.shared.mine.contains(id)
@@ -264,8 +269,13 @@ impl Watching {
     }
 
     fn adopt(&self, notice: &QueryNotice, me: &str) -> Result<(), Unadoptable> {
-        let plan = needle_query::compile(&notice.query, &notice.config)
+        let mut plan = needle_query::compile(&notice.query, &notice.config)
             .map_err(|e| Unadoptable::Here(format!("it does not compile here: {e}")))?;
+        // a range relative to now means its first api node's now
+        if let (Some(past), Some((from_ms, to_ms))) = (&mut plan.history, notice.history) {
+            past.from_ms = from_ms;
+            past.to_ms = to_ms;
+        }
         if plan_hash(&plan) != notice.plan {
             return Err(Unadoptable::Here(
                 "it compiles to a different plan here than on its api node (are the nodes \
@@ -274,9 +284,19 @@ impl Watching {
             ));
         }
         let query = CompiledQuery::compile(&plan).map_err(|e| Unadoptable::Here(e.to_string()))?;
+        if plan.history.is_some_and(|past| past.live) && query.is_windowed() {
+            // its live windows after the past are cut on its first api node's clock, which no
+            // record on the results topic gives again
+            return Err(Unadoptable::Here(
+                "a windowed query that reads the past then goes on live is not adopted".into(),
+            ));
+        }
         let id = notice.id.as_str();
-        let adoption =
-            Adoption { id, query, client: &notice.client, received_ms: notice.received_ms };
+        let past = plan
+            .history
+            .map(|range| AdoptedPast { range, workers: notice.history_workers.clone() });
+        let received_ms = notice.received_ms;
+        let adoption = Adoption { id, query, client: &notice.client, received_ms, past };
         self.adopting
             .runtime
             .adopt_remote(adoption)

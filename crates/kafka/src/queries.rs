@@ -171,6 +171,7 @@ impl QueryAnnouncer for QueryPublisher {
             client: query.client.to_owned(),
             results_from: Some(from),
             url: self.url.clone(),
+            history_workers: query.history_workers.to_vec(),
         };
         self.publish(&notice).map_err(|e| {
             self.shared.mine.remove(query.id);

@@ -354,6 +354,25 @@ impl Reading {
                     }
                 }
             }
+            // a worker node's read of its stored past, for a query this node merges: addressed
+            // to it, or to the api node it adopted the query from (read again as it catches
+            // up, or sent before the worker learned of the adoption)
+            Ok(ResultsMessage::History { owner, id, worker, event })
+                if match live {
+                    true => owner == node || self.shared.mine.contains(id),
+                    false => self.catching[slot].iter().any(|c| c == id),
+                } =>
+            {
+                if self.shared.mine.take(id, offset) {
+                    self.hearing.workers.heard(worker, true);
+                    match history_event(event) {
+                        Ok(event) => self.runtime.remote_history(id, worker, event),
+                        Err(e) => self.log.say(format_args!(
+                            "skipped message {offset} of the results topic: {e}"
+                        )),
+                    }
+                }
+            }
             Ok(_) if !live => {}
             // every partition has each progress (a fence); it is counted once, on the first
             Ok(ResultsMessage::Progress { records }) if partition == FIRST => {
@@ -364,15 +383,6 @@ impl Reading {
                 self.hearing.workers.heard(name, history)
             }
             Ok(ResultsMessage::Api { name }) => self.hearing.apis.heard(name, false),
-            Ok(ResultsMessage::History { owner, id, worker, event }) if owner == node => {
-                self.hearing.workers.heard(worker, true);
-                match history_event(event) {
-                    Ok(event) => self.runtime.remote_history(id, worker, event),
-                    Err(e) => self
-                        .log
-                        .say(format_args!("skipped message {offset} of the results topic: {e}")),
-                }
-            }
             Ok(ResultsMessage::History { .. }) => {} // another api node's
             Err(e) => {
                 self.log.say(format_args!("skipped message {offset} of the results topic: {e}"))

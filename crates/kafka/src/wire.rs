@@ -84,6 +84,10 @@ pub struct QueryNotice {
     /// The base URL clients reach the owner at (empty: not known, a notice of an older build).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub url: String,
+    /// A query that looks back: the worker nodes whose reads of their stores it waits for
+    /// (empty for a notice of an older build: such a query is not adopted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history_workers: Vec<String>,
 }
 
 impl QueryNotice {
@@ -426,10 +430,12 @@ mod tests {
             client: "token-ab12".into(),
             results_from: Some(42),
             url: "http://10.0.0.7:9900".into(),
+            history_workers: vec!["worker_1".into(), "worker_2".into()],
         };
         assert_eq!(QueryNotice::from_bytes(&notice.to_bytes()).unwrap(), notice);
         let text = String::from_utf8(notice.to_bytes()).unwrap();
         assert!(text.contains(r#""url":"http://10.0.0.7:9900""#), "{text}");
+        assert!(text.contains(r#""history_workers":["worker_1","worker_2"]"#), "{text}");
         let v2 = QueryNotice { v: 2, ..notice };
         assert!(QueryNotice::from_bytes(&v2.to_bytes()).unwrap_err().contains("version 2"));
         assert!(QueryNotice::from_bytes(b"garbage").is_err());
@@ -437,9 +443,10 @@ mod tests {
         let old = br#"{"v":1,"id":"n-1","owner":"n","query":"SELECT * FROM STREAM()","config":{},"plan":"00","received_ms":1,"ends_ms":2}"#;
         let old = QueryNotice::from_bytes(old).unwrap();
         assert_eq!((old.client.as_str(), old.results_from, old.url.as_str()), ("", None, ""));
-        // and without a URL, written as the builds before it wrote it
+        assert!(old.history_workers.is_empty());
+        // and without a URL or workers, written as the builds before it wrote it
         let unknown = QueryNotice { url: String::new(), ..old };
         let text = String::from_utf8(unknown.to_bytes()).unwrap();
-        assert!(!text.contains("url"), "{text}");
+        assert!(!text.contains("url") && !text.contains("history_workers"), "{text}");
     }
 }

@@ -118,6 +118,7 @@ fn write_the_kafka_wire_seeds() {
         client: "token-ab12".into(),
         results_from: Some(42),
         url: String::new(),
+        history_workers: Vec::new(),
     };
     write("notice", 1, &notice.to_bytes());
     let notice = QueryNotice {

@@ -252,8 +252,8 @@ impl Joiner {
                         // running table compares addresses, not text (comparing the text of
                         // 100,000 ids was most of the joiner's time while queries waited)
                         let id: Arc<str> = run.shared_id().clone();
-                        let duration = i64::try_from(run.query().duration_ms()).unwrap_or(i64::MAX);
-                        let started_ms = run.end_ms().saturating_sub(duration);
+                        // (not its end less its duration: a run on record time has no end yet)
+                        let started_ms = run.receive_ms();
                         let held = run.is_on_record_time().then(Vec::new);
                         let now = Instant::now();
                         let rate = RateWindow { started: now, emitted: 0 };

@@ -30,5 +30,5 @@ pub use error::RuntimeError;
 pub use messages::EndReason;
 pub use remote::Role;
 pub use results::ResultQueue;
-pub use runtime::{Adoption, QueryHandle, Runtime, Sent, SubmitError};
+pub use runtime::{AdoptedPast, Adoption, QueryHandle, Runtime, Sent, SubmitError};
 pub use status::QueryStatus;

@@ -63,6 +63,9 @@ pub struct Announcement<'a> {
     /// Whose query it is (a token's name or a client's address): an api node that adopts it
     /// lets the same client follow and kill it.
     pub client: &'a str,
+    /// A query that looks back: the worker nodes whose reads of their stores it waits for (an
+    /// api node that adopts it gathers the same reads).
+    pub history_workers: &'a [String],
 }
 
 /// Where an api node announces the queries it starts and ends (the query topic).

@@ -137,6 +137,19 @@ pub struct Adoption<'a> {
     pub client: &'a str,
     /// When its first api node received it.
     pub received_ms: i64,
+    /// A query that looks back: its past as its first api node resolved it.
+    pub past: Option<AdoptedPast>,
+}
+
+/// The past an adopted query reads.
+#[derive(Debug, Clone)]
+pub struct AdoptedPast {
+    /// The range, as its first api node resolved it (relative times on that node's clock).
+    pub range: needle_query::plan::HistoryPlan,
+    /// The worker nodes whose reads of their stores make up the past (those its first api node
+    /// waited for). Their reads are on the results topic: the adopter gathers them again as it
+    /// catches up.
+    pub workers: Vec<String>,
 }
 
 /// History in a running runtime.
@@ -541,7 +554,15 @@ impl Runtime {
             } else {
                 received_ms.saturating_add(self.config.query.max_duration_ms as i64)
             };
-            let announcement = Announcement { id: &id, plan, received_ms, ends_ms, client: &owner };
+            let history_workers = past.and_then(|p| p.workers.as_deref()).unwrap_or_default();
+            let announcement = Announcement {
+                id: &id,
+                plan,
+                received_ms,
+                ends_ms,
+                client: &owner,
+                history_workers,
+            };
             if let Err(reason) = announcer.started(&announcement) {
                 self.abandon(&id);
                 return Err(SubmitError::Unavailable(format!(
@@ -850,14 +871,36 @@ impl Runtime {
     /// to claim them ([`Runtime::claim_adopted`]). Not counted against `runtime.max_queries`
     /// (it was admitted already).
     pub fn adopt_remote(&self, adoption: Adoption) -> Result<(), SubmitError> {
-        let Adoption { id, query, client, received_ms } = adoption;
+        let Adoption { id, query, client, received_ms, past } = adoption;
         if self.stop.is_stopped() {
             return Err(SubmitError::ShuttingDown);
         }
         let id: Arc<str> = id.into();
         let query = Arc::new(query);
-        let mut run = QueryRun::new(query.clone(), id.clone(), received_ms);
-        let ends_ms = run.end_ms();
+        let (mut run, ends_ms, live, remote) = match past {
+            // as its first api node placed it (start_remote_history)
+            Some(AdoptedPast { range: past, workers }) => {
+                let run = QueryRun::on_record_time(
+                    query.clone(),
+                    id.clone(),
+                    received_ms,
+                    past.from_ms,
+                    i64::MAX,
+                );
+                let duration = i64::try_from(query.duration_ms()).unwrap_or(i64::MAX);
+                let ends =
+                    if past.live { received_ms.saturating_add(duration) } else { received_ms };
+                let (from_ms, to_ms) = (past.from_ms, past.to_ms);
+                let gather = Gather::new(workers);
+                let remote = Box::new(RemotePast { gather, from_ms, to_ms, end_ms: 0 });
+                (run, ends, past.live, Some(remote))
+            }
+            None => {
+                let run = QueryRun::new(query.clone(), id.clone(), received_ms);
+                let ends = run.end_ms();
+                (run, ends, true, None)
+            }
+        };
         if query.is_raw() {
             run.bound_raw_bytes(
                 self.config.runtime.max_result_bytes_per_query,
@@ -880,8 +923,8 @@ impl Runtime {
         let start = JoinerMessage::Start {
             run: Box::new(run),
             results: results.clone(),
-            live: true,
-            remote: None,
+            live,
+            remote,
             catching_up: true,
         };
         if self.joiner_tx.send(start).is_err() {

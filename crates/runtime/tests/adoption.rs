@@ -102,7 +102,7 @@ fn an_adopted_query_closes_its_past_windows_as_its_first_node_did_then_runs_live
     // admitted 2.5 s ago by an api node that died since: two windows closed, one open
     let received_ms = now_ms() - 2_500;
     let id = "api_a-1a2b-7";
-    let adoption = Adoption { id, query: compile(), client: "10.0.0.9", received_ms };
+    let adoption = Adoption { id, query: compile(), client: "10.0.0.9", received_ms, past: None };
     runtime.adopt_remote(adoption).unwrap();
     // no cuts recorded (its first node died before recording any): by the times they were sent
     runtime.remote_partial(id, partial(2), sent(10, received_ms + 400));
@@ -143,7 +143,7 @@ fn an_adopted_query_cuts_its_past_emissions_where_its_first_node_did() {
     let runtime = api_node(&announcer);
     let received_ms = now_ms() - 2_500;
     let id = "api_a-1a2b-8";
-    let adoption = Adoption { id, query: compile(), client: "c", received_ms };
+    let adoption = Adoption { id, query: compile(), client: "c", received_ms, past: None };
     runtime.adopt_remote(adoption).unwrap();
     // The dead node merged the partial at offset 11, sent just before the first window's end,
     // after it had cut that window (it arrived late): it is in the second emission there.

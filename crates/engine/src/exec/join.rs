@@ -186,6 +186,11 @@ impl QueryRun {
         self.record_time = false;
     }
 
+    /// When the query was received (its start: its duration counts from it).
+    pub fn receive_ms(&self) -> i64 {
+        self.receive_ms
+    }
+
     pub fn query(&self) -> &Arc<CompiledQuery> {
         &self.query
     }
