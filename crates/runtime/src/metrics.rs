@@ -22,6 +22,9 @@ pub struct Metrics {
     pub records_malformed: Counter,
     /// Records that matched at least one query.
     pub records_matched: Counter,
+    /// Records the running queries read column at a time (every query an aggregation the
+    /// column path folds), not one by one.
+    pub records_by_columns: Counter,
     /// Queries running now.
     pub queries_active: Gauge,
     /// Queries started since the process began.
@@ -86,6 +89,7 @@ impl Metrics {
             bytes_read: Counter::default(),
             records_malformed: Counter::default(),
             records_matched: Counter::default(),
+            records_by_columns: Counter::default(),
             queries_active: Gauge::default(),
             queries_started: Counter::default(),
             queries_rejected: Counter::default(),
@@ -116,6 +120,11 @@ impl Metrics {
             "records_matched",
             "Records that matched at least one query",
             m.records_matched.clone(),
+        );
+        registry.register(
+            "records_by_columns",
+            "Records the running queries read column at a time, not one by one",
+            m.records_by_columns.clone(),
         );
         registry.register("queries_active", "Queries running now", m.queries_active.clone());
         registry.register("queries_started", "Queries started", m.queries_started.clone());

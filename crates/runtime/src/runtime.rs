@@ -215,6 +215,7 @@ impl Runtime {
                 outbox: Default::default(),
                 columns: Default::default(),
                 row: Default::default(),
+                line_columns: crate::columns::ColumnsBuilder::new(1024),
             };
             threads.push(spawn(format!("needle-worker-{index}"), move || worker.run())?);
         }

@@ -17,7 +17,10 @@
 //!
 //! Records pushed from code (a batch of [`needle_record::Record`]s) go through the same matcher
 //! whole, without decoding. Events pushed as columns ([`crate::columns`]) are read column at a
-//! time when every running query allows it, else row by row through the matcher.
+//! time when every running query allows it, else row by row through the matcher; so are the
+//! lines of a batch, their fields (those the queries read) gathered as columns as they are
+//! decoded, when every running query allows it: no record goes through the matcher, and the
+//! aggregates fold whole columns.
 //!
 //! Malformed lines (not JSON, not an object) are counted and skipped; a sample is logged to
 //! stderr (the 1st, 2nd, 4th, 8th, ... of the process) so a flood of garbage cannot flood the
@@ -25,7 +28,7 @@
 
 use crate::clock::now_ms;
 use crate::columns::run::ColumnRunner;
-use crate::columns::ColumnBatch;
+use crate::columns::{ColumnBatch, ColumnsBuilder};
 use crate::framing::{Batch, Receipt};
 use crate::messages::{JoinerMessage, RecordsInFlight};
 use crate::metrics::Metrics;
@@ -61,8 +64,10 @@ pub(crate) struct Worker {
     pub outbox: Outbox,
     /// The column path's plans for the current queries.
     pub columns: ColumnRunner,
-    /// A row of a column batch, as a record (kept from row to row).
+    /// A row of a column batch, or a line's decoded fields, as a record (kept from row to row).
     pub row: Record,
+    /// Lines' fields gathered as columns, when every query reads columns.
+    pub line_columns: ColumnsBuilder,
 }
 
 impl Worker {
@@ -95,32 +100,11 @@ impl Worker {
     }
 
     fn process(&mut self, batch: &Batch, snapshot: &Snapshot, matcher: &mut MatchWorker) {
-        let mut records = 0u64;
-        let mut malformed = 0u64;
-        let mut matched_records = 0u64;
         let ctx = EvalContext::new(now_ms());
         let set = &snapshot.set;
+        let (mut records, malformed, mut matched_records) =
+            self.process_lines(batch, snapshot, matcher, &ctx);
         let (outbox, joiner) = (&mut self.outbox, &self.joiner);
-        for line in batch.lines() {
-            records += 1;
-            if count_and_sample(&mut self.lines) {
-                if let Ok(record) = needle_record::decode_record(line) {
-                    self.schema.observe(&record);
-                }
-            }
-            if set.is_empty() {
-                continue;
-            }
-            match matcher
-                .process(set, line, &ctx, |member, partial| outbox.push(joiner, member, partial))
-            {
-                Ok(outcome) => matched_records += u64::from(outcome.matched > 0),
-                Err(error) => {
-                    malformed += 1;
-                    log_malformed(self.index, line, &error);
-                }
-            }
-        }
         for record in batch.records() {
             records += 1;
             if count_and_sample(&mut self.lines) {
@@ -151,8 +135,82 @@ impl Worker {
         }
     }
 
-    /// Runs a batch of columns through the queries (see the module doc); the rows some query
-    /// matched.
+    /// Reads a batch's lines: (lines, malformed lines, lines some query matched). When every
+    /// query reads columns, the fields the queries read are gathered as columns line by line
+    /// and run column at a time (see the module doc); from a line whose fields do not fit the
+    /// columns on (a field of another type than before, a list), row by row.
+    fn process_lines(
+        &mut self,
+        batch: &Batch,
+        snapshot: &Snapshot,
+        matcher: &mut MatchWorker,
+        ctx: &EvalContext,
+    ) -> (u64, u64, u64) {
+        let set = &snapshot.set;
+        let (mut lines, mut malformed, mut matched) = (0u64, 0u64, 0u64);
+        let mut by_columns = !set.is_empty() && self.columns.allows(snapshot);
+        for line in batch.lines() {
+            lines += 1;
+            if count_and_sample(&mut self.lines) {
+                if let Ok(record) = needle_record::decode_record(line) {
+                    self.schema.observe(&record);
+                }
+            }
+            if set.is_empty() {
+                continue;
+            }
+            let outcome = if by_columns {
+                if let Err(error) = set.decode_into(line, &mut self.row) {
+                    malformed += 1;
+                    log_malformed(self.index, line, &error);
+                    continue;
+                }
+                if self.line_columns.stage_record(&self.row) {
+                    self.line_columns.commit();
+                    continue;
+                }
+                // the lines before go by columns; this one and the rest row by row
+                self.line_columns.discard();
+                by_columns = false;
+                matched += self.run_line_columns(snapshot, matcher, ctx);
+                let (outbox, joiner) = (&mut self.outbox, &self.joiner);
+                Ok(matcher.process_record(set, &self.row, Some(line), ctx, |member, partial| {
+                    outbox.push(joiner, member, partial)
+                }))
+            } else {
+                let (outbox, joiner) = (&mut self.outbox, &self.joiner);
+                matcher
+                    .process(set, line, ctx, |member, partial| outbox.push(joiner, member, partial))
+            };
+            match outcome {
+                Ok(outcome) => matched += u64::from(outcome.matched > 0),
+                Err(error) => {
+                    malformed += 1;
+                    log_malformed(self.index, line, &error);
+                }
+            }
+        }
+        if by_columns {
+            matched += self.run_line_columns(snapshot, matcher, ctx);
+        }
+        (lines, malformed, matched)
+    }
+
+    /// Runs the lines gathered as columns through the queries; the rows some query matched.
+    fn run_line_columns(
+        &mut self,
+        snapshot: &Snapshot,
+        matcher: &mut MatchWorker,
+        ctx: &EvalContext,
+    ) -> u64 {
+        match self.line_columns.finish() {
+            Some(columns) => self.run_columns(&columns, snapshot, matcher, ctx),
+            None => 0,
+        }
+    }
+
+    /// Runs a batch of events pushed as columns through the queries (see the module doc); the
+    /// rows some query matched.
     fn process_columns(
         &mut self,
         columns: &ColumnBatch,
@@ -167,13 +225,27 @@ impl Worker {
                 self.schema.observe(&self.row);
             }
         }
-        let set = &snapshot.set;
-        if set.is_empty() {
+        if snapshot.set.is_empty() {
             return 0;
         }
+        self.run_columns(columns, snapshot, matcher, ctx)
+    }
+
+    /// Runs columns through the queries, column at a time when they all allow it, else row by
+    /// row; the rows some query matched.
+    fn run_columns(
+        &mut self,
+        columns: &ColumnBatch,
+        snapshot: &Snapshot,
+        matcher: &mut MatchWorker,
+        ctx: &EvalContext,
+    ) -> u64 {
+        let set = &snapshot.set;
         if let Some(matched) = self.columns.run(snapshot, columns, matcher) {
+            self.metrics.records_by_columns.inc_by(columns.rows() as u64);
             return matched;
         }
+        let reader = columns.rows_reader();
         let (outbox, joiner) = (&mut self.outbox, &self.joiner);
         let mut matched = 0;
         for row in 0..columns.rows() {

@@ -126,6 +126,60 @@ fn a_group_by_over_a_window_counts_every_record_once() {
     runtime.shutdown();
 }
 
+/// While every query is an aggregation the column path folds, lines are read column at a time
+/// (the fields read gathered as columns); a line whose field changes type, and a RAW query
+/// beside, send lines one by one through the matcher: the answers are the same either way.
+#[test]
+fn aggregations_read_lines_column_at_a_time_until_a_query_needs_records() {
+    let (runtime, addr) = start(config());
+    let metrics = runtime.metrics().clone();
+    let text = "SELECT k, COUNT(*) AS c, SUM(v) AS s FROM STREAM(800, TIME) WHERE v > 1 GROUP BY k";
+    let q = runtime.submit(text, "t").unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let lines: Vec<String> =
+        (0..3000).map(|i| format!(r#"{{"k":"k{}","v":{},"x":[1]}}"#, i % 3, i % 5)).collect();
+    // the last: `v` a string (no longer the column's type), which fails the WHERE
+    let changed = [r#"{"k":"k0","v":"many"}"#.to_owned()];
+    send(addr, &[lines.as_slice(), &changed].concat());
+    let last = std::iter::from_fn(|| next(&q.results, Duration::from_secs(10)))
+        .find(|e| e.is_final)
+        .expect("a final emission")
+        .to_json();
+    let by_k: Vec<(String, i64, f64)> = last["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (r["k"].as_str().unwrap().into(), r["c"].as_i64().unwrap(), r["s"].as_f64().unwrap())
+        })
+        .collect();
+    let mut by_k = by_k;
+    by_k.sort_by(|a, b| a.0.cmp(&b.0));
+    let want: Vec<(String, i64, f64)> = (0..3)
+        .map(|k| {
+            let v: Vec<i64> =
+                (0..3000).filter(|i| i % 3 == k && i % 5 > 1).map(|i| i % 5).collect();
+            (format!("k{k}"), v.len() as i64, v.iter().sum::<i64>() as f64)
+        })
+        .collect();
+    assert_eq!(by_k, want, "{last}");
+    assert_eq!(metrics.records_by_columns.get(), 3000, "every line but the last by columns");
+    // a RAW query beside: every line one by one
+    let sum = runtime.submit("SELECT SUM(v) AS s FROM STREAM(800, TIME)", "t").unwrap();
+    let raw =
+        runtime.submit("SELECT * FROM STREAM(800, TIME) WHERE k = 'none' LIMIT 1", "t").unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    send(addr, &lines);
+    let last = std::iter::from_fn(|| next(&sum.results, Duration::from_secs(10)))
+        .find(|e| e.is_final)
+        .expect("a final emission")
+        .to_json();
+    assert_eq!(last["records"][0]["s"], 6000.0, "{last}");
+    assert_eq!(metrics.records_by_columns.get(), 3000, "none by columns beside a RAW query");
+    drop(raw);
+    runtime.shutdown();
+}
+
 #[test]
 fn a_killed_query_ends_with_a_final_emission_saying_so() {
     let (runtime, _addr) = start(config());

@@ -11,10 +11,10 @@ use super::ColumnBatch;
 use arrow_array::builder::{
     BooleanBuilder, Float32Builder, Float64Builder, Int32Builder, Int64Builder, StringBuilder,
 };
-use arrow_array::{ArrayRef, RecordBatch};
+use arrow_array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow_schema::{DataType, Field, Schema};
 use needle_history::columns::RESERVED;
-use needle_record::Value;
+use needle_record::{Record, Value};
 use std::sync::Arc;
 
 /// Columns past this many in one batch are refused (a stream of ever new field names is kept
@@ -206,6 +206,17 @@ impl ColumnsBuilder {
         }
     }
 
+    /// Stages every field of `record`, a NULL left out (a NULL of its column); false when one
+    /// does not fit ([`ColumnsBuilder::stage`]). For records decoded from lines with only the
+    /// fields the queries read, when no query reads a record whole (where a field set to NULL
+    /// and one left out are alike).
+    pub fn stage_record(&mut self, record: &Record) -> bool {
+        record.fields().iter().all(|(name, value)| match value {
+            Value::Null => true,
+            value => Scalar::of(value).is_some_and(|scalar| self.stage(name, scalar)),
+        })
+    }
+
     /// The column of `name` among those after `next`, or a new one; `None` when it is among
     /// the earlier ones or cannot be added.
     #[cold]
@@ -285,9 +296,12 @@ impl ColumnsBuilder {
                 (Field::new(name, data_type, true), array)
             })
             .unzip();
+        // (the row count given: events may have no field at all)
+        let options = RecordBatchOptions::new().with_row_count(Some(self.rows));
         self.rows = 0;
-        let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)
-            .expect("every column has a value or NULL in every row");
+        let batch =
+            RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), arrays, &options)
+                .expect("every column has a value or NULL in every row");
         Some(ColumnBatch::new(batch))
     }
 }
@@ -301,7 +315,6 @@ fn same_name(a: &str, b: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use needle_record::Record;
 
     /// Writes each event (fields in order) as a row; false for one the builder refused.
     fn push(builder: &mut ColumnsBuilder, fields: &[(&str, Value)]) -> bool {
@@ -352,6 +365,16 @@ mod tests {
         let mut text = Vec::new();
         batch.write_ndjson(&mut text);
         assert!(String::from_utf8(text).unwrap().starts_with("{\"a\":1,\"b\":\"x\",\"c\":true}\n"));
+    }
+
+    #[test]
+    fn events_without_fields_are_rows_of_no_column() {
+        let mut builder = ColumnsBuilder::new(4);
+        assert!(push(&mut builder, &[]) && push(&mut builder, &[("n", Value::Null)][..0]));
+        assert!(builder.stage_record(&record(&[("n", Value::Null)])));
+        builder.commit();
+        let batch = builder.finish().unwrap();
+        assert_eq!((batch.rows(), batch.record_batch().num_columns()), (3, 0));
     }
 
     #[test]

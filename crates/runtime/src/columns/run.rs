@@ -62,6 +62,20 @@ pub(crate) struct ColumnRunner {
 }
 
 impl ColumnRunner {
+    /// True when every query of `snapshot` reads columns (and there are at most
+    /// [`MAX_COLUMN_QUERIES`]).
+    pub(crate) fn allows(&mut self, snapshot: &Snapshot) -> bool {
+        self.refresh(snapshot);
+        self.plans.is_some()
+    }
+
+    fn refresh(&mut self, snapshot: &Snapshot) {
+        if self.version != Some(snapshot.version) {
+            self.plans = plans_of(&snapshot.set);
+            self.version = Some(snapshot.version);
+        }
+    }
+
     /// Runs `batch` through every query of `snapshot` column at a time, their partials folded
     /// into `matcher`'s states; how many rows some query matched. `None` when a query cannot
     /// be run that way, nothing changed: the caller reads the batch row by row.
@@ -71,10 +85,7 @@ impl ColumnRunner {
         batch: &super::ColumnBatch,
         matcher: &mut MatchWorker,
     ) -> Option<u64> {
-        if self.version != Some(snapshot.version) {
-            self.plans = plans_of(&snapshot.set);
-            self.version = Some(snapshot.version);
-        }
+        self.refresh(snapshot);
         let plans = self.plans.as_deref()?;
         let batch = batch.record_batch();
         let partials: Vec<Partial> =
