@@ -22,6 +22,8 @@ echo "== clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== docs (rustdoc, warnings are errors: broken or private links, the library's missing docs)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
+echo "== the fuzz targets' lock file (fuzz/ is its own workspace: make fuzz builds it --locked)"
+cargo metadata --locked --format-version 1 --manifest-path fuzz/Cargo.toml >/dev/null
 echo "== the Bullet peer (bench/peers/bullet: Maven, JUnit)"
 (cd bench/peers/bullet && mvn -B -q package)
 echo "== DuckDB and Schemathesis from PyPI (DuckDB must read the history's files and is needle bench history's peer; Schemathesis checks the API against its OpenAPI document)"
