@@ -160,23 +160,22 @@ impl Worker {
                 continue;
             }
             let outcome = if by_columns {
-                if let Err(error) = set.decode_into(line, &mut self.row) {
-                    malformed += 1;
-                    log_malformed(self.index, line, &error);
-                    continue;
+                match set.decode_into(line, &mut self.row) {
+                    Err(error) => Err(error),
+                    Ok(()) if self.line_columns.stage_record(&self.row) => {
+                        self.line_columns.commit();
+                        continue;
+                    }
+                    Ok(()) => {
+                        // the lines before go by columns; this one and the rest row by row
+                        self.line_columns.discard();
+                        by_columns = false;
+                        matched += self.run_line_columns(snapshot, matcher, ctx);
+                        let (outbox, joiner) = (&mut self.outbox, &self.joiner);
+                        let push = |member: &_, partial| outbox.push(joiner, member, partial);
+                        Ok(matcher.process_record(set, &self.row, Some(line), ctx, push))
+                    }
                 }
-                if self.line_columns.stage_record(&self.row) {
-                    self.line_columns.commit();
-                    continue;
-                }
-                // the lines before go by columns; this one and the rest row by row
-                self.line_columns.discard();
-                by_columns = false;
-                matched += self.run_line_columns(snapshot, matcher, ctx);
-                let (outbox, joiner) = (&mut self.outbox, &self.joiner);
-                Ok(matcher.process_record(set, &self.row, Some(line), ctx, |member, partial| {
-                    outbox.push(joiner, member, partial)
-                }))
             } else {
                 let (outbox, joiner) = (&mut self.outbox, &self.joiner);
                 matcher
