@@ -560,23 +560,7 @@ fn a_windowed_query_adopted_after_kill_9_cuts_its_windows_as_before_and_each_nee
     // node dies, and the rest come from the one that adopts the query.
     let windows = "SELECT id, event_ts FROM STREAM(30000, TIME) \
                    WHERE id = 'needlea' OR id = 'needleb' WINDOWING TUMBLING(1000, TIME)";
-    let started: Value = reqwest::blocking::Client::new()
-        .post(format!("{}/api/v1/queries", first.url))
-        .body(windows)
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
-    let id = started["id"].as_str().unwrap_or_else(|| panic!("{started}")).to_owned();
-    let received: Arc<Mutex<Vec<SseEvent>>> = Arc::default();
-    let following = {
-        let (url, id, received) = (first.url.clone(), id.clone(), received.clone());
-        std::thread::spawn(move || {
-            let _ = follow_into(&url, &id, None, &received);
-            let events = received.lock().unwrap().clone();
-            events
-        })
-    };
+    let (id, received, following) = start_following_windows(&first, windows);
     // killed once the client has the window with the first 8 needles
     let had_needles = || needles_in(&received.lock().unwrap()).len() >= 8;
     let before = kill_9_mid_query_on(
@@ -588,21 +572,69 @@ fn a_windowed_query_adopted_after_kill_9_cuts_its_windows_as_before_and_each_nee
         following,
         &had_needles,
     );
+    let after = follow_on(&second, &id, &before);
+    let records = assert_numbered_on_each_needle_once(&before, &after, 16);
+    assert_eq!(records.iter().filter(|r| r.contains("needlea")).count(), 8, "{records:?}");
+    assert!(needles_in(&after).iter().all(|r| !r.contains("needlea")), "none again: {after:?}");
+}
+
+/// The events a client received so far, as they come.
+type Received = Arc<Mutex<Vec<SseEvent>>>;
+
+/// Starts windowed query `text` on `api` and follows it there on a thread, each event put in
+/// the list it gives as it comes: its id, that list, and the thread giving the events.
+fn start_following_windows(
+    api: &Serve,
+    text: &str,
+) -> (String, Received, std::thread::JoinHandle<Vec<SseEvent>>) {
+    let started: Value = reqwest::blocking::Client::new()
+        .post(format!("{}/api/v1/queries", api.url))
+        .body(text.to_owned())
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let id = started["id"].as_str().unwrap_or_else(|| panic!("{started}")).to_owned();
+    let received: Received = Arc::default();
+    let following = {
+        let (url, id, received) = (api.url.clone(), id.clone(), received.clone());
+        std::thread::spawn(move || {
+            let _ = follow_into(&url, &id, None, &received);
+            let events = received.lock().unwrap().clone();
+            events
+        })
+    };
+    (id, received, following)
+}
+
+/// A client whose stream from a killed api node gave it `before` comes back for the rest of
+/// query `id` on `api`, from the last event it had (`Last-Event-ID`), until the query ends.
+fn follow_on(api: &Serve, id: &str, before: &[SseEvent]) -> Vec<SseEvent> {
     assert!(before.iter().all(|e| e.event != "complete"), "{before:?}");
     let last = before.iter().rev().find_map(|e| e.id.clone());
-    let after = follow(&second.url, &id, last.as_deref());
+    let after = follow(&api.url, id, last.as_deref());
     assert_eq!(after.last().map(|e| e.event.as_str()), Some("complete"), "{after:?}");
-    // numbered on from the last the client had, none missing
+    after
+}
+
+/// Checks a windowed needle search's emissions before and after its api node was killed: the
+/// ones after numbered on from the last before, none missing, and `needles` records in all,
+/// each once. The records.
+fn assert_numbered_on_each_needle_once(
+    before: &[SseEvent],
+    after: &[SseEvent],
+    needles: usize,
+) -> Vec<String> {
+    let last = before.iter().rev().find_map(|e| e.id.clone());
     let numbers: Vec<u64> =
         after.iter().filter_map(|e| e.id.as_deref()).map(|n| n.parse().unwrap()).collect();
     let first_after = last.as_deref().map_or(1, |n| n.parse::<u64>().unwrap() + 1);
     let expected: Vec<u64> = (first_after..first_after + numbers.len() as u64).collect();
     assert_eq!(numbers, expected, "{after:?}");
-    let records: Vec<String> = [needles_in(&before), needles_in(&after)].concat();
+    let records: Vec<String> = [needles_in(before), needles_in(after)].concat();
     let distinct: std::collections::HashSet<&String> = records.iter().collect();
-    assert_eq!((records.len(), distinct.len()), (16, 16), "each needle once: {records:?}");
-    assert_eq!(records.iter().filter(|r| r.contains("needlea")).count(), 8, "{records:?}");
-    assert!(needles_in(&after).iter().all(|r| !r.contains("needlea")), "none again: {after:?}");
+    assert_eq!((records.len(), distinct.len()), (needles, needles), "each once: {records:?}");
+    records
 }
 
 /// Three api nodes (the first to be killed) and a worker on topics named `topic`, the nodes
@@ -723,6 +755,62 @@ fn a_query_reading_the_past_is_adopted_after_kill_9_and_every_needle_arrives_onc
         second.status(&id).is_some()
     });
     assert_every_needle_once(&follow(&second.url, &id, None));
+    assert!(second.log().contains(&format!("adopted query {id}")), "{}", second.log());
+    assert!(!second.log().contains("panicked"), "{}", second.log());
+}
+
+/// A windowed query that reads the past then goes on live (`SINCE ... WINDOWING`), its api node
+/// killed after its past and some live windows went out: the adopter gathers the past again,
+/// goes live where the dead node did, and the client coming back gets the rest of the windows,
+/// numbered on, each needle once (the past's, the live ones the dead node merged, those sent
+/// while no api node merged the query).
+#[test]
+fn a_windowed_since_query_is_adopted_after_kill_9_and_each_needle_arrives_once() {
+    let broker = Broker::shared();
+    let topic = "failover-since-windows";
+    broker.create_topic(topic, 4).unwrap();
+    let names = ["api_sw1", "api_sw2", "worker_sw"];
+    let configs: Vec<_> =
+        names.iter().map(|node| failover_config(&broker.bootstrap, topic, node)).collect();
+    let config = |i: usize| configs[i].path().to_str().unwrap().to_owned();
+    let mut first = Serve::start(&["--role", "api", "--config", &config(0)]);
+    let second = Serve::start(&["--role", "api", "--config", &config(1)]);
+    let store = tempfile::tempdir().unwrap();
+    let store = store.path().to_str().unwrap().to_owned();
+    let worker = Serve::start(&[
+        "--role",
+        "worker",
+        "--workers",
+        "1",
+        "--config",
+        &config(2),
+        "--history",
+        &store,
+    ]);
+    wait_until("the worker reading 4 partitions", Duration::from_secs(30), || {
+        worker.partitions() == 4.0
+    });
+    gen_needles(&broker.bootstrap, topic, 3_000, "needlea", 8, 1);
+    wait_until("every record kept", Duration::from_secs(30), || {
+        worker.metric("needle_history_records_appended_total") >= 3_000.0
+    });
+    let windows = "SELECT id, event_ts FROM STREAM(40000, TIME) SINCE '-10m' \
+                   WHERE id = 'needlea' OR id = 'needleb' OR id = 'needlec' \
+                   WINDOWING TUMBLING(1000, TIME)";
+    let (id, received, following) = start_following_windows(&first, windows);
+    let had = |n: usize| needles_in(&received.lock().unwrap()).len() >= n;
+    wait_until("the client having the past's 8 needles", Duration::from_secs(30), || had(8));
+    gen_needles(&broker.bootstrap, topic, 2_000, "needleb", 8, 2);
+    wait_until("the client having 8 live ones", Duration::from_secs(30), || had(16));
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+    let before = following.join().unwrap();
+    // live needles, sent while no api node merges the query
+    gen_needles(&broker.bootstrap, topic, 2_000, "needlec", 8, 3);
+    let after = follow_on(&second, &id, &before);
+    assert_numbered_on_each_needle_once(&before, &after, 24);
+    let again = needles_in(&after);
+    assert!(again.iter().all(|r| r.contains("needlec")), "none again: {after:?}");
     assert!(second.log().contains(&format!("adopted query {id}")), "{}", second.log());
     assert!(!second.log().contains("panicked"), "{}", second.log());
 }

@@ -27,8 +27,9 @@
 //! A query that looks back (history) is adopted too: the worker nodes' reads of their stores
 //! are on the query's partition of the results topic, and the adopter gathers them again, from
 //! the workers its first api node waited for (named in the notice), as it catches up; a
-//! windowed one that goes on live after the past (`SINCE`) is not (its live windows were cut on
-//! the dead node's clock after its past was read, which nothing on the topic records), and ends.
+//! windowed one that goes on live after the past (`SINCE`) goes live where its first api node
+//! did: that node cut the windows due when its past was read before merging the live partials
+//! that came meanwhile, and its cuts say which of those each live window holds.
 //! A query its adopter cannot run
 //! (it does not compile there, or compiles to another plan: nodes of different versions) is
 //! ended by it: its end is announced, so the workers let it go and a client asking any api node
@@ -284,13 +285,6 @@ impl Watching {
             ));
         }
         let query = CompiledQuery::compile(&plan).map_err(|e| Unadoptable::Here(e.to_string()))?;
-        if plan.history.is_some_and(|past| past.live) && query.is_windowed() {
-            // its live windows after the past are cut on its first api node's clock, which no
-            // record on the results topic gives again
-            return Err(Unadoptable::Here(
-                "a windowed query that reads the past then goes on live is not adopted".into(),
-            ));
-        }
         let id = notice.id.as_str();
         let past = plan
             .history

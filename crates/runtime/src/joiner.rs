@@ -27,7 +27,9 @@
 //! emission of a windowed query, recorded before delivering it: see
 //! [`crate::remote::QueryAnnouncer::cut`]), merged and cut there; none of its deadlines is
 //! scheduled meanwhile, and from `JoinerMessage::CaughtUp` on it runs on this node's clock,
-//! the partials no cut covered merged at the times they were sent.
+//! the partials no cut covered merged at the times they were sent. One that reads the past
+//! first gathers it again (record time), then goes live where its first api node did: the
+//! cuts read back while the past was gathered wait for it.
 
 use crate::clock::now_ms;
 use crate::history::replay::record_range;
@@ -72,7 +74,7 @@ struct Running {
     scheduled: Option<i64>,
     /// While its stored past is read: the live partials that arrived meanwhile, merged after
     /// the past (`SINCE`). `None` once the query runs live (or never read the past).
-    held: Option<Vec<Partial>>,
+    held: Option<Vec<Kept>>,
     /// The query reads live records (false for `HISTORY`: the records the workers read are
     /// not its to count).
     live: bool,
@@ -84,7 +86,10 @@ struct Running {
     catching_up: bool,
     /// While catching up: the partials read back, with their offsets and send times, until a
     /// cut of its first api node says which emission they belong to.
-    pending: Vec<(i64, i64, Partial)>,
+    pending: Vec<Kept>,
+    /// While catching up and its past is still being gathered: the cuts read back meanwhile,
+    /// replayed once the past is read (they cut its live windows, after the past).
+    cuts_waiting: Vec<crate::remote::Cut>,
     /// While catching up: the time of the last cut replayed (at first, the query's start).
     last_cut_ms: i64,
     /// The highest offset of its results partition among the partials merged (-1: none).
@@ -97,6 +102,10 @@ struct Running {
     /// not its leaving the joiner.
     final_deferred: bool,
 }
+
+/// A partial kept for later: its offset on the query's results partition (-1: not from one),
+/// when it was sent (or arrived), the partial.
+type Kept = (i64, i64, Partial);
 
 /// The running queries by id (foldhash: SipHash of the id was a few percent of the joiner's
 /// time at 100,000 queries).
@@ -273,6 +282,7 @@ impl Joiner {
                             remote,
                             catching_up,
                             pending: Vec::new(),
+                            cuts_waiting: Vec::new(),
                             last_cut_ms: started_ms,
                             through: -1,
                             emitted: 0,
@@ -290,7 +300,7 @@ impl Joiner {
                             let Some(q) = running.get_mut(&member.id) else { continue };
                             q.credit(records_total);
                             match &mut q.held {
-                                Some(held) => held.push(partial),
+                                Some(held) => held.push((-1, now_ms(), partial)),
                                 None => self.merge(&member.id, q, partial),
                             }
                             self.settle(&mut running, &mut deadlines, &member.id, &mut leaving);
@@ -339,7 +349,11 @@ impl Joiner {
                     Ok(JoinerMessage::Cut { id, cut }) => {
                         if let Some(q) = running.get_mut(&id).filter(|q| q.catching_up) {
                             touched = Some(id.clone());
-                            self.replay_cut(&id, q, cut);
+                            match q.held {
+                                // it cuts windows after the past, which is still being read
+                                Some(_) => q.cuts_waiting.push(cut),
+                                None => self.replay_cut(&id, q, cut),
+                            }
                         }
                     }
                     Ok(JoinerMessage::Forget { id }) => {
@@ -352,12 +366,7 @@ impl Joiner {
                     Ok(JoinerMessage::CaughtUp { id }) => {
                         if let Some(q) = running.get_mut(&id) {
                             q.catching_up = false;
-                            // partials its first api node had not put in an emission yet: by
-                            // the time they were sent (no client has seen those windows)
-                            for (offset, at_ms, partial) in std::mem::take(&mut q.pending) {
-                                let at_ms = at_ms.max(q.last_cut_ms);
-                                self.merge_at(&id, q, partial, at_ms, offset);
-                            }
+                            self.release_pending(&id, q);
                             touched = Some(id);
                         }
                     }
@@ -490,7 +499,12 @@ impl Joiner {
     }
 
     /// The stored past has been read (up to `end_ms`, record time): a `HISTORY` query ends; a
-    /// `SINCE` query goes on live, the live partials that arrived meanwhile first.
+    /// `SINCE` query goes on live: the windows due by now are cut (with the past alone), then
+    /// the live partials that arrived meanwhile are merged, each at its offset, so the cuts
+    /// recorded from here on say which of them each live window holds. A query catching up
+    /// does not go live at this node's now but where its first api node did: its held partials
+    /// wait, with the others, for the cuts read back (those read while the past was gathered
+    /// first).
     fn past_read(
         &self,
         id: &str,
@@ -500,24 +514,32 @@ impl Joiner {
     ) {
         q.run.add_seen(report.seen_after);
         progress(q, report.seen_after, 0);
-        let mut emissions = Vec::new();
-        if q.live {
-            q.run.continue_live();
-            let now = now_ms();
-            for partial in q.held.take().unwrap_or_default() {
-                match q.run.merge(partial, now) {
-                    Ok(out) => emissions.extend(out),
-                    Err(error) => log_unmerged(id, &error),
-                }
-            }
-            emissions.extend(q.run.tick(now));
-        } else {
-            q.held = None;
-            emissions.extend(q.run.tick(end_ms));
-            emissions.extend(q.run.finish(end_ms));
-        }
         q.past = Some(report);
-        self.deliver(id, q, emissions);
+        let held = q.held.take().unwrap_or_default();
+        let cuts = std::mem::take(&mut q.cuts_waiting);
+        if !q.live {
+            let mut emissions = q.run.tick(end_ms);
+            emissions.extend(q.run.finish(end_ms));
+            return self.deliver(id, q, emissions);
+        }
+        q.run.continue_live();
+        if q.catching_up || !cuts.is_empty() {
+            q.pending.extend(held);
+            for cut in cuts {
+                self.replay_cut(id, q, cut);
+            }
+            if !q.catching_up {
+                self.release_pending(id, q);
+            }
+            return;
+        }
+        let now = now_ms();
+        q.clock_ms = now;
+        let due = q.run.tick(now);
+        self.deliver(id, q, due);
+        for (offset, _, partial) in held {
+            self.merge_at(id, q, partial, now, offset);
+        }
     }
 
     /// On an api node: takes what a worker node sent of its read of the past, and merges what
@@ -612,6 +634,15 @@ impl Joiner {
         q.last_cut_ms = q.last_cut_ms.max(cut.at_ms);
     }
 
+    /// A query that caught up: the partials its first api node had not put in an emission yet,
+    /// merged by the time they were sent (no client has seen those windows).
+    fn release_pending(&self, id: &str, q: &mut Running) {
+        for (offset, at_ms, partial) in std::mem::take(&mut q.pending) {
+            let at_ms = at_ms.max(q.last_cut_ms);
+            self.merge_at(id, q, partial, at_ms, offset);
+        }
+    }
+
     /// Merges a partial as if it arrived at `at_ms`: the windows due by then are emitted first,
     /// without it (their cuts say so: `through` moves to the partial's `offset` only after).
     /// A partial from a worker node (at `offset` of the query's results partition, sent at
@@ -626,7 +657,9 @@ impl Joiner {
         at_ms: Option<i64>,
     ) {
         match (&mut q.held, at_ms.filter(|_| q.catching_up)) {
-            (Some(held), _) => held.push(partial),
+            (Some(held), at_ms) => {
+                held.push((offset.unwrap_or(-1), at_ms.unwrap_or_else(now_ms), partial))
+            }
             (None, Some(at_ms)) => {
                 // merged when a cut says which emission it is in
                 q.pending.push((offset.unwrap_or(-1), at_ms, partial));

@@ -7,10 +7,11 @@
 use needle_engine::exec::Emission;
 use needle_engine::{CompiledQuery, EvalContext};
 use needle_query::QueryConfig;
+use needle_runtime::history::{ReplayReport, WorkerHistory};
 use needle_runtime::metrics::Metrics;
 use needle_runtime::remote::Cut;
 use needle_runtime::remote::{Announcement, QueryAnnouncer};
-use needle_runtime::{Adoption, NeedleConfig, ResultQueue, Role, Runtime, Sent};
+use needle_runtime::{AdoptedPast, Adoption, NeedleConfig, ResultQueue, Role, Runtime, Sent};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -19,6 +20,76 @@ use std::time::{Duration, Instant};
 struct Announcer {
     ended: Mutex<Vec<String>>,
     cuts: Mutex<Vec<Cut>>,
+    /// The worker nodes that keep history (none: a query that looks back is refused).
+    history_workers: Vec<String>,
+    /// Where its cuts are written, in order with the rest of the query's results partition.
+    partition: Option<Arc<Partition>>,
+}
+
+/// A query's results partition, as an api node adopting it reads it back (an offset is an
+/// index).
+#[derive(Default)]
+struct Partition(Mutex<Vec<OnTopic>>);
+
+#[derive(Clone, Debug)]
+enum OnTopic {
+    Planned(Option<(i64, i64)>),
+    Piece {
+        at_ms: i64,
+        partial: Vec<u8>,
+    },
+    Done,
+    /// A live partial and when it was sent.
+    Partial {
+        at_ms: i64,
+        partial: Vec<u8>,
+    },
+    Cut(Cut),
+}
+
+impl OnTopic {
+    /// A worker node's read of the past, as the worker named `w1` sent it.
+    fn history(&self) -> Option<WorkerHistory<Vec<u8>>> {
+        match self.clone() {
+            OnTopic::Planned(data) => Some(WorkerHistory::Planned { data }),
+            OnTopic::Piece { at_ms, partial } => Some(WorkerHistory::Piece { at_ms, partial }),
+            OnTopic::Done => Some(WorkerHistory::Done { report: ReplayReport::default() }),
+            OnTopic::Partial { .. } | OnTopic::Cut(_) => None,
+        }
+    }
+}
+
+impl Partition {
+    /// Writes `item` to the partition, then hands it to `runtime` as its results reader does
+    /// for the query's api node.
+    fn send(&self, runtime: &Runtime, id: &str, item: OnTopic) {
+        let offset = {
+            let mut items = self.0.lock().unwrap();
+            items.push(item.clone());
+            items.len() as i64 - 1
+        };
+        match (item.history(), item) {
+            (Some(event), _) => runtime.remote_history(id, "w1", event),
+            (None, OnTopic::Partial { partial, .. }) => {
+                runtime.remote_partial(id, partial, Sent { offset: Some(offset), at_ms: None })
+            }
+            (None, _) => unreachable!("cuts are written by the api node"),
+        }
+    }
+
+    /// Hands everything on the partition to an api node adopting query `id`, in order.
+    fn read_back(items: &[OnTopic], runtime: &Runtime, id: &str) {
+        for (offset, item) in items.iter().enumerate() {
+            match (item.history(), item) {
+                (Some(event), _) => runtime.remote_history(id, "w1", event),
+                (None, OnTopic::Partial { at_ms, partial }) => {
+                    runtime.remote_partial(id, partial.clone(), sent(offset as i64, *at_ms))
+                }
+                (None, OnTopic::Cut(cut)) => runtime.remote_cut(id, *cut),
+                (None, _) => unreachable!(),
+            }
+        }
+    }
 }
 
 impl QueryAnnouncer for Announcer {
@@ -31,15 +102,21 @@ impl QueryAnnouncer for Announcer {
     }
 
     fn history_workers(&self) -> Result<Vec<String>, String> {
-        Err("none".into())
+        match self.history_workers.is_empty() {
+            true => Err("none".into()),
+            false => Ok(self.history_workers.clone()),
+        }
     }
 
-    fn worker_alive(&self, _: &str) -> bool {
-        false
+    fn worker_alive(&self, worker: &str) -> bool {
+        self.history_workers.iter().any(|w| w == worker)
     }
 
     fn cut(&self, _: &str, cut: Cut, deliver: Box<dyn FnOnce() + Send>) {
         self.cuts.lock().unwrap().push(cut);
+        if let Some(partition) = &self.partition {
+            partition.0.lock().unwrap().push(OnTopic::Cut(cut));
+        }
         deliver();
     }
 }
@@ -63,13 +140,22 @@ fn api_node(announcer: &Arc<Announcer>) -> Arc<Runtime> {
 const QUERY: &str = "SELECT COUNT(*) AS n FROM STREAM(3000, TIME) WINDOWING TUMBLING(1000, TIME)";
 
 fn compile() -> CompiledQuery {
-    let plan = needle_query::compile(QUERY, &QueryConfig::default()).unwrap();
+    compile_text(QUERY)
+}
+
+fn compile_text(text: &str) -> CompiledQuery {
+    let plan = needle_query::compile(text, &QueryConfig::default()).unwrap();
     CompiledQuery::compile(&plan).unwrap()
 }
 
 /// A worker's encoded partial of [`QUERY`] over `records` records.
 fn partial(records: usize) -> Vec<u8> {
-    let query = compile();
+    partial_of(QUERY, records)
+}
+
+/// A worker's encoded partial of query `text` over `records` records.
+fn partial_of(text: &str, records: usize) -> Vec<u8> {
+    let query = compile_text(text);
     let mut worker = query.new_worker();
     for i in 0..records {
         let record = needle_record::decode_record(format!(r#"{{"i":{i}}}"#).as_bytes()).unwrap();
@@ -162,4 +248,75 @@ fn an_adopted_query_cuts_its_past_emissions_where_its_first_node_did() {
         .collect();
     assert_eq!(got, [(1, 2), (2, 7), (3, 1)], "cut where they were cut");
     runtime.shutdown();
+}
+
+/// A windowed query that reads the past then goes on live (`SINCE`), adopted: its past is
+/// gathered again from the worker's read on its results partition, and it goes live where its
+/// first api node did, not at the adopter's now — the live partials that came while the past
+/// was read, and those after, land in the windows they landed in there. Every emission its
+/// first node made comes out the same, numbered the same.
+#[test]
+fn an_adopted_since_query_goes_live_where_its_first_node_did() {
+    const SINCE: &str = "SELECT COUNT(*) AS n FROM STREAM(20000, TIME) SINCE '-10s' \
+                         WINDOWING TUMBLING(1000, TIME)";
+    let part = |records| partial_of(SINCE, records);
+    let partition = Arc::new(Partition::default());
+    let first_announcer = Arc::new(Announcer {
+        history_workers: vec!["w1".into()],
+        partition: Some(partition.clone()),
+        ..Announcer::default()
+    });
+    let first = api_node(&first_announcer);
+    let handle = first.submit(SINCE, "c").unwrap();
+    let id = handle.id.clone();
+    let received_ms = first.query(&id).unwrap().received_ms;
+    let now = now_ms();
+    let pause = || std::thread::sleep(Duration::from_millis(250));
+    partition.send(&first, &id, OnTopic::Planned(Some((now - 5_000, now - 1_500))));
+    partition.send(&first, &id, OnTopic::Piece { at_ms: now - 4_500, partial: part(2) });
+    partition.send(&first, &id, OnTopic::Piece { at_ms: now - 3_200, partial: part(3) });
+    // live partials sent while the past is read: held until it is
+    partition.send(&first, &id, OnTopic::Partial { at_ms: now_ms(), partial: part(50) });
+    partition.send(&first, &id, OnTopic::Piece { at_ms: now - 1_500, partial: part(4) });
+    pause();
+    partition.send(&first, &id, OnTopic::Partial { at_ms: now_ms(), partial: part(60) });
+    partition.send(&first, &id, OnTopic::Done);
+    for records in 1..=10 {
+        pause();
+        partition.send(&first, &id, OnTopic::Partial { at_ms: now_ms(), partial: part(records) });
+    }
+    pause();
+    // the first node dies here: what it wrote is on the partition, cuts included
+    let written = partition.0.lock().unwrap().clone();
+    let cut = |item: &OnTopic| match item {
+        OnTopic::Cut(cut) => Some(cut.emission),
+        _ => None,
+    };
+    let emitted = written.iter().filter_map(cut).max().expect("cuts of live windows");
+    let before: Vec<(u64, i64)> = (0..emitted)
+        .map(|_| next(&handle.results, Duration::from_secs(5)).unwrap())
+        .map(|(n, e)| (n, count(&e)))
+        .collect();
+    // the two held partials are in one live window there (with the past's last records)
+    assert!(before.iter().any(|(_, n)| *n >= 110), "{before:?}");
+
+    // adopted well after the first node went live
+    std::thread::sleep(Duration::from_millis(1_500));
+    let announcer =
+        Arc::new(Announcer { history_workers: vec!["w1".into()], ..Announcer::default() });
+    let adopter = api_node(&announcer);
+    let range = needle_query::compile(SINCE, &QueryConfig::default()).unwrap().history.unwrap();
+    let past = Some(AdoptedPast { range, workers: vec!["w1".into()] });
+    let query = compile_text(SINCE);
+    adopter.adopt_remote(Adoption { id: &id, query, client: "c", received_ms, past }).unwrap();
+    Partition::read_back(&written, &adopter, &id);
+    adopter.caught_up(&id);
+    let results = adopter.claim_adopted(&id).unwrap();
+    let after: Vec<(u64, i64)> = (0..emitted)
+        .map(|_| next(&results, Duration::from_secs(5)).unwrap())
+        .map(|(n, e)| (n, count(&e)))
+        .collect();
+    assert_eq!(after, before, "cut as its first node cut them");
+    first.shutdown();
+    adopter.shutdown();
 }
