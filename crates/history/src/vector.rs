@@ -45,12 +45,6 @@ impl Filter {
         &self.fields
     }
 
-    /// Which rows of `batch` make the filter TRUE, its columns named by their fields (as
-    /// [`summarize_batch`] reads them); `None` when a column it reads cannot be evaluated here.
-    pub fn matches(&self, batch: &RecordBatch) -> Option<Vec<bool>> {
-        self.rows(&Columns::of(batch, &[]))
-    }
-
     /// Which of the batch's rows make the filter TRUE; `None` when a column it reads cannot be
     /// evaluated here (JSON text).
     pub(crate) fn rows(&self, columns: &Columns<'_>) -> Option<Vec<bool>> {
@@ -468,14 +462,18 @@ impl GroupRequest<'_> {
 /// aggregates need, with no record built: for events that arrive as columns (pushed from code)
 /// rather than from a stored block. The batch's columns are named by their fields (none may
 /// begin with [`crate::columns::RESERVED`]); there is one time bucket (the request's `bucket`
-/// is not read). `None` when a column cannot be read this way.
+/// is not read). Also the rows that passed the filter (`None`: there is none), for a caller
+/// that counts the rows some query of several matched. `None` when a column cannot be read
+/// this way.
 pub fn summarize_batch(
     request: &GroupRequest<'_>,
     batch: &RecordBatch,
-) -> Option<Vec<GroupSummary>> {
+) -> Option<(Vec<GroupSummary>, Option<Vec<bool>>)> {
     let mut summarizer = Summarizer::new(request, i64::MIN, i64::MAX, Some(0));
+    summarizer.passed = Some(Vec::new());
     summarizer.add(batch, &[])?;
-    Some(summarizer.finish().into_iter().flat_map(|bucket| bucket.groups).collect())
+    let passed = summarizer.passed.take().filter(|_| request.filter.is_some());
+    Some((summarizer.finish().into_iter().flat_map(|bucket| bucket.groups).collect(), passed))
 }
 
 /// One time bucket of a block: the rows in range read there, and the groups of those that
@@ -518,6 +516,8 @@ pub(crate) struct Summarizer<'r> {
     accs: Vec<Accs>,
     /// bucket → (last time, rows seen)
     buckets: BTreeMap<i64, (i64, u64)>,
+    /// When asked for ([`summarize_batch`]): the rows of the last batch that passed the filter.
+    passed: Option<Vec<bool>>,
 }
 
 /// Row skipped (out of range, or filtered out).
@@ -545,6 +545,7 @@ impl<'r> Summarizer<'r> {
             rows: Vec::new(),
             accs: Vec::new(),
             buckets: BTreeMap::new(),
+            passed: None,
         }
     }
 
@@ -555,6 +556,9 @@ impl<'r> Summarizer<'r> {
             Some(filter) => Some(filter.rows(&columns)?),
             None => None,
         };
+        if let (Some(passed), Some(keep)) = (&mut self.passed, &keep) {
+            passed.clone_from(keep);
+        }
         let fields: Vec<Col<'_>> = self.request.fields.iter().map(|f| columns.get(f)).collect();
         if self.accs.is_empty() {
             self.accs = fields.iter().map(|c| Accs::for_column(*c)).collect::<Option<_>>()?;
@@ -1306,9 +1310,9 @@ mod tests {
         .unwrap();
         let (keys, fields) = (["k".to_owned()], ["v".to_owned()]);
         let f = filter("v IS NULL OR v < 3").unwrap();
-        assert_eq!(f.matches(&batch).unwrap(), [true, true, false, true]);
         let request = GroupRequest { keys: &keys, fields: &fields, filter: Some(&f), bucket: None };
-        let mut groups = summarize_batch(&request, &batch).unwrap();
+        let (mut groups, passed) = summarize_batch(&request, &batch).unwrap();
+        assert_eq!(passed.unwrap(), [true, true, false, true]);
         groups.sort_by_key(|g| format!("{:?}", g.keys));
         let seen: Vec<(Vec<Value>, u64, u64, Option<f64>)> = groups
             .iter()
@@ -1326,7 +1330,9 @@ mod tests {
             std::sync::Arc::new(Int64Array::from(Vec::<i64>::new())) as _,
         )])
         .unwrap();
-        assert_eq!(summarize_batch(&request, &empty).unwrap(), []);
+        assert_eq!(summarize_batch(&request, &empty).unwrap(), (vec![], Some(vec![])));
+        let unfiltered = GroupRequest { filter: None, ..request };
+        assert_eq!(summarize_batch(&unfiltered, &empty).unwrap(), (vec![], None));
     }
 
     #[test]

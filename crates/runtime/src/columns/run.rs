@@ -38,18 +38,19 @@ impl Plan {
         })
     }
 
-    /// The partial of `batch`'s rows; `None` when a column cannot be read this way.
-    fn partial(&self, batch: &arrow_array::RecordBatch) -> Option<Partial> {
+    /// The partial of `batch`'s rows, and the rows its WHERE passed (`None`: it has none);
+    /// `None` when a column cannot be read this way.
+    fn partial(&self, batch: &arrow_array::RecordBatch) -> Option<(Partial, Option<Vec<bool>>)> {
         let request = GroupRequest {
             keys: &self.keys,
             fields: &self.fields,
             filter: self.filter.as_ref(),
             bucket: None,
         };
-        let groups: Vec<_> =
-            summarize_batch(&request, batch)?.into_iter().map(group_rows).collect();
+        let (groups, passed) = summarize_batch(&request, batch)?;
+        let groups: Vec<_> = groups.into_iter().map(group_rows).collect();
         // records seen are counted once for all queries, by the worker
-        self.member.query.partial_from_groups(0, &groups)
+        Some((self.member.query.partial_from_groups(0, &groups)?, passed))
     }
 }
 
@@ -88,9 +89,13 @@ impl ColumnRunner {
         self.refresh(snapshot);
         let plans = self.plans.as_deref()?;
         let batch = batch.record_batch();
-        let partials: Vec<Partial> =
-            plans.iter().map(|plan| plan.partial(batch)).collect::<Option<_>>()?;
-        let matched = matched_rows(plans, &partials, batch);
+        let (partials, passed): (Vec<Partial>, Vec<Option<Vec<bool>>>) = plans
+            .iter()
+            .map(|plan| plan.partial(batch))
+            .collect::<Option<Vec<_>>>()?
+            .into_iter()
+            .unzip();
+        let matched = matched_rows(&partials, &passed, batch.num_rows());
         for (plan, partial) in plans.iter().zip(partials) {
             if partial.matched > 0 {
                 // a partial of the query's own making: its fingerprint is the query's
@@ -110,22 +115,19 @@ fn plans_of(set: &MatchSet) -> Option<Vec<Plan>> {
     set.members().map(Plan::of).collect()
 }
 
-/// The rows of `batch` at least one query matched: all of them when a query has no WHERE,
-/// one query's matches when there is one.
-fn matched_rows(plans: &[Plan], partials: &[Partial], batch: &arrow_array::RecordBatch) -> u64 {
-    let rows = batch.num_rows() as u64;
-    if plans.iter().any(|plan| plan.filter.is_none()) {
-        return rows;
+/// The rows of a batch of `rows` at least one query matched, from each query's partial and
+/// the rows its WHERE passed: all of them when a query has no WHERE, one query's matches when
+/// there is one.
+fn matched_rows(partials: &[Partial], passed: &[Option<Vec<bool>>], rows: usize) -> u64 {
+    if passed.iter().any(Option::is_none) {
+        return rows as u64;
     }
     if let [one] = partials {
         return one.matched;
     }
-    let mut any = vec![false; batch.num_rows()];
-    for plan in plans {
-        match plan.filter.as_ref().and_then(|filter| filter.matches(batch)) {
-            Some(matches) => any.iter_mut().zip(matches).for_each(|(a, m)| *a |= m),
-            None => return partials.iter().map(|p| p.matched).max().unwrap_or(0),
-        }
+    let mut any = vec![false; rows];
+    for passed in passed.iter().flatten() {
+        any.iter_mut().zip(passed).for_each(|(a, m)| *a |= m);
     }
     any.iter().filter(|m| **m).count() as u64
 }
