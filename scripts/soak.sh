@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # A soak run (not part of `make test`): `needle serve` on a generated stream for a long time, with
 # queries of every kind starting, ending, being killed and left unread all the time; its resident
-# memory is sampled every 10 s and must stay flat. Writes soak-out/rss.csv and soak-out/rss.svg,
+# memory is sampled every 10 s and must stay flat; beside it the live heap (jemalloc's allocated
+# bytes: a resident size that grows while the heap does not is memory the allocator keeps) and
+# the results held for readers (within runtime.max_result_bytes), from /metrics. Writes
+# soak-out/rss.csv and soak-out/rss.svg,
 # prints the verdict, and exits 1 when the memory of the last third grew past the middle third's
 # by more than 15%.
 #

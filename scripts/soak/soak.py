@@ -33,6 +33,19 @@ def rss_bytes(pid):
     return 0
 
 
+def gauges(base):
+    """From /metrics: the live heap (needle_heap_allocated_bytes: a resident size that grows
+    while it does not is memory the allocator keeps, not a leak) and the results held for their
+    readers (needle_result_bytes, within runtime.max_result_bytes)."""
+    found = {}
+    with urllib.request.urlopen(base + "/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            name, _, value = line.partition(" ")
+            if name in ("needle_heap_allocated_bytes", "needle_result_bytes"):
+                found[name] = int(float(value))
+    return found.get("needle_heap_allocated_bytes", 0), found.get("needle_result_bytes", 0)
+
+
 def post(url, body, timeout):
     req = urllib.request.Request(url, data=body.encode(), headers={"content-type": "text/plain"})
     with urllib.request.urlopen(req, timeout=timeout) as r:
@@ -68,13 +81,16 @@ def client(base, stop, counts, lock, seed):
 
 
 def svg(samples, path, title):
+    """samples: (seconds, resident, live heap, results held), in bytes: all three drawn."""
     width, height, pad = 800, 300, 50
-    t_max = max(t for t, _ in samples) or 1
-    r_max = max(r for _, r in samples) * 1.1 or 1
-    pts = " ".join(
-        f"{pad + (width - 2 * pad) * t / t_max:.1f},{height - pad - (height - 2 * pad) * r / r_max:.1f}"
-        for t, r in samples
-    )
+    t_max = max(s[0] for s in samples) or 1
+    r_max = max(s[1] for s in samples) * 1.1 or 1
+
+    def points(i):
+        return " ".join(
+            f"{pad + (width - 2 * pad) * s[0] / t_max:.1f},{height - pad - (height - 2 * pad) * s[i] / r_max:.1f}"
+            for s in samples
+        )
     ticks = "".join(
         f'<text x="{pad - 5}" y="{height - pad - (height - 2 * pad) * f:.0f}" text-anchor="end" '
         f'font-size="11">{r_max * f / 2**20:.0f}</text>'
@@ -90,7 +106,12 @@ def svg(samples, path, title):
             f"{ticks}"
             f'<text x="{width / 2}" y="{height - 10}" text-anchor="middle" font-size="12">minutes (0 to {t_max / 60:.0f})</text>'
             f'<text x="12" y="{height / 2}" font-size="12" transform="rotate(-90 12 {height / 2})">resident MiB</text>'
-            f'<polyline points="{pts}" fill="none" stroke="#2563eb" stroke-width="2"/></svg>'
+            f'<polyline points="{points(1)}" fill="none" stroke="#2563eb" stroke-width="2"/>'
+            f'<polyline points="{points(2)}" fill="none" stroke="#16a34a" stroke-width="1.5"/>'
+            f'<polyline points="{points(3)}" fill="none" stroke="#ea580c" stroke-width="1.5"/>'
+            f'<text x="{width - pad}" y="{pad - 8}" text-anchor="end" font-size="11">'
+            f'<tspan fill="#2563eb">resident</tspan>  <tspan fill="#16a34a">live heap</tspan>  '
+            f'<tspan fill="#ea580c">of which results held for readers</tspan></text></svg>'
         )
 
 
@@ -125,27 +146,31 @@ def main():
             c.start()
         samples, started = [], time.time()
         with open(os.path.join(args.out, "rss.csv"), "w") as csv:
-            csv.write("seconds,rss_bytes,queries_running\n")
+            csv.write("seconds,rss_bytes,heap_allocated_bytes,result_bytes,queries_running\n")
             while time.time() - started < args.seconds:
                 time.sleep(10)
                 t = time.time() - started
                 rss = rss_bytes(server.pid)
+                heap, held = gauges(base)
                 with urllib.request.urlopen(base + "/api/v1/queries", timeout=10) as r:
                     running = len(json.loads(r.read()).get("queries", []))
-                samples.append((t, rss))
-                csv.write(f"{t:.0f},{rss},{running}\n")
+                samples.append((t, rss, heap, held))
+                csv.write(f"{t:.0f},{rss},{heap},{held},{running}\n")
                 csv.flush()
-                print(f"{t / 60:5.1f} min  {rss / 2**20:7.1f} MiB  {running} queries running", flush=True)
+                print(f"{t / 60:5.1f} min  {rss / 2**20:7.1f} MiB  (live heap {heap / 2**20:6.1f}, "
+                      f"results held {held / 2**20:6.1f})  {running} queries running", flush=True)
         stop.set()
         third = max(1, len(samples) // 3)
-        middle = sum(r for _, r in samples[third : 2 * third]) / max(1, len(samples[third : 2 * third]))
-        last = sum(r for _, r in samples[2 * third :]) / max(1, len(samples[2 * third :]))
+        middle = sum(s[1] for s in samples[third : 2 * third]) / max(1, len(samples[third : 2 * third]))
+        last = sum(s[1] for s in samples[2 * third :]) / max(1, len(samples[2 * third :]))
         growth = last / middle - 1 if middle else 0.0
         svg(samples, os.path.join(args.out, "rss.svg"),
             f"needle serve, {args.rate} records/s, {args.clients} query clients: resident memory")
         print(f"requests: {dict(sorted(counts.items()))}")
         print(f"resident: middle third {middle / 2**20:.1f} MiB, last third {last / 2**20:.1f} MiB "
-              f"({growth * 100:+.1f}%); peak {max(r for _, r in samples) / 2**20:.1f} MiB")
+              f"({growth * 100:+.1f}%); peak {max(s[1] for s in samples) / 2**20:.1f} MiB; live heap "
+              f"{samples[third][2] / 2**20:.1f} MiB at a third, {samples[-1][2] / 2**20:.1f} at the end; "
+              f"results held at most {max(s[3] for s in samples) / 2**20:.1f} MiB")
         ok = growth <= 0.15 and server.poll() is None
         print("flat" if ok else "NOT FLAT (or the server died)")
         raise SystemExit(0 if ok else 1)

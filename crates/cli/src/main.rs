@@ -17,6 +17,14 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 mod commands;
 
+/// jemalloc's (allocated, resident) bytes, as of now (its statistics refreshed first).
+fn heap_bytes() -> Option<(u64, u64)> {
+    tikv_jemalloc_ctl::epoch::advance().ok()?;
+    let allocated = tikv_jemalloc_ctl::stats::allocated::read().ok()?;
+    let resident = tikv_jemalloc_ctl::stats::resident::read().ok()?;
+    Some((allocated as u64, resident as u64))
+}
+
 /// needle: a real-time query engine for live event streams.
 #[derive(Parser)]
 #[command(name = "needle", version, about, propagate_version = true)]

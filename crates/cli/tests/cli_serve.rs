@@ -298,6 +298,12 @@ fn results_nobody_reads_are_held_within_the_configured_bytes() {
     assert!(peak > 0.0, "results were held");
     assert!(peak <= bound as f64, "{peak} bytes waiting, past the bound of {bound}");
     assert!(server.metric("needle_results_dropped_total") > 0.0, "the oldest were dropped");
+    // the allocator's own figures: the results held are live heap, within what it keeps
+    let held = server.metric("needle_result_bytes");
+    let allocated = server.metric("needle_heap_allocated_bytes");
+    let resident = server.metric("needle_heap_resident_bytes");
+    assert!(allocated > held / 2.0, "{allocated} bytes allocated, {held} of results held");
+    assert!(resident >= allocated, "{resident} bytes resident, {allocated} allocated");
 
     // a subscriber that comes late gets what was kept, told how much it missed
     let events = reqwest::blocking::Client::builder()

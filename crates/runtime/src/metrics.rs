@@ -57,7 +57,17 @@ pub struct Metrics {
     /// The store's own counters, read when the metrics are rendered ([`Metrics::watch_history`]).
     pub history: HistoryGauges,
     history_store: std::sync::OnceLock<needle_history::Store>,
+    /// Bytes the process's allocator hands out now (live heap), when it can tell
+    /// ([`Metrics::watch_heap`]).
+    pub heap_allocated_bytes: Gauge,
+    /// Bytes of memory the allocator holds mapped and resident (the live heap, freed memory it
+    /// keeps for reuse, its own data), when it can tell.
+    pub heap_resident_bytes: Gauge,
+    heap: std::sync::OnceLock<HeapReader>,
 }
+
+/// Reads the allocator's (allocated, resident) bytes; `None` when it cannot.
+pub type HeapReader = Box<dyn Fn() -> Option<(u64, u64)> + Send + Sync>;
 
 /// The history store's state as gauges, brought up to date at each rendering.
 #[derive(Debug, Clone, Default)]
@@ -106,6 +116,9 @@ impl Metrics {
             history_records_lost: Counter::default(),
             history: HistoryGauges::default(),
             history_store: std::sync::OnceLock::new(),
+            heap_allocated_bytes: Gauge::default(),
+            heap_resident_bytes: Gauge::default(),
+            heap: std::sync::OnceLock::new(),
             registry: Registry::default(),
         };
         let m = &metrics;
@@ -218,7 +231,25 @@ impl Metrics {
         ] {
             registry.register(name, help, gauge.clone());
         }
+        registry.register(
+            "heap_allocated_bytes",
+            "Bytes the allocator hands out now (live heap; 0 when it cannot tell)",
+            m.heap_allocated_bytes.clone(),
+        );
+        registry.register(
+            "heap_resident_bytes",
+            "Bytes the allocator holds resident: live heap, freed memory kept for reuse, its own \
+             data (0 when it cannot tell)",
+            m.heap_resident_bytes.clone(),
+        );
         Self { registry, ..metrics }
+    }
+
+    /// Reports the allocator's allocated and resident bytes with every rendering: a resident
+    /// size that grows while the live heap does not is memory the allocator keeps, not a leak.
+    /// Set by the binary, which chooses the allocator.
+    pub fn watch_heap(&self, read: HeapReader) {
+        let _ = self.heap.set(read);
     }
 
     /// Reports `store`'s counters and health with every rendering.
@@ -248,6 +279,11 @@ impl Metrics {
             h.dropped_records.set(get(&c.dropped_records));
             h.flush_errors.set(get(&c.flush_errors));
             h.writes_stopped.set(i64::from(!store.health().is_ok()));
+        }
+        if let Some((allocated, resident)) = self.heap.get().and_then(|read| read()) {
+            let gauge = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+            self.heap_allocated_bytes.set(gauge(allocated));
+            self.heap_resident_bytes.set(gauge(resident));
         }
         let mut out = String::new();
         encode(&mut out, &self.registry).expect("writing to a String cannot fail");

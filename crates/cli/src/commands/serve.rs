@@ -125,6 +125,7 @@ fn serve(args: Args) -> Result<(), String> {
         ..SourceOptions::default()
     };
     let metrics = Arc::new(Metrics::new());
+    metrics.watch_heap(Box::new(crate::heap_bytes));
     let mut registry = SourceRegistry::default();
     needle_kafka::register(&mut registry, &config.kafka, metrics.clone());
     let source = match role {
