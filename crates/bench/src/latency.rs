@@ -8,7 +8,10 @@
 //!   measured from the write to its result arriving on the stream. Bullet on Storm: 10.3 ms.
 //!
 //! With `--stalled N`, find-record is measured again beside N stalled subscribers: queries each
-//! sent 5 MB of results a second, their event streams opened and never read.
+//! sent 5 MB of results a second, their event streams opened and never read. With `--busy N`,
+//! beside N queries that match every record of the background stream (`SELECT *` in one-second
+//! windows), each read by its own client as fast as it comes: the joiner merges every record
+//! once per query.
 //!
 //! The baseline, measured in the same run: an HTTP round trip to `GET /healthz` on the same
 //! server (latency-min), and a bare loopback TCP write-and-echo through the kernel for the same
@@ -43,6 +46,14 @@ pub struct LatencyResult {
     pub stalled_results_dropped: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stalled_result_bytes: Option<f64>,
+    /// find-record with `--busy`: how many queries matching every record, needle measured again
+    /// beside them, and the bytes of results their clients read per second meanwhile.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub busy: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub needle_beside_busy: Option<Summary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub busy_bytes_per_sec: Option<f64>,
 }
 
 /// The options of `needle bench latency-min` and `find-record`.
@@ -58,6 +69,10 @@ pub struct Args {
     /// every record whose event streams are opened and never read).
     #[arg(long, default_value_t = 0)]
     pub stalled: usize,
+    /// find-record: then measure again beside this many queries matching every record of the
+    /// background stream, each read as fast as it comes.
+    #[arg(long, default_value_t = 0)]
+    pub busy: usize,
     #[command(flatten)]
     pub output: Output,
 }
@@ -69,7 +84,7 @@ pub fn run(scenario: &str, args: Args) -> std::process::ExitCode {
     }
     let outcome = match scenario {
         "latency-min" => latency_min(args.runs, args.rate),
-        _ => find_record(args.runs, args.rate, args.stalled),
+        _ => find_record(args.runs, args.rate, args.stalled, args.busy),
     };
     super::report(scenario, &args.output, outcome)
 }
@@ -89,9 +104,12 @@ impl Outcome for LatencyResult {
         let beside = self.needle_beside_stalled.as_ref().map(|s| {
             (format!("needle beside {} stalled subscribers", self.stalled.unwrap_or(0)), s)
         });
+        let busy = self.needle_beside_busy.as_ref().map(|s| {
+            (format!("needle beside {} queries matching every record", self.busy.unwrap_or(0)), s)
+        });
         let rows =
             [("needle".to_owned(), &self.needle), (self.baseline_name.to_owned(), &self.baseline)];
-        for (name, s) in rows.into_iter().chain(beside) {
+        for (name, s) in rows.into_iter().chain(beside).chain(busy) {
             table.add_row([
                 name,
                 s.runs.to_string(),
@@ -114,6 +132,9 @@ impl Outcome for LatencyResult {
                 "beside the stalled subscribers: {dropped} emissions dropped for them, {:.1} MB of results held",
                 bytes / 1e6
             );
+        }
+        if let Some(rate) = self.busy_bytes_per_sec {
+            println!("the busy queries' clients read {:.1} MB of results a second", rate / 1e6);
         }
     }
 }
@@ -154,7 +175,12 @@ fn run_limit_one(client: &reqwest::blocking::Client, url: &str) -> Result<(), St
     }
 }
 
-pub fn find_record(runs: usize, rate: f64, stalled: usize) -> Result<LatencyResult, String> {
+pub fn find_record(
+    runs: usize,
+    rate: f64,
+    stalled: usize,
+    busy: usize,
+) -> Result<LatencyResult, String> {
     let server = BenchServer::start(rate)?;
     let client =
         reqwest::blocking::Client::builder().timeout(None).build().map_err(|e| e.to_string())?;
@@ -190,7 +216,90 @@ pub fn find_record(runs: usize, rate: f64, stalled: usize) -> Result<LatencyResu
         result.stalled_results_dropped = metric("needle_results_dropped_total");
         result.stalled_result_bytes = metric("needle_result_bytes");
     }
+    if busy > 0 {
+        let readers = BusyReaders::start(&server, &client, busy)?;
+        // let the windows fill and the joiner reach its pace before measuring
+        std::thread::sleep(Duration::from_secs(3));
+        let (read_before, since) = (readers.bytes(), Instant::now());
+        let beside = find_records(&server, &client, &mut writer, runs, "busy")?;
+        let read = readers.bytes() - read_before;
+        result.busy = Some(busy);
+        result.needle_beside_busy = Some(Summary::of(&beside));
+        result.busy_bytes_per_sec = Some(read as f64 / since.elapsed().as_secs_f64());
+    }
     Ok(result)
+}
+
+/// What each busy query runs: every record of the background stream, in one-second windows.
+const BUSY_QUERY: &str = "SELECT * FROM STREAM(600000, TIME) WINDOWING TUMBLING(1000, TIME)";
+
+/// `count` queries ([`BUSY_QUERY`]), each with a client reading its event stream as it comes;
+/// stopped (their connections closed, which ends the queries) when dropped.
+struct BusyReaders {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    read: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl BusyReaders {
+    fn start(
+        server: &BenchServer,
+        client: &reqwest::blocking::Client,
+        count: usize,
+    ) -> Result<Self, String> {
+        use std::sync::atomic::Ordering;
+        let address = server.url.trim_start_matches("http://").to_owned();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let read = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let mut threads = Vec::with_capacity(count);
+        for _ in 0..count {
+            let started: serde_json::Value = client
+                .post(format!("{}/api/v1/queries", server.url))
+                .body(BUSY_QUERY)
+                .send()
+                .and_then(|r| r.json())
+                .map_err(|e| e.to_string())?;
+            let events =
+                started["urls"]["events"].as_str().ok_or(format!("no events url in {started}"))?;
+            let mut s = TcpStream::connect(&address).map_err(|e| e.to_string())?;
+            write!(
+                s,
+                "GET {events} HTTP/1.1\r\nHost: {address}\r\nAccept: text/event-stream\r\n\r\n"
+            )
+            .map_err(|e| e.to_string())?;
+            s.set_read_timeout(Some(Duration::from_millis(200))).map_err(|e| e.to_string())?;
+            let (stop, read) = (stop.clone(), read.clone());
+            threads.push(std::thread::spawn(move || {
+                let mut buffer = vec![0u8; 256 << 10];
+                while !stop.load(Ordering::Relaxed) {
+                    match s.read(&mut buffer) {
+                        Ok(0) => break,
+                        Ok(n) => {
+                            read.fetch_add(n as u64, Ordering::Relaxed);
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+                        Err(_) => break,
+                    }
+                }
+            }));
+        }
+        Ok(Self { stop, read, threads })
+    }
+
+    /// Bytes the clients have read so far.
+    fn bytes(&self) -> u64 {
+        self.read.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl Drop for BusyReaders {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
 }
 
 /// What each stalled subscriber runs: each 100 KB "stall" record, as it comes (the bench writes
@@ -359,5 +468,8 @@ fn result(
         needle_beside_stalled: None,
         stalled_results_dropped: None,
         stalled_result_bytes: None,
+        busy: None,
+        needle_beside_busy: None,
+        busy_bytes_per_sec: None,
     }
 }

@@ -32,6 +32,7 @@ fn latency_scenarios_report_needle_and_the_baseline_as_json() {
     // measured again beside stalled subscribers, whose results the server drops past its bounds
     let out = Command::new(NEEDLE)
         .args(["bench", "find-record", "--runs", "3", "--rate", "2000", "--stalled", "3"])
+        .args(["--busy", "2"])
         .args(["--format", "json", "--out"])
         .arg(&out_dir)
         .output()
@@ -44,6 +45,13 @@ fn latency_scenarios_report_needle_and_the_baseline_as_json() {
         "{line}"
     );
     assert!(line["stalled_result_bytes"].as_f64().is_some_and(|b| b > 0.0), "{line}");
+    // and beside queries matching every record, whose clients read what they are sent
+    assert_eq!(
+        (line["busy"].as_u64(), line["needle_beside_busy"]["runs"].as_u64()),
+        (Some(2), Some(3)),
+        "{line}"
+    );
+    assert!(line["busy_bytes_per_sec"].as_f64().is_some_and(|b| b > 0.0), "{line}");
     let _ = std::fs::remove_dir_all(&out_dir);
     let bad = Command::new(NEEDLE).args(["bench", "latency-min", "--runs", "0"]).output().unwrap();
     assert_eq!(bad.status.code(), Some(2));
