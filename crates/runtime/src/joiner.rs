@@ -707,6 +707,11 @@ impl Joiner {
             let Some(announcer) = journal else {
                 let dropped = q.results.push(emission);
                 self.metrics.results_dropped.inc_by(dropped);
+                if raw && dropped > 0 {
+                    // its subscriber reads slower than its records come: the workers keep
+                    // none for a tick rather than copy records that would be dropped here
+                    q.run.query().shed_raw_until(now_ms() + self.tick.as_millis() as i64);
+                }
                 continue;
             };
             q.final_deferred |= emission.is_final;

@@ -330,6 +330,45 @@ fn a_raw_query_is_held_to_its_records_per_second() {
     runtime.shutdown();
 }
 
+/// A RAW query whose subscriber does not read loses emissions past its buffer; from then on the
+/// workers keep none of its records for a tick at a time (they count them, as dropped) rather
+/// than copy records that would be dropped at its queue. Every record is still counted matched.
+#[test]
+fn a_raw_query_nobody_reads_sheds_records_at_the_workers() {
+    let mut c = config();
+    c.runtime.subscriber_buffer = 2;
+    let (runtime, addr) = start(c);
+    let q = runtime
+        .submit(
+            "SELECT i FROM STREAM(60000, TIME) WINDOWING EVERY(1, RECORD, FIRST, 1, RECORD)",
+            "t",
+        )
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    // a steady stream, 10 records every 2 ms: once its queue drops, the workers shed
+    let mut s = TcpStream::connect(addr).unwrap();
+    for i in 0..1_000 {
+        writeln!(s, r#"{{"i":{i}}}"#).unwrap();
+        if i % 10 == 9 {
+            s.flush().unwrap();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    drop(s);
+    std::thread::sleep(Duration::from_millis(200));
+    runtime.kill(&q.id);
+    let mut last = None;
+    while let Some(e) = next(&q.results, Duration::from_secs(5)) {
+        last = Some(e);
+    }
+    let last = last.expect("the final emission");
+    let stats = &last.meta["Stats"];
+    assert_eq!(stats["Records Matched"], 1_000, "{stats}");
+    let dropped = stats["Records Dropped"].as_u64().unwrap();
+    assert!(dropped > 0, "records shed at the workers are counted dropped: {stats}");
+    runtime.shutdown();
+}
+
 /// Workers count records once for all queries (the index skips queries a record cannot match):
 /// a query that matched nothing has still seen every record read while it ran.
 #[test]

@@ -398,6 +398,21 @@ impl Aggregator {
     }
 
     /// RAW: takes the records held, leaving the state empty (counters kept). Other kinds: nothing.
+    /// RAW: one more record matched and not kept.
+    pub(crate) fn count_dropped(&self, state: &mut PartialState) {
+        if let State::Raw(s) = &mut state.inner {
+            s.dropped = s.dropped.saturating_add(1);
+        }
+    }
+
+    /// RAW: the records matched and not kept in `state` (past its cap, or shed).
+    pub(crate) fn raw_dropped(&self, state: &PartialState) -> u64 {
+        match &state.inner {
+            State::Raw(s) => s.dropped,
+            _ => 0,
+        }
+    }
+
     pub fn take_raw(&self, state: &mut PartialState) -> Vec<Record> {
         match &mut state.inner {
             State::Raw(s) => std::mem::take(&mut s.records),

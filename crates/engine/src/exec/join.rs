@@ -251,7 +251,9 @@ impl QueryRun {
         }
         if self.query.is_raw() {
             let mut state = partial.state;
-            let records = self.query.inner.aggregator.take_raw(&mut state);
+            let aggregator = &self.query.inner.aggregator;
+            self.dropped = self.dropped.saturating_add(aggregator.raw_dropped(&state));
+            let records = aggregator.take_raw(&mut state);
             self.merge_raw(records, now_ms, &mut out);
         } else {
             let admitted = match self.clock.plan() {

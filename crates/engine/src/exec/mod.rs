@@ -57,6 +57,7 @@ pub use worker::{Partial, WorkerState};
 use crate::EngineError;
 use needle_query::plan::{Aggregation, Plan};
 use reads::Reads;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 /// A query compiled once and shared (`Arc`) by every worker and the joiner: immutable,
@@ -75,6 +76,9 @@ pub struct CompiledQuery {
     /// Boxed: an outer query is rare, and a stage is large.
     pub(crate) outer: Option<Box<CompiledStage>>,
     pub(crate) window: WindowPlan,
+    /// RAW: until when (ms since the epoch) the workers of this process keep none of its
+    /// records, only count them ([`CompiledQuery::shed_raw_until`]).
+    shed_until_ms: AtomicI64,
 }
 
 impl CompiledQuery {
@@ -100,7 +104,22 @@ impl CompiledQuery {
                 .map(|outer| CompiledStage::compile_batch(outer).map(Box::new))
                 .transpose()?,
             window,
+            shed_until_ms: AtomicI64::new(i64::MIN),
         })
+    }
+
+    /// RAW: the workers of this process keep none of the query's records until `until_ms`
+    /// (each matched one counted as matched and dropped, not copied): the joiner asks this
+    /// while the records it is sent cannot go out (its subscriber reads slower than they come,
+    /// or its records-per-second limit is reached), so that a query whose results are being
+    /// dropped anyway does not make the workers copy every record for it.
+    pub fn shed_raw_until(&self, until_ms: i64) {
+        self.shed_until_ms.fetch_max(until_ms, Ordering::Relaxed);
+    }
+
+    /// True while the workers are to keep none of a RAW query's records (at `now_ms`).
+    pub fn sheds_raw(&self, now_ms: i64) -> bool {
+        self.shed_until_ms.load(Ordering::Relaxed) > now_ms
     }
 
     /// The query text as received (BQL, or the JSON query's text).

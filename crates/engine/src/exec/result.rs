@@ -15,7 +15,7 @@
 //! | `Sketch` | the aggregation's sketch facts, passed through from [`crate::aggregate`] (`Was Estimated`, `Standard Deviations`, `Family`, `Theta`, `Normalized Rank Error`, `Maximum Count Error`, ...) |
 //! | `Groups`, `Ignored Values` | from the aggregation: GROUP BY past its group limit, inputs of the wrong type skipped (see [`crate::aggregate`]) |
 //! | `Outer Query` *needle* | the outer query's aggregation metadata (its `Sketch`, ...), when it has any |
-//! | `Stats` *needle* | `Records Seen`, `Records Matched` (after explode and WHERE), `Records Dropped` (RAW records past the LIMIT or outside a window's FIRST part), cumulative since the start |
+//! | `Stats` *needle* | `Records Seen`, `Records Matched` (after explode and WHERE), `Records Dropped` (RAW records past the LIMIT or outside a window's FIRST part, or not kept while the query's subscriber read slower than they came), cumulative since the start |
 //! | `Warnings` | a list of `{"error": ..., "resolutions": [...]}` (Bullet's `BulletError` shape): what went wrong and what the user can do. The engine warns when GROUP BY reached its group limit and when a time window was emitted late (windows merged) |
 //! | `Errors` | the same shape; the engine itself never fails a running query (bad values are NULL), so this key is the runtime's, e.g. for a query it had to kill |
 

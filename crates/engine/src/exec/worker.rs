@@ -121,6 +121,12 @@ impl CompiledQuery {
         self.inner.filter.as_ref().is_none_or(|f| f.test(record, ctx))
     }
 
+    /// A record a RAW query matched while it sheds records: counted as matched and dropped.
+    pub(crate) fn count_shed(&self, worker: &mut WorkerState) {
+        self.inner.aggregator.count_dropped(&mut worker.state);
+        worker.matched += 1;
+    }
+
     /// True when the stream stage explodes records before filtering them.
     pub(crate) fn explodes(&self) -> bool {
         !self.inner.explode.is_empty()

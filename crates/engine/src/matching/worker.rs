@@ -115,6 +115,15 @@ impl MatchWorker {
                 _ => None,
             };
             let query = &member.query;
+            if query.is_raw() && !query.explodes() && query.sheds_raw(ctx.now_ms) {
+                // its records are being dropped downstream for now: counted, neither decoded
+                // whole nor copied (see CompiledQuery::shed_raw_until)
+                if proven == Some(true) || query.filter_passes(record, ctx) {
+                    self.shed(member);
+                    outcome.matched += 1;
+                }
+                continue;
+            }
             let input = match line {
                 Some(line) if member.access.whole_record => {
                     if proven.is_none()
@@ -195,6 +204,16 @@ impl MatchWorker {
             }
         }
         if !was_dirty && slot.state.is_dirty() {
+            self.dirty.push(member.serial);
+        }
+    }
+
+    /// Counts a record `member`'s RAW query matched and keeps none of it (it sheds records).
+    fn shed(&mut self, member: &Arc<Member>) {
+        let slot = slot_of(&mut self.slots, member);
+        let was_dirty = slot.state.is_dirty();
+        member.query.count_shed(&mut slot.state);
+        if !was_dirty {
             self.dirty.push(member.serial);
         }
     }
@@ -300,6 +319,38 @@ mod tests {
         // one query alone takes the record itself
         let got = raw_records(&mut worker, &set, r#"{"s":"y","n":0}"#);
         assert_eq!(got, vec![(5, r#"{"s":"y","n":0}"#.to_owned())]);
+    }
+
+    #[test]
+    fn a_raw_query_that_sheds_records_counts_its_matches_and_keeps_none() {
+        let set = MatchSet::new().update(
+            vec![
+                member(1, "SELECT * FROM STREAM() WHERE s = 'x'"),
+                member(2, "SELECT * FROM STREAM() WHERE s = 'x'"),
+                member(3, "SELECT * FROM STREAM() WHERE n > 1"),
+            ],
+            &[],
+        );
+        let shedding: Vec<&Arc<Member>> = set.members().filter(|m| m.serial != 2).collect();
+        for m in &shedding {
+            m.query.shed_raw_until(1_000);
+        }
+        let mut worker = MatchWorker::new();
+        let line = r#"{"s":"x","n":2}"#;
+        let got = raw_records(&mut worker, &set, line);
+        assert_eq!(got, vec![(2, line.to_owned())], "only the query not shedding keeps it");
+        raw_records(&mut worker, &set, r#"{"s":"x","n":0}"#);
+        let mut flushed = Vec::new();
+        worker.flush(|m, p| flushed.push((m.serial, p.matched, p.state.raw_len())));
+        flushed.sort();
+        // the shedding ones' matches are counted (and, by the joiner, dropped)
+        assert_eq!(flushed, vec![(1, 2, 0), (3, 1, 0)]);
+        // and once the time is past, records are kept again
+        let later = EvalContext::new(1_000);
+        let mut kept = Vec::new();
+        worker.process(&set, line.as_bytes(), &later, |m, _| kept.push(m.serial)).unwrap();
+        kept.sort();
+        assert_eq!(kept, vec![1, 2, 3]);
     }
 
     #[test]
