@@ -288,9 +288,9 @@ async fn a_client_that_never_reads_does_not_hold_up_the_others() {
     assert!(text.contains("Dropped Emissions"), "{text}");
     let last = text
         .lines()
+        .rev()
         .filter_map(|l| l.strip_prefix("data:"))
-        .filter(|data| data.contains("Stats"))
-        .last()
+        .find(|data| data.contains("Stats"))
         .unwrap_or_else(|| panic!("no emission in {text}"));
     let emission: Value = serde_json::from_str(last.trim()).unwrap();
     let stats = &emission["meta"]["Stats"];
