@@ -248,25 +248,10 @@ impl BusyReaders {
         count: usize,
     ) -> Result<Self, String> {
         use std::sync::atomic::Ordering;
-        let address = server.url.trim_start_matches("http://").to_owned();
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let read = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         let mut threads = Vec::with_capacity(count);
-        for _ in 0..count {
-            let started: serde_json::Value = client
-                .post(format!("{}/api/v1/queries", server.url))
-                .body(BUSY_QUERY)
-                .send()
-                .and_then(|r| r.json())
-                .map_err(|e| e.to_string())?;
-            let events =
-                started["urls"]["events"].as_str().ok_or(format!("no events url in {started}"))?;
-            let mut s = TcpStream::connect(&address).map_err(|e| e.to_string())?;
-            write!(
-                s,
-                "GET {events} HTTP/1.1\r\nHost: {address}\r\nAccept: text/event-stream\r\n\r\n"
-            )
-            .map_err(|e| e.to_string())?;
+        for mut s in open_event_streams(server, client, BUSY_QUERY, count)? {
             s.set_read_timeout(Some(Duration::from_millis(200))).map_err(|e| e.to_string())?;
             let (stop, read) = (stop.clone(), read.clone());
             threads.push(std::thread::spawn(move || {
@@ -351,12 +336,23 @@ fn stall_subscribers(
     client: &reqwest::blocking::Client,
     count: usize,
 ) -> Result<Vec<TcpStream>, String> {
+    open_event_streams(server, client, STALLED_QUERY, count)
+}
+
+/// Starts `query` `count` times, each with its event stream asked for on a connection of its
+/// own (read by the caller, or not at all).
+fn open_event_streams(
+    server: &BenchServer,
+    client: &reqwest::blocking::Client,
+    query: &str,
+    count: usize,
+) -> Result<Vec<TcpStream>, String> {
     let address = server.url.trim_start_matches("http://").to_owned();
     let mut held = Vec::with_capacity(count);
     for _ in 0..count {
         let started: serde_json::Value = client
             .post(format!("{}/api/v1/queries", server.url))
-            .body(STALLED_QUERY)
+            .body(query.to_owned())
             .send()
             .and_then(|r| r.json())
             .map_err(|e| e.to_string())?;

@@ -705,6 +705,48 @@ fn a_client_following_redirects_re_attaches_through_an_api_node_that_did_not_ado
     assert!(!other.log().contains(&format!("adopted query {id}")), "{}", other.log());
 }
 
+/// Two api nodes and a worker node keeping history, on `topic` (made here, 4 partitions), named
+/// `names`, with the past in the worker's store: 8 `needlea` records among 3,000. (Bind every
+/// field: a field left to `..` is dropped at once, and its node stopped.)
+struct Past {
+    first: Serve,
+    second: Serve,
+    _worker: Serve,
+    _store: tempfile::TempDir,
+    _configs: Vec<tempfile::NamedTempFile>,
+}
+
+impl Past {
+    fn start(broker: &Broker, topic: &str, names: [&str; 3]) -> Past {
+        broker.create_topic(topic, 4).unwrap();
+        let configs: Vec<_> =
+            names.iter().map(|node| failover_config(&broker.bootstrap, topic, node)).collect();
+        let config = |i: usize| configs[i].path().to_str().unwrap().to_owned();
+        let first = Serve::start(&["--role", "api", "--config", &config(0)]);
+        let second = Serve::start(&["--role", "api", "--config", &config(1)]);
+        let store = tempfile::tempdir().unwrap();
+        let worker = Serve::start(&[
+            "--role",
+            "worker",
+            "--workers",
+            "1",
+            "--config",
+            &config(2),
+            "--history",
+            store.path().to_str().unwrap(),
+        ]);
+        wait_until("the worker reading 4 partitions", Duration::from_secs(30), || {
+            worker.partitions() == 4.0
+        });
+        // the past: 8 needles kept in the worker's store before a query starts
+        gen_needles(&broker.bootstrap, topic, 3_000, "needlea", 8, 1);
+        wait_until("every record kept", Duration::from_secs(30), || {
+            worker.metric("needle_history_records_appended_total") >= 3_000.0
+        });
+        Past { first, second, _worker: worker, _store: store, _configs: configs }
+    }
+}
+
 /// A query that reads the stored past then goes on live (`SINCE`), its api node killed after
 /// merging the past: the adopter gathers the worker's read of its store again from the results
 /// topic, then the live partials, and every needle, past and live, arrives once.
@@ -712,33 +754,8 @@ fn a_client_following_redirects_re_attaches_through_an_api_node_that_did_not_ado
 fn a_query_reading_the_past_is_adopted_after_kill_9_and_every_needle_arrives_once() {
     let broker = Broker::shared();
     let topic = "failover-past";
-    broker.create_topic(topic, 4).unwrap();
-    let names = ["api_p1", "api_p2", "worker_p"];
-    let configs: Vec<_> =
-        names.iter().map(|node| failover_config(&broker.bootstrap, topic, node)).collect();
-    let config = |i: usize| configs[i].path().to_str().unwrap().to_owned();
-    let mut first = Serve::start(&["--role", "api", "--config", &config(0)]);
-    let second = Serve::start(&["--role", "api", "--config", &config(1)]);
-    let store = tempfile::tempdir().unwrap();
-    let store = store.path().to_str().unwrap().to_owned();
-    let worker = Serve::start(&[
-        "--role",
-        "worker",
-        "--workers",
-        "1",
-        "--config",
-        &config(2),
-        "--history",
-        &store,
-    ]);
-    wait_until("the worker reading 4 partitions", Duration::from_secs(30), || {
-        worker.partitions() == 4.0
-    });
-    // the past: 8 needles kept in the worker's store before the query starts
-    gen_needles(&broker.bootstrap, topic, 3_000, "needlea", 8, 1);
-    wait_until("every record kept", Duration::from_secs(30), || {
-        worker.metric("needle_history_records_appended_total") >= 3_000.0
-    });
+    let Past { mut first, second, _worker, _store, _configs } =
+        Past::start(broker, topic, ["api_p1", "api_p2", "worker_p"]);
     let since = "SELECT id, event_ts FROM STREAM(90000, TIME) SINCE '-1h' \
                  WHERE id = 'needlea' OR id = 'needleb' LIMIT 16";
     let (id, _, following) = start_following(&first, since);
@@ -768,32 +785,8 @@ fn a_query_reading_the_past_is_adopted_after_kill_9_and_every_needle_arrives_onc
 fn a_windowed_since_query_is_adopted_after_kill_9_and_each_needle_arrives_once() {
     let broker = Broker::shared();
     let topic = "failover-since-windows";
-    broker.create_topic(topic, 4).unwrap();
-    let names = ["api_sw1", "api_sw2", "worker_sw"];
-    let configs: Vec<_> =
-        names.iter().map(|node| failover_config(&broker.bootstrap, topic, node)).collect();
-    let config = |i: usize| configs[i].path().to_str().unwrap().to_owned();
-    let mut first = Serve::start(&["--role", "api", "--config", &config(0)]);
-    let second = Serve::start(&["--role", "api", "--config", &config(1)]);
-    let store = tempfile::tempdir().unwrap();
-    let store = store.path().to_str().unwrap().to_owned();
-    let worker = Serve::start(&[
-        "--role",
-        "worker",
-        "--workers",
-        "1",
-        "--config",
-        &config(2),
-        "--history",
-        &store,
-    ]);
-    wait_until("the worker reading 4 partitions", Duration::from_secs(30), || {
-        worker.partitions() == 4.0
-    });
-    gen_needles(&broker.bootstrap, topic, 3_000, "needlea", 8, 1);
-    wait_until("every record kept", Duration::from_secs(30), || {
-        worker.metric("needle_history_records_appended_total") >= 3_000.0
-    });
+    let Past { mut first, second, _worker, _store, _configs } =
+        Past::start(broker, topic, ["api_sw1", "api_sw2", "worker_sw"]);
     let windows = "SELECT id, event_ts FROM STREAM(40000, TIME) SINCE '-10m' \
                    WHERE id = 'needlea' OR id = 'needleb' OR id = 'needlec' \
                    WINDOWING TUMBLING(1000, TIME)";
