@@ -397,7 +397,6 @@ impl Aggregator {
         AggregateOutput { records, meta }
     }
 
-    /// RAW: takes the records held, leaving the state empty (counters kept). Other kinds: nothing.
     /// RAW: one more record matched and not kept.
     pub(crate) fn count_dropped(&self, state: &mut PartialState) {
         if let State::Raw(s) = &mut state.inner {
@@ -413,6 +412,7 @@ impl Aggregator {
         }
     }
 
+    /// RAW: takes the records held, leaving the state empty (counters kept). Other kinds: nothing.
     pub fn take_raw(&self, state: &mut PartialState) -> Vec<Record> {
         match &mut state.inner {
             State::Raw(s) => std::mem::take(&mut s.records),

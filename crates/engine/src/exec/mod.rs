@@ -110,9 +110,9 @@ impl CompiledQuery {
 
     /// RAW: the workers of this process keep none of the query's records until `until_ms`
     /// (each matched one counted as matched and dropped, not copied): the joiner asks this
-    /// while the records it is sent cannot go out (its subscriber reads slower than they come,
-    /// or its records-per-second limit is reached), so that a query whose results are being
-    /// dropped anyway does not make the workers copy every record for it.
+    /// while the records it is sent cannot go out (its subscriber reads slower than they come),
+    /// so that a query whose results are being dropped anyway does not make the workers copy
+    /// every record for it.
     pub fn shed_raw_until(&self, until_ms: i64) {
         self.shed_until_ms.fetch_max(until_ms, Ordering::Relaxed);
     }
