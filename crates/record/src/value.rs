@@ -5,7 +5,7 @@ use crate::types::Type;
 use indexmap::IndexMap;
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// A map value, and the fields of a record: keys keep their insertion order so that results print
 /// fields in the order they arrived or were projected. Hashed with foldhash (randomly seeded per
@@ -37,25 +37,42 @@ pub enum Value {
     Map(Map),
 }
 
-/// What a map, a map entry and a value take beside their contents (a close enough estimate).
-const MAP_BYTES: usize = 64;
-const ENTRY_BYTES: usize = 40;
-const VALUE_BYTES: usize = 32;
+/// What a value takes in its list or map, beside what it owns on the heap.
+const VALUE_BYTES: usize = std::mem::size_of::<Value>();
+/// What one entry of a [`Map`] takes beside its key's and value's contents: its slot in the
+/// map's vector of entries (its hash, key and value).
+const ENTRY_BYTES: usize = std::mem::size_of::<(u64, String, Value)>();
+
+/// The heap a map holds: a slot per entry it has room for, its index table, and its entries'
+/// keys and values. Counted from capacities, not lengths: the bounds in bytes on results stand
+/// for memory, and a record's decoded fields took 1.4–1.6 times what their lengths said
+/// (`tests/record_memory.rs` measures it).
+fn map_heap_bytes(map: &Map) -> usize {
+    let slots = map.capacity();
+    let index = if slots == 0 {
+        0
+    } else {
+        // hashbrown: buckets a power of two at most 7/8 full, each a usize and a control byte
+        let buckets = (slots * 8).div_ceil(7).next_power_of_two();
+        buckets * (std::mem::size_of::<usize>() + 1)
+    };
+    slots * ENTRY_BYTES
+        + index
+        + map.iter().map(|(k, v)| k.capacity() + v.approx_bytes() - VALUE_BYTES).sum::<usize>()
+}
 
 impl Value {
-    /// Roughly the memory the value holds, in bytes (see [`Record::approx_bytes`]).
+    /// Roughly the memory the value holds, in bytes: its own place and what it owns on the heap
+    /// (see [`Record::approx_bytes`]).
     pub fn approx_bytes(&self) -> usize {
         VALUE_BYTES
             + match self {
-                Value::String(s) => s.len(),
-                Value::List(items) => items.iter().map(Value::approx_bytes).sum(),
-                Value::Map(map) => {
-                    MAP_BYTES
-                        + map
-                            .iter()
-                            .map(|(k, v)| ENTRY_BYTES + k.len() + v.approx_bytes())
-                            .sum::<usize>()
+                Value::String(s) => s.capacity(),
+                Value::List(items) => {
+                    (items.capacity() - items.len()) * VALUE_BYTES
+                        + items.iter().map(Value::approx_bytes).sum::<usize>()
                 }
+                Value::Map(map) => map_heap_bytes(map),
                 _ => 0,
             }
     }
@@ -207,7 +224,9 @@ fn serialize_map<S: Serializer>(map: &Map, s: S) -> Result<S::Ok, S::Error> {
 /// ([`crate::FieldSet::whole_record`]): a RAW `SELECT *` result is most often only written back
 /// out, so its line is kept as it came — one allocation, written out by copying it
 /// ([`Record::json_text`]) — and its fields are decoded only if something reads them (once,
-/// then kept). Either way every method answers as for the decoded fields.
+/// then kept). Either way every method answers as for the decoded fields. Copies of a record
+/// kept as text share its text and decoded fields (a record matched by 100 `SELECT *` queries
+/// is one line and one decoding, not 100); changing a copy gives it fields of its own.
 #[derive(Default)]
 pub struct Record {
     repr: Repr,
@@ -228,12 +247,15 @@ impl Clone for Record {
 #[derive(Clone)]
 enum Repr {
     Fields(Map),
-    /// The text of one JSON object that [`crate::decode_record`] accepts (whitespace at its
-    /// ends trimmed), and its fields once decoded.
-    Json {
-        text: Box<str>,
-        fields: OnceLock<Map>,
-    },
+    /// A line kept as text, shared by the record's copies.
+    Json(Arc<JsonLine>),
+}
+
+/// The text of one JSON object that [`crate::decode_record`] accepts (whitespace at its ends
+/// trimmed), and its fields once decoded.
+struct JsonLine {
+    text: Box<str>,
+    fields: OnceLock<Map>,
 }
 
 impl Default for Repr {
@@ -264,7 +286,7 @@ impl Record {
     pub(crate) fn from_checked_json(text: &str) -> Self {
         let text = text.trim_matches(|c| matches!(c, ' ' | '\t' | '\n' | '\r'));
         Self {
-            repr: Repr::Json { text: text.into(), fields: OnceLock::new() },
+            repr: Repr::Json(Arc::new(JsonLine { text: text.into(), fields: OnceLock::new() })),
             bytes: AtomicUsize::new(0),
         }
     }
@@ -274,27 +296,32 @@ impl Record {
     /// held as fields.
     pub fn json_text(&self) -> Option<&str> {
         match &self.repr {
-            Repr::Json { text, .. } => Some(text),
+            Repr::Json(line) => Some(&line.text),
             Repr::Fields(_) => None,
         }
     }
 
-    /// Roughly the memory the record holds, in bytes (its fields' names and values, with the
-    /// containers' overhead; for a record kept as text, its text): what bounds on buffered
-    /// results count.
+    /// Roughly the memory the record holds, in bytes (its place in a vector, its fields' names
+    /// and values with the containers' room for more; for a record kept as text, its text too):
+    /// what bounds on buffered results count. The allocator's own rounding is not counted.
     pub fn approx_bytes(&self) -> usize {
         let known = self.bytes.load(Ordering::Relaxed);
         if known != 0 {
             return known;
         }
-        let bytes = match &self.repr {
-            // (its fields may yet be decoded: not kept, and cheap to work out again)
-            Repr::Json { text, fields } => match fields.get() {
-                None => return MAP_BYTES + text.len(),
-                Some(fields) => MAP_BYTES + text.len() + map_entries_bytes(fields),
-            },
-            Repr::Fields(fields) => MAP_BYTES + map_entries_bytes(fields),
-        };
+        // its own place (in a vector of results), and what it owns on the heap; a line shared
+        // by copies is counted whole by each (it stays while any of them does)
+        let bytes = std::mem::size_of::<Record>()
+            + match &self.repr {
+                // (its fields may yet be decoded: not kept, and cheap to work out again)
+                Repr::Json(line) => match line.fields.get() {
+                    None => {
+                        return std::mem::size_of::<Record>() + JSON_LINE_BYTES + line.text.len()
+                    }
+                    Some(fields) => JSON_LINE_BYTES + line.text.len() + map_heap_bytes(fields),
+                },
+                Repr::Fields(fields) => map_heap_bytes(fields),
+            };
         self.bytes.store(bytes, Ordering::Relaxed);
         bytes
     }
@@ -336,7 +363,7 @@ impl Record {
     pub fn fields(&self) -> &Map {
         match &self.repr {
             Repr::Fields(fields) => fields,
-            Repr::Json { text, fields } => json_fields(text, fields),
+            Repr::Json(line) => json_fields(line),
         }
     }
 
@@ -344,21 +371,27 @@ impl Record {
     #[inline]
     pub(crate) fn map_mut(&mut self) -> &mut Map {
         *self.bytes.get_mut() = 0; // its size is worked out again after the change
-        if let Repr::Json { .. } = &self.repr {
+        if let Repr::Json(_) = &self.repr {
             self.make_fields();
         }
         match &mut self.repr {
             Repr::Fields(fields) => fields,
-            Repr::Json { .. } => unreachable!("made fields above"),
+            Repr::Json(_) => unreachable!("made fields above"),
         }
     }
 
+    /// Turns a record kept as text into one held as fields: its decoded fields taken when no
+    /// other copy shares the line, else copied (or decoded) for this one.
     #[cold]
     fn make_fields(&mut self) {
-        if let Repr::Json { text, fields } = &mut self.repr {
-            let decoded = fields.take().unwrap_or_else(|| decode_checked(text));
-            self.repr = Repr::Fields(decoded);
-        }
+        let Repr::Json(line) = std::mem::take(&mut self.repr) else { return };
+        let decoded = match Arc::try_unwrap(line) {
+            Ok(JsonLine { text, fields }) => {
+                fields.into_inner().unwrap_or_else(|| decode_checked(&text))
+            }
+            Err(shared) => json_fields(&shared).clone(),
+        };
+        self.repr = Repr::Fields(decoded);
     }
 
     /// The fields, with their values changeable (names and order are not).
@@ -390,13 +423,12 @@ impl Record {
 
 /// The fields of a record kept as text, decoded the first time they are read.
 #[inline(never)]
-fn json_fields<'a>(text: &str, fields: &'a OnceLock<Map>) -> &'a Map {
-    fields.get_or_init(|| decode_checked(text))
+fn json_fields(line: &JsonLine) -> &Map {
+    line.fields.get_or_init(|| decode_checked(&line.text))
 }
 
-fn map_entries_bytes(fields: &Map) -> usize {
-    fields.iter().map(|(k, v)| ENTRY_BYTES + k.len() + v.approx_bytes()).sum()
-}
+/// A kept line's shared allocation beside its text: the counts of its holders and the line.
+const JSON_LINE_BYTES: usize = 2 * std::mem::size_of::<usize>() + std::mem::size_of::<JsonLine>();
 
 /// The fields of a text [`crate::decode_record`] accepts. The constructor's caller vouches for
 /// that ([`Record::from_checked_json`]); were it ever wrong, the record reads as empty and the
@@ -427,6 +459,24 @@ impl FromIterator<(String, Value)> for Record {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn copies_of_a_line_share_it_until_one_changes() {
+        let line = Record::from_checked_json(r#"{"id":"n-1","t":5}"#);
+        let mut copy = line.clone();
+        let (a, b) = (line.json_text().unwrap(), copy.json_text().unwrap());
+        assert_eq!(a.as_ptr(), b.as_ptr(), "one text for both");
+        assert_eq!(copy.get("t"), Some(&Value::Long(5)));
+        assert!(std::ptr::eq(line.fields(), copy.fields()), "decoded once, for both");
+        copy.insert("t", Value::Long(6));
+        assert_eq!((line.get("t"), copy.get("t")), (Some(&Value::Long(5)), Some(&Value::Long(6))));
+        assert_eq!(line.to_json(), r#"{"id":"n-1","t":5}"#, "the original is still its line");
+        assert_eq!(copy.to_json(), r#"{"id":"n-1","t":6}"#);
+        // the last holder of a line takes its decoded fields rather than copying them
+        let mut only = Record::from_checked_json(r#"{"a":[1,2]}"#);
+        only.remove("a");
+        assert!(only.is_empty() && only.json_text().is_none());
+    }
 
     #[test]
     fn a_records_size_is_kept_by_its_copies_and_worked_out_again_after_a_change() {

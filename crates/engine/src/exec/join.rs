@@ -764,11 +764,9 @@ mod tests {
         assert_eq!(shared.used.load(std::sync::atomic::Ordering::SeqCst), 0, "back at drop");
     }
 
-    /// A record as the test plans' RAW keeps it (its `id`).
+    /// A record as the test plans' RAW keeps it (its `id`, collected as a projection does).
     fn projected(id: i64) -> Record {
-        let mut r = Record::new();
-        r.insert("id", Value::Long(id));
-        r
+        [("id".to_owned(), Value::Long(id))].into_iter().collect()
     }
 
     #[test]
