@@ -11,18 +11,27 @@ use std::process::ExitCode;
 /// (a worker, the joiner) and freed on another (an HTTP thread), which glibc's allocator makes
 /// slow (its arenas' locks and consolidation were a third of the HTTP threads' time with
 /// 100,000 queries completing). Measured in `docs/benchmarks.md` (max-raw-queries, eps). A
-/// program embedding the library chooses its own.
+/// program embedding the library chooses its own. Built with the `system-allocator` feature, the
+/// binary keeps the system's allocator, which heap profilers (heaptrack, valgrind) can follow.
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 mod commands;
 
-/// jemalloc's (allocated, resident) bytes, as of now (its statistics refreshed first).
+/// jemalloc's (allocated, resident) bytes, as of now (its statistics refreshed first); none
+/// with the system's allocator.
+#[cfg(not(feature = "system-allocator"))]
 fn heap_bytes() -> Option<(u64, u64)> {
     tikv_jemalloc_ctl::epoch::advance().ok()?;
     let allocated = tikv_jemalloc_ctl::stats::allocated::read().ok()?;
     let resident = tikv_jemalloc_ctl::stats::resident::read().ok()?;
     Some((allocated as u64, resident as u64))
+}
+
+#[cfg(feature = "system-allocator")]
+fn heap_bytes() -> Option<(u64, u64)> {
+    None
 }
 
 /// needle: a real-time query engine for live event streams.
