@@ -5,7 +5,9 @@
 //! disagreement: the kernels give the same answer; the checker accepts exactly what
 //! `decode_value` accepts; a line `decode_record` accepts is accepted by both `FieldSet` modes
 //! with the same values; the whole-line mode refuses nothing `decode_record` accepts and, on
-//! lines of at most `STREAM_MAX_BYTES`, accepts nothing it refuses; error offsets lie in the line.
+//! lines of at most `STREAM_MAX_BYTES`, accepts nothing it refuses; error offsets lie in the line;
+//! `FieldSet::whole_record` of a line either mode accepted is `decode_record`'s answer (the
+//! same fields, refused when it refuses), kept as the line's text when accepted.
 //!
 //! One body serves the fuzzer (`fuzz/fuzz_targets/decode.rs`) and the corpus replay test
 //! (`crates/record/tests/fuzz_corpus.rs`), which both include this file by path.
@@ -85,5 +87,20 @@ pub fn check(data: &[u8]) {
             assert!(by_line.is_err(), "the line mode accepted a short line decode_record refuses")
         }
         Err(_) => {}
+    }
+    for (set, read) in [(&line, &by_line), (&fields, &by_fields)] {
+        if read.is_err() {
+            continue; // a worker asks for the whole record only of a line its set accepted
+        }
+        match (&full, set.whole_record(data)) {
+            (Ok(record), Ok(whole)) => {
+                assert_eq!(&whole, record, "whole_record's fields");
+                let text = std::str::from_utf8(data).expect("decode_record accepted it");
+                let trimmed = text.trim_matches(|c| matches!(c, ' ' | '\t' | '\n' | '\r'));
+                assert_eq!(whole.json_text(), Some(trimmed), "an accepted line is kept as text");
+            }
+            (Err(_), Err(_)) => {}
+            (full, whole) => panic!("decode_record {full:?} but whole_record {whole:?}"),
+        }
     }
 }
