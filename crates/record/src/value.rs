@@ -238,9 +238,15 @@ pub struct Record {
 }
 
 impl Clone for Record {
-    /// A copy that knows its size: worked out here once for the original, which keeps it too.
+    /// A copy that knows its size: worked out here once for the original, which keeps it too
+    /// (unless it may still grow: a line whose fields are not decoded yet, which any copy may
+    /// decode for all, is cheap to size again).
     fn clone(&self) -> Self {
-        Self { repr: self.repr.clone(), bytes: AtomicUsize::new(self.approx_bytes()) }
+        self.approx_bytes();
+        Self {
+            repr: self.repr.clone(),
+            bytes: AtomicUsize::new(self.bytes.load(Ordering::Relaxed)),
+        }
     }
 }
 
@@ -471,6 +477,12 @@ mod tests {
         copy.insert("t", Value::Long(6));
         assert_eq!((line.get("t"), copy.get("t")), (Some(&Value::Long(5)), Some(&Value::Long(6))));
         assert_eq!(line.to_json(), r#"{"id":"n-1","t":5}"#, "the original is still its line");
+        // a copy made before another decodes the shared line counts the decoded fields too
+        let text_only = Record::from_checked_json(r#"{"id":"n-2"}"#);
+        let early_copy = text_only.clone();
+        let undecoded = early_copy.approx_bytes();
+        assert!(text_only.get("id").is_some());
+        assert!(early_copy.approx_bytes() > undecoded, "{undecoded} before the decoding");
         assert_eq!(copy.to_json(), r#"{"id":"n-1","t":6}"#);
         // the last holder of a line takes its decoded fields rather than copying them
         let mut only = Record::from_checked_json(r#"{"a":[1,2]}"#);
