@@ -36,4 +36,16 @@ describe('the table sorts a column', () => {
     expect(sortOrder([10, 9, 100, -1], true)).toEqual([2, 0, 1, 3]);
     expect(sortOrder([10, 'x', 9, null], false)).toEqual([2, 0, 1, 3]);
   });
+
+  it('orders numbers as a comparison of every pair would, equal ones in their order', () => {
+    let seed = 11;
+    const next = () => (seed = (seed * 1103515245 + 12345) % 2147483648);
+    const pool = [0, -0, 1.5, -2, 1e300, -Infinity, Infinity, 3, 3, 42, -7.25];
+    const values = Array.from({ length: 3000 }, () => (next() % 5 === 0 ? pool[next() % pool.length] : (next() % 200) - 100));
+    for (const desc of [false, true]) {
+      // a stable comparison sort of the row numbers by value (Array.prototype.sort is stable)
+      const want = values.map((_, i) => i).sort((a, b) => (values[a] - values[b]) * (desc ? -1 : 1) || 0);
+      expect(sortOrder(values, desc)).toEqual(want);
+    }
+  });
 });
