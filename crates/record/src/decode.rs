@@ -327,7 +327,10 @@ impl FieldSet {
             || (self.lookup.is_none() && !more_openings_than(bytes, MAX_DEPTH));
         match simdutf8::basic::from_utf8(bytes) {
             Ok(text) if checked_whole => Ok(Record::from_checked_json(text)),
-            Ok(text) if starts_an_object(bytes).is_ok() && crate::check::check(bytes).is_ok() => {
+            Ok(text)
+                if text.trim_start_matches([' ', '\t', '\n', '\r']).starts_with('{')
+                    && crate::check::check(bytes).is_ok() =>
+            {
                 Ok(Record::from_checked_json(text))
             }
             _ => decode_record(bytes),
