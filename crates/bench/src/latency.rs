@@ -222,6 +222,9 @@ pub fn find_record(
         std::thread::sleep(Duration::from_secs(3));
         let (read_before, since) = (readers.bytes(), Instant::now());
         let beside = find_records(&server, &client, &mut writer, runs, "busy")?;
+        // the busy queries emit once a window: a rate over less than two windows says little
+        // (and over a few quick runs could catch none)
+        std::thread::sleep(BUSY_MIN_MEASURE.saturating_sub(since.elapsed()));
         let read = readers.bytes() - read_before;
         result.busy = Some(busy);
         result.needle_beside_busy = Some(Summary::of(&beside));
@@ -232,6 +235,9 @@ pub fn find_record(
 
 /// What each busy query runs: every record of the background stream, in one-second windows.
 const BUSY_QUERY: &str = "SELECT * FROM STREAM(600000, TIME) WINDOWING TUMBLING(1000, TIME)";
+
+/// The shortest time the busy queries' clients are measured over: two of their windows.
+const BUSY_MIN_MEASURE: Duration = Duration::from_secs(2);
 
 /// `count` queries ([`BUSY_QUERY`]), each with a client reading its event stream as it comes;
 /// stopped (their connections closed, which ends the queries) when dropped.
