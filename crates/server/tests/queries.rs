@@ -206,6 +206,73 @@ async fn a_started_query_streams_events_lists_progress_and_can_be_killed() {
     server.shutdown().await;
 }
 
+/// The events of a Server-Sent Events text, as (event name, data) pairs, read by the standard's
+/// rules: lines end at CR, LF or CRLF; `data:` lines are joined with LF; a blank line ends an
+/// event; a line starting with `:` is a comment.
+fn parse_events(text: &str) -> Vec<(String, String)> {
+    let (mut events, mut name, mut data) = (Vec::new(), String::new(), Vec::<&str>::new());
+    for line in text.split("\r\n").flat_map(|l| l.split(['\r', '\n'])) {
+        if line.is_empty() {
+            if !data.is_empty() {
+                events.push((std::mem::take(&mut name), data.join("\n")));
+            }
+            data.clear();
+        } else if let Some(value) = line.strip_prefix("data:") {
+            data.push(value.strip_prefix(' ').unwrap_or(value));
+        } else if let Some(value) = line.strip_prefix("event:") {
+            name = value.trim_start().to_owned();
+        }
+    }
+    events
+}
+
+#[tokio::test]
+async fn an_emission_larger_than_a_piece_of_an_event_arrives_whole_and_as_sent() {
+    let server = Server::start(NeedleConfig::default()).await;
+    let client = reqwest::Client::new();
+    let query = "SELECT * FROM STREAM(60000, TIME) WHERE id = 'big' LIMIT 400";
+    let started: Value = server.post("/api/v1/queries", query).await.json().await.unwrap();
+    let events = client.get(server.url(started["urls"]["events"].as_str().unwrap()));
+    let mut stream = events.send().await.unwrap().bytes_stream();
+    // the same over a WebSocket (its message is made off the HTTP threads)
+    let url = server.url("/api/v1/ws").replace("http://", "ws://");
+    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    let start = json!({"type": "start", "tag": "big", "query": query}).to_string();
+    ws.send(tokio_tungstenite::tungstenite::Message::Text(start.into())).await.unwrap();
+    assert_eq!(next_json(&mut ws).await["type"], "started");
+    // 400 records of 5 KB (2 MB: the event is sent in pieces), one with a carriage return and
+    // a tab between its tokens, which JSON allows and the event's data must keep valid
+    let pad = "x".repeat(5000);
+    let mut lines: Vec<String> =
+        (0..400).map(|i| format!(r#"{{"id":"big","i":{i},"pad":"{pad}"}}"#)).collect();
+    lines[200] = format!("{{\"id\":\"big\",\r\"i\":200,\t\"pad\":\"{pad}\"}}");
+    server.send(lines).await;
+    let mut text = String::new();
+    while !text.contains("event: complete") {
+        text.push_str(&next_chunk(&mut stream).await);
+    }
+    let events = parse_events(&text);
+    let names: Vec<&str> = events.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(names, ["result", "complete"]);
+    let result: Value = serde_json::from_str(&events[0].1).expect("the event's data is JSON");
+    let records = result["records"].as_array().unwrap();
+    // (the workers' batches may come in any order)
+    let mut found: Vec<i64> = records.iter().map(|r| r["i"].as_i64().unwrap()).collect();
+    found.sort_unstable();
+    assert_eq!(found, (0..400).collect::<Vec<i64>>());
+    assert!(records.iter().all(|r| r["pad"] == pad.as_str() && r["id"] == "big"));
+    assert!(result["meta"].is_object(), "{}", result["meta"]);
+    let message = next_json(&mut ws).await;
+    assert_eq!(message["type"], "result", "{}", message["type"]);
+    let by_i = |records: &Value| {
+        let mut records = records.as_array().unwrap().clone();
+        records.sort_by_key(|r| r["i"].as_i64());
+        records
+    };
+    assert_eq!(by_i(&message["result"]["records"]), by_i(&result["records"]));
+    server.shutdown().await;
+}
+
 #[tokio::test]
 async fn events_and_websocket_results_are_numbered_and_resume_after_the_last_one_received() {
     let server = Server::start(NeedleConfig::default()).await;

@@ -49,7 +49,7 @@ pub mod worker;
 
 pub use join::QueryRun;
 pub use local::LocalQuery;
-pub use result::{Emission, Meta, Notice};
+pub use result::{Emission, JsonPieces, Meta, Notice};
 pub use stage::CompiledStage;
 pub use window::WindowPlan;
 pub use worker::{Partial, WorkerState};

@@ -24,6 +24,55 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value as Json};
 use std::sync::{Arc, OnceLock};
 
+/// An emission's JSON text in pieces ([`Emission::into_json_pieces`]); joined, they are
+/// [`Emission::write_json`]'s text.
+#[derive(Debug)]
+pub struct JsonPieces {
+    emission: Emission,
+    /// The record the next piece starts with.
+    next: usize,
+    started: bool,
+    done: bool,
+    piece_bytes: usize,
+}
+
+impl JsonPieces {
+    /// True once the last piece was made.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+}
+
+impl Iterator for JsonPieces {
+    type Item = Vec<u8>;
+
+    fn next(&mut self) -> Option<Vec<u8>> {
+        if self.done {
+            return None;
+        }
+        let mut out = Vec::with_capacity(self.piece_bytes.min(1 << 20) + 64);
+        if !std::mem::replace(&mut self.started, true) {
+            out.extend_from_slice(b"{\"records\":[");
+        }
+        let records = &self.emission.records;
+        while self.next < records.len() && out.len() < self.piece_bytes {
+            if self.next > 0 {
+                out.push(b',');
+            }
+            records[self.next].write_json(&mut out);
+            self.next += 1;
+        }
+        if self.next == records.len() {
+            out.extend_from_slice(b"],\"meta\":");
+            serde_json::to_writer(&mut out, &self.emission.meta)
+                .expect("JSON metadata always serializes");
+            out.push(b'}');
+            self.done = true;
+        }
+        Some(out)
+    }
+}
+
 /// The metadata keys, in one place (Bullet's names where Bullet has one).
 pub mod keys {
     pub const QUERY: &str = "Query";
@@ -122,6 +171,15 @@ impl Emission {
         out.extend_from_slice(b"],\"meta\":");
         serde_json::to_writer(&mut *out, &self.meta).expect("JSON metadata always serializes");
         out.push(b'}');
+    }
+
+    /// [`Emission::write_json`]'s text in pieces of about `piece_bytes` each (a piece ends
+    /// after the record that takes it past that; the last piece carries the metadata), made
+    /// one at a time as they are asked for: a writer that sends each piece before it asks for
+    /// the next holds one piece of an emission's text, not all of it, and does not keep its
+    /// thread for the whole emission (one of 10,000 records of 7 KB is 70 MB of text).
+    pub fn into_json_pieces(self, piece_bytes: usize) -> JsonPieces {
+        JsonPieces { emission: self, next: 0, started: false, done: false, piece_bytes }
     }
 
     /// The window number from the metadata (0 when absent).
@@ -373,6 +431,44 @@ fn json_bytes(value: &Json) -> usize {
 mod tests {
     use super::*;
     use needle_record::Value;
+
+    #[test]
+    fn json_pieces_join_to_the_whole_text_and_stay_near_their_size() {
+        let record = |i: i64| {
+            let mut r = Record::new();
+            r.insert("i", Value::Long(i));
+            r.insert("s", Value::String("x".repeat(100)));
+            r
+        };
+        for count in [0, 1, 2, 7, 100] {
+            let mut meta = Map::new();
+            meta.insert("n".into(), (count as u64).into());
+            let emission = Emission {
+                records: (0..count).map(record).collect(),
+                meta: meta.into(),
+                is_final: false,
+            };
+            let mut whole = Vec::new();
+            emission.write_json(&mut whole);
+            for piece_bytes in [1, 200, 1000, 1 << 20] {
+                let pieces: Vec<Vec<u8>> = emission.clone().into_json_pieces(piece_bytes).collect();
+                assert_eq!(pieces.concat(), whole, "{count} records, pieces of {piece_bytes}");
+                let most = pieces.iter().map(Vec::len).max().unwrap();
+                // past the size by one record and the closing metadata at most
+                assert!(most <= piece_bytes.max(1) + 200, "{count}: a piece of {most} bytes");
+                let mut counted = emission.clone().into_json_pieces(piece_bytes);
+                for _ in 0..pieces.len() {
+                    assert!(!counted.is_done());
+                    counted.next();
+                }
+                assert!(counted.is_done() && counted.next().is_none());
+                if piece_bytes >= whole.len() {
+                    assert_eq!(pieces.len(), 1, "{count} records, pieces of {piece_bytes}");
+                }
+            }
+            assert!(emission.clone().into_json_pieces(200).count() >= count as usize / 2);
+        }
+    }
 
     #[test]
     fn emission_json_has_records_then_meta() {

@@ -19,10 +19,10 @@ use crate::state::{AppState, Unclaimable};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode, Uri};
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::stream::{self, Stream};
+use needle_engine::exec::JsonPieces;
 use needle_runtime::remote::Holder;
 use needle_runtime::results::DROPPED_EMISSIONS;
 use needle_runtime::{QueryHandle, QueryStatus, ResultQueue, Runtime};
@@ -392,42 +392,98 @@ pub async fn query_events(
         .with_hint("a started query's events can be followed once; start another query"),
     })?;
     let guard = KillOnDrop { runtime: state.runtime().clone(), id: id.clone(), armed: true };
-    let events = Sse::new(event_stream(id, results, guard, after));
-    Ok(events.keep_alive(KeepAlive::default()).into_response())
+    let headers =
+        [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")];
+    let body = axum::body::Body::from_stream(event_stream(id, results, guard, after));
+    Ok((headers, body).into_response())
 }
 
-/// The events of a query's emissions numbered past `after`.
+/// The text of an event's data is sent in pieces of about this size: the HTTP threads write a
+/// piece, then may serve another client, and a writer holds a piece of an emission's text, not
+/// all of it (an emission of 10,000 records of 7 KB is 70 MB, which took a thread for tens of
+/// milliseconds and kept every other client of the server waiting; two such froze it).
+const EVENT_PIECE_BYTES: usize = 256 << 10;
+
+/// A comment line is sent after this long without an event, so that proxies and clients do not
+/// take a quiet stream for a dead one.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// Where the event stream of a query is: waiting for its next emission, or part-way through
+/// sending one.
+struct EventStream {
+    id: String,
+    results: Arc<ResultQueue>,
+    guard: KillOnDrop,
+    after: u64,
+    sending: Option<JsonPieces>,
+}
+
+/// The events (Server-Sent Events' text) of a query's emissions numbered past `after`: a
+/// `result` event for each, then a `complete` event with the emissions dropped in all. An
+/// event's data is made and sent in pieces ([`EVENT_PIECE_BYTES`]).
 fn event_stream(
     id: String,
     results: Arc<ResultQueue>,
     guard: KillOnDrop,
     after: u64,
-) -> impl Stream<Item = Result<Event, Infallible>> {
-    stream::unfold(Some((id, results, guard)), move |state| async move {
-        let (id, results, mut guard) = state?;
-        let mut next = results.next_numbered().await;
-        while let Some((n, _)) = &next {
-            if *n > after {
-                break;
-            }
-            next = results.next_numbered().await;
+) -> impl Stream<Item = Result<Bytes, Infallible>> {
+    let state = EventStream { id, results, guard, after, sending: None };
+    stream::unfold(Some(state), |state| async move {
+        let mut state = state?;
+        if let Some(pieces) = state.sending.take() {
+            let mut out = Vec::with_capacity(EVENT_PIECE_BYTES + 1024);
+            state.sending = send_piece(&mut out, pieces);
+            return Some((Ok(Bytes::from(out)), Some(state)));
         }
+        let next = loop {
+            match tokio::time::timeout(KEEP_ALIVE, state.results.next_numbered()).await {
+                Err(_) => return Some((Ok(Bytes::from_static(b":\n\n")), Some(state))),
+                Ok(Some((n, _))) if n <= state.after => continue,
+                Ok(next) => break next,
+            }
+        };
         match next {
             Some((n, emission)) => {
-                let event = Event::default()
-                    .event("result")
-                    .id(n.to_string())
-                    .retry(RECONNECT)
-                    .data(emission.to_json_string());
-                Some((Ok(event), Some((id, results, guard))))
+                let head =
+                    format!("event: result\nid: {n}\nretry: {}\ndata: ", RECONNECT.as_millis());
+                let mut out = head.into_bytes();
+                state.sending = send_piece(&mut out, emission.into_json_pieces(EVENT_PIECE_BYTES));
+                Some((Ok(Bytes::from(out)), Some(state)))
             }
             None => {
-                guard.armed = false;
-                let data = json!({ "id": id, "dropped": results.dropped() }).to_string();
-                Some((Ok(Event::default().event("complete").data(data)), None))
+                state.guard.armed = false;
+                let data = json!({ "id": state.id, "dropped": state.results.dropped() });
+                let event = format!("event: complete\ndata: {data}\n\n");
+                Some((Ok(Bytes::from(event)), None))
             }
         }
     })
+}
+
+/// Appends the next piece of an event's data, and the event's end after its last piece; the
+/// pieces still to send, if any.
+fn send_piece(out: &mut Vec<u8>, mut pieces: JsonPieces) -> Option<JsonPieces> {
+    if let Some(piece) = pieces.next() {
+        write_data(out, &piece);
+    }
+    if pieces.is_done() {
+        out.extend_from_slice(b"\n\n");
+        return None;
+    }
+    Some(pieces)
+}
+
+/// Appends a piece of an event's data: a line break in it (only a line's insignificant
+/// whitespace can be one: JSON text escapes them in strings) starts another `data:` line,
+/// which the client joins back with a line feed.
+fn write_data(out: &mut Vec<u8>, piece: &[u8]) {
+    let mut from = 0;
+    for at in memchr::memchr2_iter(b'\n', b'\r', piece) {
+        out.extend_from_slice(&piece[from..=at]);
+        out.extend_from_slice(b"data: ");
+        from = at + 1;
+    }
+    out.extend_from_slice(&piece[from..]);
 }
 
 /// How soon an `EventSource` whose stream broke tries again (told in every result event).
