@@ -41,6 +41,23 @@ impl JsonPieces {
     pub fn is_done(&self) -> bool {
         self.done
     }
+
+    /// Appends the next piece to `out` (nothing once done).
+    pub fn write_next(&mut self, out: &mut Vec<u8>) {
+        if self.done {
+            return;
+        }
+        let start = out.len();
+        if !std::mem::replace(&mut self.started, true) {
+            out.extend_from_slice(RECORDS_OPEN);
+        }
+        let until = start.saturating_add(self.piece_bytes);
+        self.next = self.emission.write_records(out, self.next, until);
+        if self.next == self.emission.records.len() {
+            self.emission.write_close(out);
+            self.done = true;
+        }
+    }
 }
 
 impl Iterator for JsonPieces {
@@ -51,27 +68,13 @@ impl Iterator for JsonPieces {
             return None;
         }
         let mut out = Vec::with_capacity(self.piece_bytes.min(1 << 20) + 64);
-        if !std::mem::replace(&mut self.started, true) {
-            out.extend_from_slice(b"{\"records\":[");
-        }
-        let records = &self.emission.records;
-        while self.next < records.len() && out.len() < self.piece_bytes {
-            if self.next > 0 {
-                out.push(b',');
-            }
-            records[self.next].write_json(&mut out);
-            self.next += 1;
-        }
-        if self.next == records.len() {
-            out.extend_from_slice(b"],\"meta\":");
-            serde_json::to_writer(&mut out, &self.emission.meta)
-                .expect("JSON metadata always serializes");
-            out.push(b'}');
-            self.done = true;
-        }
+        self.write_next(&mut out);
         Some(out)
     }
 }
+
+/// How an emission's JSON text opens.
+const RECORDS_OPEN: &[u8] = b"{\"records\":[";
 
 /// The metadata keys, in one place (Bullet's names where Bullet has one).
 pub mod keys {
@@ -161,13 +164,27 @@ impl Emission {
     /// are serialized. The same JSON as [`Emission::to_json`], except that a number of a kept
     /// line keeps the way it was written (`1e2`, an integer past the `i64` range in full).
     pub fn write_json(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(b"{\"records\":[");
-        for (i, record) in self.records.iter().enumerate() {
-            if i > 0 {
+        out.extend_from_slice(RECORDS_OPEN);
+        self.write_records(out, 0, usize::MAX);
+        self.write_close(out);
+    }
+
+    /// Appends the records from `from` on, comma-separated, until `out` is `until` bytes long
+    /// or past it (or every record is written); the record to write next.
+    fn write_records(&self, out: &mut Vec<u8>, from: usize, until: usize) -> usize {
+        let mut next = from;
+        while next < self.records.len() && out.len() < until {
+            if next > 0 {
                 out.push(b',');
             }
-            record.write_json(out);
+            self.records[next].write_json(out);
+            next += 1;
         }
+        next
+    }
+
+    /// Closes the records' list and appends the metadata: the text's end.
+    fn write_close(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(b"],\"meta\":");
         serde_json::to_writer(&mut *out, &self.meta).expect("JSON metadata always serializes");
         out.push(b'}');

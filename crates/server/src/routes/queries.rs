@@ -463,9 +463,9 @@ fn event_stream(
 /// Appends the next piece of an event's data, and the event's end after its last piece; the
 /// pieces still to send, if any.
 fn send_piece(out: &mut Vec<u8>, mut pieces: JsonPieces) -> Option<JsonPieces> {
-    if let Some(piece) = pieces.next() {
-        write_data(out, &piece);
-    }
+    let start = out.len();
+    pieces.write_next(out);
+    escape_line_breaks(out, start);
     if pieces.is_done() {
         out.extend_from_slice(b"\n\n");
         return None;
@@ -473,17 +473,21 @@ fn send_piece(out: &mut Vec<u8>, mut pieces: JsonPieces) -> Option<JsonPieces> {
     Some(pieces)
 }
 
-/// Appends a piece of an event's data: a line break in it (only a line's insignificant
-/// whitespace can be one: JSON text escapes them in strings) starts another `data:` line,
-/// which the client joins back with a line feed.
-fn write_data(out: &mut Vec<u8>, piece: &[u8]) {
+/// Makes what `out` holds past `start` (an event's data) fit the event: a line break in it (only
+/// a line's insignificant whitespace can be one: JSON text escapes them in strings) starts
+/// another `data:` line, which the client joins back with a line feed.
+fn escape_line_breaks(out: &mut Vec<u8>, start: usize) {
+    if memchr::memchr2(b'\n', b'\r', &out[start..]).is_none() {
+        return;
+    }
+    let data = out.split_off(start);
     let mut from = 0;
-    for at in memchr::memchr2_iter(b'\n', b'\r', piece) {
-        out.extend_from_slice(&piece[from..=at]);
+    for at in memchr::memchr2_iter(b'\n', b'\r', &data) {
+        out.extend_from_slice(&data[from..=at]);
         out.extend_from_slice(b"data: ");
         from = at + 1;
     }
-    out.extend_from_slice(&piece[from..]);
+    out.extend_from_slice(&data[from..]);
 }
 
 /// How soon an `EventSource` whose stream broke tries again (told in every result event).
