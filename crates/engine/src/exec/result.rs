@@ -60,19 +60,6 @@ impl JsonPieces {
     }
 }
 
-impl Iterator for JsonPieces {
-    type Item = Vec<u8>;
-
-    fn next(&mut self) -> Option<Vec<u8>> {
-        if self.done {
-            return None;
-        }
-        let mut out = Vec::with_capacity(self.piece_bytes.min(1 << 20) + 64);
-        self.write_next(&mut out);
-        Some(out)
-    }
-}
-
 /// How an emission's JSON text opens.
 const RECORDS_OPEN: &[u8] = b"{\"records\":[";
 
@@ -467,23 +454,30 @@ mod tests {
             };
             let mut whole = Vec::new();
             emission.write_json(&mut whole);
+            let pieces_of = |piece_bytes: usize| {
+                let mut pieces = emission.clone().into_json_pieces(piece_bytes);
+                let mut made: Vec<Vec<u8>> = Vec::new();
+                while !pieces.is_done() {
+                    let mut piece = b"after another piece".to_vec();
+                    pieces.write_next(&mut piece);
+                    made.push(piece.split_off(19));
+                }
+                let mut after = Vec::new();
+                pieces.write_next(&mut after);
+                assert!(after.is_empty(), "nothing once done");
+                made
+            };
             for piece_bytes in [1, 200, 1000, 1 << 20] {
-                let pieces: Vec<Vec<u8>> = emission.clone().into_json_pieces(piece_bytes).collect();
+                let pieces = pieces_of(piece_bytes);
                 assert_eq!(pieces.concat(), whole, "{count} records, pieces of {piece_bytes}");
                 let most = pieces.iter().map(Vec::len).max().unwrap();
                 // past the size by one record and the closing metadata at most
                 assert!(most <= piece_bytes.max(1) + 200, "{count}: a piece of {most} bytes");
-                let mut counted = emission.clone().into_json_pieces(piece_bytes);
-                for _ in 0..pieces.len() {
-                    assert!(!counted.is_done());
-                    counted.next();
-                }
-                assert!(counted.is_done() && counted.next().is_none());
                 if piece_bytes >= whole.len() {
                     assert_eq!(pieces.len(), 1, "{count} records, pieces of {piece_bytes}");
                 }
             }
-            assert!(emission.clone().into_json_pieces(200).count() >= count as usize / 2);
+            assert!(pieces_of(200).len() >= count as usize / 2);
         }
     }
 

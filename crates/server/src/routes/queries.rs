@@ -29,6 +29,7 @@ use needle_runtime::{QueryHandle, QueryStatus, ResultQueue, Runtime};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::convert::Infallible;
+use std::io::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -444,9 +445,10 @@ fn event_stream(
         };
         match next {
             Some((n, emission)) => {
-                let head =
-                    format!("event: result\nid: {n}\nretry: {}\ndata: ", RECONNECT.as_millis());
-                let mut out = head.into_bytes();
+                let mut out = Vec::with_capacity(EVENT_PIECE_BYTES + 1024);
+                let retry = RECONNECT.as_millis();
+                write!(out, "event: result\nid: {n}\nretry: {retry}\ndata: ")
+                    .expect("writing to a vector cannot fail");
                 state.sending = send_piece(&mut out, emission.into_json_pieces(EVENT_PIECE_BYTES));
                 Some((Ok(Bytes::from(out)), Some(state)))
             }
