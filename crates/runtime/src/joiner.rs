@@ -757,18 +757,20 @@ impl Joiner {
     /// (`leaving`), in one change of the workers' snapshot.
     fn retire(&self, running: &mut Table, id: &Arc<str>, leaving: &mut Vec<Arc<str>>) {
         let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
-        if let Some(mut q) = running.remove(id) {
+        let mut q = running.remove(id);
+        if let Some(q) = &mut q {
             q.publish(status.as_mut());
-            if !q.final_deferred {
-                q.results.close();
-            }
+        }
+        // among the ended before its stream closes: a client told of the end finds it ended
+        if let Some(status) = status {
+            self.ended.lock().unwrap_or_else(|e| e.into_inner()).keep(status, now_ms());
+        }
+        if let Some(q) = q.filter(|q| !q.final_deferred) {
+            q.results.close();
         }
         leaving.push(id.clone());
         if let Some(announcer) = &self.announcer {
             announcer.ended(id);
-        }
-        if let Some(status) = status {
-            self.ended.lock().unwrap_or_else(|e| e.into_inner()).keep(status, now_ms());
         }
         self.metrics.queries_active.dec();
     }
