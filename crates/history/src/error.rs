@@ -14,6 +14,12 @@ pub enum HistoryError {
     /// A Parquet file could not be written, or read back (a corrupt or truncated part).
     #[error("{path}: {message}")]
     Parquet { path: PathBuf, message: String },
+    /// An object of a store on object storage could not be read or written.
+    #[error("{location}: {message}")]
+    Object { location: String, message: String },
+    /// A setting of the store is wrong (a URL, an object store's settings, its credentials).
+    #[error("{setting}: {message}")]
+    Config { setting: String, message: String },
     /// The store refuses writes (opened read-only).
     #[error("this store is open read-only")]
     ReadOnly,

@@ -17,7 +17,9 @@
 pub mod columns;
 pub mod config;
 pub mod error;
+pub mod manifest;
 mod merge;
+pub mod object;
 mod pages;
 pub mod part;
 pub mod prune;

@@ -25,7 +25,6 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use std::borrow::Borrow;
 use std::cmp::Ordering;
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -59,7 +58,7 @@ fn merge_planned(
 ) -> Result<Part, HistoryError> {
     let mut cursors = Vec::with_capacity(inputs.len());
     for (input, part) in inputs.iter().enumerate() {
-        let file = File::open(&part.path).map_err(|e| HistoryError::io(&part.path, e))?;
+        let file = part.file()?;
         let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, part.meta.clone())
             // small batches: a merge of up to 64 inputs holds one of each at a time
             .with_batch_size(config.block_rows.clamp(1, MERGE_BATCH_ROWS));

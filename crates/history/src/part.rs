@@ -18,6 +18,7 @@ use crate::columns::{
     self, Encoded, Kind, StoredRecord, LAYOUT_COLUMN, META_JSON_COLUMNS, META_LAYOUTS, TIME_COLUMN,
 };
 use crate::config::StoreConfig;
+use crate::object::reader::{PartFile, RemoteObject};
 use crate::{pages, vector, HistoryError};
 use arrow_array::RecordBatch;
 use needle_query::ast::Expr;
@@ -334,10 +335,15 @@ fn count_and_sum(column: &dyn arrow_array::Array) -> (u64, f64) {
     (count, sum)
 }
 
-/// A part on disk, with its footer read once.
+/// A part on disk or in an object store, with its footer read once.
 #[derive(Debug, Clone)]
 pub struct Part {
+    /// Its file on this machine: where it was written, or would be kept. On a store on object
+    /// storage the file may be gone (evicted from the cache, or never here): reads then go to
+    /// [`Part::remote`].
     pub path: PathBuf,
+    /// Its object, on a store on object storage once uploaded (or found in the manifest).
+    pub remote: Option<RemoteObject>,
     pub name: String,
     pub(crate) meta: ArrowReaderMetadata,
     pub(crate) layouts: Arc<Vec<Vec<String>>>,
@@ -362,7 +368,22 @@ impl Part {
     /// (the store skips it and counts it).
     pub fn open(path: &Path) -> Result<Self, HistoryError> {
         let file = File::open(path).map_err(|e| HistoryError::io(path, e))?;
-        let bytes = file.metadata().map_err(|e| HistoryError::io(path, e))?.len();
+        Self::open_file(path, PartFile::Local(file), None)
+    }
+
+    /// Reads a part's footer from its object (the ranges of the footer and page index only);
+    /// `path` is where the store would keep it on this machine.
+    pub fn open_remote(path: &Path, object: RemoteObject) -> Result<Self, HistoryError> {
+        Self::open_file(path, PartFile::Remote(object.clone()), Some(object))
+    }
+
+    fn open_file(
+        path: &Path,
+        file: PartFile,
+        remote: Option<RemoteObject>,
+    ) -> Result<Self, HistoryError> {
+        use parquet::file::reader::Length;
+        let bytes = file.len();
         let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
         let meta = guard(path, || ArrowReaderMetadata::load(&file, options))?
             .map_err(|e| HistoryError::parquet(path, e))?;
@@ -412,6 +433,7 @@ impl Part {
         Ok(Self {
             name: path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
             path: path.to_owned(),
+            remote,
             meta,
             layouts: Arc::new(layouts),
             json_columns: Arc::new(json_columns),
@@ -425,6 +447,22 @@ impl Part {
             time_range,
             dictionary_meta: std::sync::OnceLock::new(),
         })
+    }
+
+    /// What reads of the part open: its local file while there is one, its object otherwise.
+    pub(crate) fn file(&self) -> Result<PartFile, HistoryError> {
+        match File::open(&self.path) {
+            Ok(file) => {
+                if let Some(remote) = &self.remote {
+                    remote.cache.touch_part(&self.path);
+                }
+                Ok(PartFile::Local(file))
+            }
+            Err(_) if self.remote.is_some() => {
+                Ok(PartFile::Remote(self.remote.clone().expect("checked")))
+            }
+            Err(e) => Err(HistoryError::io(&self.path, e)),
+        }
     }
 
     pub(crate) fn parquet(&self) -> &ParquetMetaData {
@@ -511,7 +549,7 @@ impl Part {
         batch_size: usize,
         selection: Option<RowSelection>,
     ) -> Result<Batches, HistoryError> {
-        let file = File::open(&self.path).map_err(|e| HistoryError::io(&self.path, e))?;
+        let file = self.file()?;
         let descriptor = meta.metadata().file_metadata().schema_descr_ptr();
         let indices = meta.schema().fields().iter().enumerate();
         let indices = indices.filter(|(_, f)| keep(f.name())).map(|(i, _)| i);

@@ -293,7 +293,7 @@ impl Block {
 struct BlockZone<'a> {
     part: &'a Part,
     index: usize,
-    bloom: Option<&'a std::fs::File>,
+    bloom: Option<&'a crate::object::reader::PartFile>,
 }
 
 impl BlockZone<'_> {
@@ -950,7 +950,7 @@ impl Store {
                     continue;
                 }
                 stats.parts += 1;
-                let file = if wants_bloom { std::fs::File::open(&part.path).ok() } else { None };
+                let file = if wants_bloom { part.file().ok() } else { None };
                 let part = Arc::new(part);
                 for index in 0..part.blocks() {
                     let zone = BlockZone { part: &part, index, bloom: None };

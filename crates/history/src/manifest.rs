@@ -1,0 +1,323 @@
+//! The manifest of a store on object storage: which parts are live, switched atomically, so a
+//! reader plans from one small object and never lists the bucket.
+//!
+//! ```text
+//! PREFIX/_needle/manifest/v00000000000000000042.json   one version, written once
+//! PREFIX/_needle/manifest/latest                        the newest version's number (a hint)
+//! ```
+//! - **A version is written once**, with a conditional put (create only when absent): of two
+//!   writers committing the same version, one wins and the other reloads and tries again. The
+//!   hint is written after; a reader reads the hint, then the versions after it until one is
+//!   missing, so a stale hint (a crash between the two writes) costs one more request.
+//! - **What a version holds**: each live part with its partition, rows, bytes, level, time
+//!   range, the store's sort key and each column's statistics (min, max, nulls: what a planner
+//!   prunes by, and what an Iceberg manifest entry says of a data file); the parts replaced
+//!   (merges, retention) with the time after which their objects may be deleted (a reader
+//!   that planned from an older version still finds them until then); the writer that owns the
+//!   store and its epoch (a writer that finds a newer epoch stops writing: it was fenced); the
+//!   source position each writer's uploaded parts reach.
+//! - **Old versions** are removed by the writer, keeping the last [`KEEP_VERSIONS`].
+
+use crate::object::Bucket;
+use crate::HistoryError;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The format written; a reader refuses a newer one.
+pub const FORMAT: u32 = 1;
+/// Versions kept in the bucket behind the newest.
+pub const KEEP_VERSIONS: u64 = 20;
+/// Tries of one commit against other writers before it gives up.
+const COMMIT_TRIES: usize = 16;
+
+const HINT: &str = "_needle/manifest/latest";
+
+fn version_key(version: u64) -> String {
+    format!("_needle/manifest/v{version:020}.json")
+}
+
+/// One version of the manifest.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format: u32,
+    pub version: u64,
+    /// When this version was committed, ms since the epoch.
+    pub committed_ms: i64,
+    /// The writer that owns the store, and its epoch: a writer that opens the store for
+    /// writing takes the next epoch; one that then finds another epoch stops.
+    pub writer: String,
+    pub epoch: u64,
+    /// The next part sequence number free for a writer.
+    pub next_sequence: u64,
+    /// The store's sort key: the fields parts are sorted by, then time.
+    pub sort_by: Vec<String>,
+    pub partition_ms: u64,
+    /// The live parts.
+    pub parts: Vec<ManifestPart>,
+    /// Parts replaced or dropped, whose objects go once `delete_after_ms` has passed.
+    pub retired: Vec<RetiredPart>,
+    /// Per writer, the source position its uploaded parts reach.
+    pub positions: BTreeMap<String, String>,
+}
+
+/// A live part, as a planner sees it without opening it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ManifestPart {
+    /// Its key under the prefix: `p=<partition start>/<name>`.
+    pub key: String,
+    pub name: String,
+    pub partition_start: i64,
+    pub sequence: u64,
+    pub level: u32,
+    pub rows: u64,
+    pub bytes: u64,
+    pub time_min: i64,
+    pub time_max: i64,
+    /// The names of the parts this one replaces (a merge's inputs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replaces: Vec<String>,
+    /// Per column: min, max and null count over the part.
+    #[serde(default)]
+    pub columns: BTreeMap<String, ColumnSummary>,
+}
+
+/// A column's statistics over a part (JSON values: numbers, strings, booleans).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ColumnSummary {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<serde_json::Value>,
+    pub nulls: u64,
+}
+
+/// A part no longer live, kept until readers that planned before cannot need it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RetiredPart {
+    pub key: String,
+    pub delete_after_ms: i64,
+}
+
+/// How a commit went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Committed {
+    /// This version is now the newest.
+    Version(u64),
+    /// Another writer owns the store now (a newer epoch): nothing was written.
+    Fenced { writer: String, epoch: u64 },
+}
+
+impl Manifest {
+    /// The newest version in `bucket`; an empty manifest (version 0) when there is none.
+    pub fn load(bucket: &Bucket) -> Result<Manifest, HistoryError> {
+        let hint = match bucket.get(HINT)? {
+            Some(bytes) => std::str::from_utf8(&bytes)
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .unwrap_or(0),
+            None => 0,
+        };
+        let mut newest: Option<Manifest> = None;
+        // the hinted version, then any committed after the hint was written
+        let mut version = hint.max(1);
+        loop {
+            match bucket.get(&version_key(version))? {
+                Some(bytes) => {
+                    newest = Some(Self::parse(bucket, version, &bytes)?);
+                    version += 1;
+                }
+                None => break,
+            }
+        }
+        if newest.is_none() && hint > 1 {
+            // the hinted version was removed (old versions go): a hint from far behind;
+            // a scan of the few kept names would list, so walk down from the hint instead
+            for v in (hint.saturating_sub(KEEP_VERSIONS * 2).max(1)..hint).rev() {
+                if let Some(bytes) = bucket.get(&version_key(v))? {
+                    let found = Self::parse(bucket, v, &bytes)?;
+                    return Self::load_from(bucket, found);
+                }
+            }
+        }
+        Ok(newest.unwrap_or_else(Manifest::empty))
+    }
+
+    /// From a found version, the versions after it.
+    fn load_from(bucket: &Bucket, mut newest: Manifest) -> Result<Manifest, HistoryError> {
+        while let Some(bytes) = bucket.get(&version_key(newest.version + 1))? {
+            newest = Self::parse(bucket, newest.version + 1, &bytes)?;
+        }
+        Ok(newest)
+    }
+
+    fn parse(bucket: &Bucket, version: u64, bytes: &[u8]) -> Result<Manifest, HistoryError> {
+        let location = format!("{}/{}", bucket.url(), version_key(version));
+        let manifest: Manifest = serde_json::from_slice(bytes).map_err(|e| {
+            HistoryError::Object { location: location.clone(), message: e.to_string() }
+        })?;
+        if manifest.format > FORMAT {
+            return Err(HistoryError::Object {
+                location,
+                message: format!(
+                    "manifest format {} is newer than this needle reads ({FORMAT})",
+                    manifest.format
+                ),
+            });
+        }
+        Ok(manifest)
+    }
+
+    pub fn empty() -> Manifest {
+        Manifest { format: FORMAT, ..Manifest::default() }
+    }
+
+    /// Applies `change` to the newest version and commits the result as the next one, again
+    /// on the newest when another writer committed first. `owner`: the writer and epoch
+    /// that must still own the store (`None`: a change any writer may make). Returns the
+    /// committed manifest.
+    pub fn commit(
+        bucket: &Bucket,
+        base: &Manifest,
+        owner: Option<(&str, u64)>,
+        change: impl Fn(&mut Manifest),
+    ) -> Result<(Committed, Manifest), HistoryError> {
+        let mut current = base.clone();
+        for _ in 0..COMMIT_TRIES {
+            if let Some((writer, epoch)) = owner {
+                if current.epoch != epoch || current.writer != writer {
+                    let fenced =
+                        Committed::Fenced { writer: current.writer.clone(), epoch: current.epoch };
+                    return Ok((fenced, current));
+                }
+            }
+            let mut next = current.clone();
+            change(&mut next);
+            next.format = FORMAT;
+            next.version = current.version + 1;
+            next.committed_ms = now_ms();
+            let text = serde_json::to_vec(&next).map_err(|e| HistoryError::Object {
+                location: bucket.url().to_owned(),
+                message: e.to_string(),
+            })?;
+            if bucket.put_if_absent(&version_key(next.version), Bytes::from(text))? {
+                // the hint is only a shortcut: a failure to write it is read past
+                let _ = bucket.put(HINT, Bytes::from(next.version.to_string()));
+                if next.version > KEEP_VERSIONS {
+                    let _ = bucket.delete(&version_key(next.version - KEEP_VERSIONS));
+                }
+                return Ok((Committed::Version(next.version), next));
+            }
+            current = Self::load_from(bucket, current)?;
+        }
+        Err(HistoryError::Object {
+            location: bucket.url().to_owned(),
+            message: format!("the manifest changed under {COMMIT_TRIES} commits in a row"),
+        })
+    }
+
+    /// The live part named `name`.
+    pub fn part(&self, name: &str) -> Option<&ManifestPart> {
+        self.parts.iter().find(|p| p.name == name)
+    }
+}
+
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::object::ObjectStoreOptions;
+
+    fn bucket() -> (tempfile::TempDir, Bucket) {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("file://{}", dir.path().display());
+        let bucket = Bucket::open(&url, &ObjectStoreOptions::default()).unwrap();
+        (dir, bucket)
+    }
+
+    fn part(name: &str) -> ManifestPart {
+        ManifestPart {
+            key: format!("p=0/{name}"),
+            name: name.into(),
+            partition_start: 0,
+            sequence: 0,
+            level: 0,
+            rows: 1,
+            bytes: 1,
+            time_min: 0,
+            time_max: 0,
+            replaces: Vec::new(),
+            columns: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn commits_are_read_back_in_order_and_a_stale_base_is_rebased() {
+        let (_dir, bucket) = bucket();
+        let empty = Manifest::load(&bucket).unwrap();
+        assert_eq!(empty.version, 0);
+        let (c, one) =
+            Manifest::commit(&bucket, &empty, None, |m| m.parts.push(part("a"))).unwrap();
+        assert_eq!(c, Committed::Version(1));
+        // a second writer still holding version 0 commits: it lands as version 2, keeping a
+        let (c, two) =
+            Manifest::commit(&bucket, &empty, None, |m| m.parts.push(part("b"))).unwrap();
+        assert_eq!(c, Committed::Version(2));
+        let names: Vec<&str> = two.parts.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        let loaded = Manifest::load(&bucket).unwrap();
+        assert_eq!(loaded, two);
+        assert_eq!(one.version, 1);
+    }
+
+    #[test]
+    fn a_stale_hint_is_read_past() {
+        let (_dir, bucket) = bucket();
+        let mut m = Manifest::empty();
+        for i in 0..3 {
+            m = Manifest::commit(&bucket, &m, None, |m| m.next_sequence = i).unwrap().1;
+        }
+        bucket.put(HINT, Bytes::from_static(b"1")).unwrap();
+        assert_eq!(Manifest::load(&bucket).unwrap().version, 3);
+        bucket.delete(HINT).unwrap();
+        assert_eq!(Manifest::load(&bucket).unwrap().version, 3);
+    }
+
+    #[test]
+    fn a_writer_of_an_older_epoch_is_fenced() {
+        let (_dir, bucket) = bucket();
+        let (_, a) = Manifest::commit(&bucket, &Manifest::empty(), None, |m| {
+            m.writer = "a".into();
+            m.epoch = 1;
+        })
+        .unwrap();
+        let (_, _b) = Manifest::commit(&bucket, &a, None, |m| {
+            m.writer = "b".into();
+            m.epoch = 2;
+        })
+        .unwrap();
+        let (c, _) =
+            Manifest::commit(&bucket, &a, Some(("a", 1)), |m| m.parts.push(part("x"))).unwrap();
+        // a's base is version 1 (its own epoch): it commits over it only after a reload, which
+        // shows b's epoch
+        assert!(matches!(c, Committed::Fenced { ref writer, epoch: 2 } if writer == "b"), "{c:?}");
+        assert!(Manifest::load(&bucket).unwrap().parts.is_empty());
+    }
+
+    #[test]
+    fn old_versions_are_removed_and_the_newest_still_loads() {
+        let (dir, bucket) = bucket();
+        let mut m = Manifest::empty();
+        for i in 0..(KEEP_VERSIONS + 5) {
+            m = Manifest::commit(&bucket, &m, None, |m| m.next_sequence = i).unwrap().1;
+        }
+        let kept = std::fs::read_dir(dir.path().join("_needle/manifest")).unwrap().count();
+        assert_eq!(kept as u64, KEEP_VERSIONS + 1, "the versions kept and the hint");
+        assert_eq!(Manifest::load(&bucket).unwrap().version, KEEP_VERSIONS + 5);
+    }
+}
