@@ -1,5 +1,7 @@
-//! [`StoreConfig`]: where a store lives and how it keeps records.
+//! [`StoreConfig`]: where a store lives and how it keeps records; [`RemoteConfig`]: the object
+//! store it is kept in, when it is not a local directory.
 
+use crate::object::ObjectStoreOptions;
 use std::path::PathBuf;
 
 /// How a store keeps records. `StoreConfig::new(dir)` gives the defaults.
@@ -33,6 +35,46 @@ pub struct StoreConfig {
     /// and counted ([`crate::Counters::dropped_records`]). While writes succeed, an append that
     /// fills the buffer flushes it.
     pub max_buffer_records: usize,
+    /// The object store the store lives in; `None`: it lives in `dir`. With one, `dir` is this
+    /// process's staging area and cache: parts are written there first, then uploaded.
+    pub remote: Option<RemoteConfig>,
+}
+
+/// A store kept in an object store (`history.dir = "s3://bucket/prefix"`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemoteConfig {
+    /// `s3://bucket/prefix`, `gs://…`, `az://…`, `file:///…`.
+    pub url: String,
+    pub options: ObjectStoreOptions,
+    /// Bytes the local cache holds at most: uploaded parts written here, and ranges of parts
+    /// read from the object store.
+    pub cache_bytes: u64,
+    /// When a source's position counts as durable: `true`, once the parts holding its records
+    /// are uploaded and in the manifest (a lost machine loses nothing); `false`, once they are
+    /// fsynced on the local disk (a lost disk loses what was not uploaded yet).
+    pub durable_on_upload: bool,
+    /// Bytes of parts waiting for upload at most (the object store unreachable); past it, new
+    /// parts are not written: records wait in the write buffer, and history writes stop.
+    pub max_pending_bytes: u64,
+    /// How long a replaced part's object stays after the manifest stops naming it, in ms: a
+    /// reader that planned before the switch still finds it.
+    pub delete_grace_ms: u64,
+    /// This writer's name in the manifest (whose epoch fences an older writer out).
+    pub writer: String,
+}
+
+impl RemoteConfig {
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            options: ObjectStoreOptions { settings: Vec::new(), request_timeout_ms: 10_000 },
+            cache_bytes: 1 << 30,
+            durable_on_upload: true,
+            max_pending_bytes: 1 << 30,
+            delete_grace_ms: 600_000,
+            writer: "needle".into(),
+        }
+    }
 }
 
 impl StoreConfig {
@@ -50,6 +92,7 @@ impl StoreConfig {
             block_rows: 131_072,
             page_rows: 32_768,
             max_buffer_records: 2_000_000,
+            remote: None,
         }
     }
 }

@@ -24,10 +24,11 @@ mod pages;
 pub mod part;
 pub mod prune;
 pub mod store;
+pub mod testing;
 pub mod vector;
 
 pub use columns::{ColumnBuffer, StoredRecord};
-pub use config::StoreConfig;
+pub use config::{RemoteConfig, StoreConfig};
 pub use error::HistoryError;
 pub use prune::ColumnStats;
 pub use store::{

@@ -121,14 +121,9 @@ impl Manifest {
         let mut newest: Option<Manifest> = None;
         // the hinted version, then any committed after the hint was written
         let mut version = hint.max(1);
-        loop {
-            match bucket.get(&version_key(version))? {
-                Some(bytes) => {
-                    newest = Some(Self::parse(bucket, version, &bytes)?);
-                    version += 1;
-                }
-                None => break,
-            }
+        while let Some(bytes) = bucket.get(&version_key(version))? {
+            newest = Some(Self::parse(bucket, version, &bytes)?);
+            version += 1;
         }
         if newest.is_none() && hint > 1 {
             // the hinted version was removed (old versions go): a hint from far behind;

@@ -342,8 +342,10 @@ pub struct Part {
     /// storage the file may be gone (evicted from the cache, or never here): reads then go to
     /// [`Part::remote`].
     pub path: PathBuf,
-    /// Its object, on a store on object storage once uploaded (or found in the manifest).
-    pub remote: Option<RemoteObject>,
+    /// Its object, on a store on object storage once uploaded (or found in the manifest):
+    /// shared by the part's clones, so a scan that took the part before its upload reads the
+    /// object once the cache has let the local file go.
+    pub(crate) remote: Arc<std::sync::OnceLock<RemoteObject>>,
     pub name: String,
     pub(crate) meta: ArrowReaderMetadata,
     pub(crate) layouts: Arc<Vec<Vec<String>>>,
@@ -375,6 +377,11 @@ impl Part {
     /// `path` is where the store would keep it on this machine.
     pub fn open_remote(path: &Path, object: RemoteObject) -> Result<Self, HistoryError> {
         Self::open_file(path, PartFile::Remote(object.clone()), Some(object))
+    }
+
+    /// Its object, once uploaded.
+    pub fn remote(&self) -> Option<&RemoteObject> {
+        self.remote.get()
     }
 
     fn open_file(
@@ -433,7 +440,10 @@ impl Part {
         Ok(Self {
             name: path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
             path: path.to_owned(),
-            remote,
+            remote: Arc::new(match remote {
+                Some(object) => std::sync::OnceLock::from(object),
+                None => std::sync::OnceLock::new(),
+            }),
             meta,
             layouts: Arc::new(layouts),
             json_columns: Arc::new(json_columns),
@@ -453,13 +463,13 @@ impl Part {
     pub(crate) fn file(&self) -> Result<PartFile, HistoryError> {
         match File::open(&self.path) {
             Ok(file) => {
-                if let Some(remote) = &self.remote {
+                if let Some(remote) = self.remote() {
                     remote.cache.touch_part(&self.path);
                 }
                 Ok(PartFile::Local(file))
             }
-            Err(_) if self.remote.is_some() => {
-                Ok(PartFile::Remote(self.remote.clone().expect("checked")))
+            Err(_) if self.remote().is_some() => {
+                Ok(PartFile::Remote(self.remote().cloned().expect("checked")))
             }
             Err(e) => Err(HistoryError::io(&self.path, e)),
         }

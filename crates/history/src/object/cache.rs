@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The size of one cached range, aligned in the object.
-pub const CHUNK_BYTES: u64 = 256 << 10;
+pub const CHUNK_BYTES: u64 = 128 << 10;
 /// Chunks also kept in memory (the newest read).
 const CHUNKS_IN_MEMORY: usize = 32;
 

@@ -111,28 +111,37 @@ impl Bucket {
         };
         let store: Arc<dyn ObjectStore> = match parsed.scheme() {
             "s3" | "s3a" => {
-                let mut b = object_store::aws::AmazonS3Builder::from_env().with_url(url);
+                // the client options first: settings such as `allow_http` go into them
+                let mut b = object_store::aws::AmazonS3Builder::from_env()
+                    .with_url(url)
+                    .with_client_options(client);
                 for (key, value) in &options.settings {
                     let key = key.parse().map_err(bad)?;
                     b = b.with_config(key, value);
                 }
-                Arc::new(b.with_client_options(client).with_retry(retry).build().map_err(bad)?)
+                Arc::new(b.with_retry(retry).build().map_err(bad)?)
             }
             "gs" => {
-                let mut b = object_store::gcp::GoogleCloudStorageBuilder::from_env().with_url(url);
+                // the client options first: settings such as `allow_http` go into them
+                let mut b = object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                    .with_url(url)
+                    .with_client_options(client);
                 for (key, value) in &options.settings {
                     let key = key.parse().map_err(bad)?;
                     b = b.with_config(key, value);
                 }
-                Arc::new(b.with_client_options(client).with_retry(retry).build().map_err(bad)?)
+                Arc::new(b.with_retry(retry).build().map_err(bad)?)
             }
             "az" | "azure" | "abfs" | "abfss" => {
-                let mut b = object_store::azure::MicrosoftAzureBuilder::from_env().with_url(url);
+                // the client options first: settings such as `allow_http` go into them
+                let mut b = object_store::azure::MicrosoftAzureBuilder::from_env()
+                    .with_url(url)
+                    .with_client_options(client);
                 for (key, value) in &options.settings {
                     let key = key.parse().map_err(bad)?;
                     b = b.with_config(key, value);
                 }
-                Arc::new(b.with_client_options(client).with_retry(retry).build().map_err(bad)?)
+                Arc::new(b.with_retry(retry).build().map_err(bad)?)
             }
             "file" => {
                 let path = parsed.to_file_path().map_err(|()| HistoryError::Config {
@@ -205,14 +214,14 @@ impl Bucket {
     }
 
     /// Fails with a clear error when the store cannot be reached, the bucket does not exist
-    /// or the credentials are refused: a read of the manifest's hint, which may be missing.
+    /// or the credentials are refused: one listing of the store's own folder (`_needle/`),
+    /// made when the store opens, never to plan a read.
     pub fn check(&self) -> Result<(), HistoryError> {
-        self.get("_needle/check").map(|_| ()).map_err(|e| match e {
-            HistoryError::Object { location, message } => HistoryError::Config {
-                setting: "history.dir / history.object_store".into(),
-                message: format!("cannot read {location}: {message}"),
-            },
-            e => e,
+        let (store, path) = (self.store.clone(), self.path("_needle"));
+        let listed = self.run(async move { store.list_with_delimiter(Some(&path)).await });
+        listed.map(|_| ()).map_err(|e| HistoryError::Config {
+            setting: "history.dir / history.object_store".into(),
+            message: format!("cannot read {}: {e}", self.url),
         })
     }
 

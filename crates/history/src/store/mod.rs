@@ -22,6 +22,10 @@
 //!   store [`Health::WritesStopped`], and is tried again on the next flush; the buffer is then
 //!   bounded (`max_buffer_records`), and what does not fit is dropped and counted.
 
+mod remote;
+
+pub use remote::{RemoteCounters, RemoteInfo};
+
 use crate::columns::{ColumnBuffer, StoredRecord};
 use crate::config::{partition_of, StoreConfig};
 use crate::part::{self, Part, PartHeader};
@@ -123,6 +127,8 @@ struct Inner {
     leases: Arc<AtomicU64>,
     /// Parts a merge replaced while a scan could still read them: removed once none can.
     doomed: Mutex<Vec<PathBuf>>,
+    /// The object store the store lives in, when `config.remote` names one.
+    remote: Option<remote::Remote>,
 }
 
 /// A scan's hold on the parts it saw: while any is alive, merged-away parts stay on disk.
@@ -143,6 +149,9 @@ struct State {
     /// Position after the last appended records.
     position: Option<String>,
     durable_position: Option<String>,
+    /// The position after the records of the last flush that wrote parts (on a store on object
+    /// storage: durable once no part written here waits for upload).
+    flushed_position: Option<String>,
     /// Parts by partition start.
     parts: BTreeMap<i64, Vec<Part>>,
     next_sequence: u64,
@@ -368,6 +377,14 @@ impl Store {
     }
 
     fn open_as(config: StoreConfig, read_only: bool) -> Result<Store, HistoryError> {
+        let remote = match &config.remote {
+            Some(remote) => {
+                std::fs::create_dir_all(&config.dir)
+                    .map_err(|e| HistoryError::io(&config.dir, e))?;
+                Some(remote::Remote::open(remote, &config.dir, read_only)?)
+            }
+            None => None,
+        };
         let store = Store {
             inner: Arc::new(Inner {
                 read_only,
@@ -378,10 +395,12 @@ impl Store {
                 reported: Mutex::new(HashSet::new()),
                 leases: Arc::new(AtomicU64::new(0)),
                 doomed: Mutex::new(Vec::new()),
+                remote,
                 config,
             }),
         };
         store.load()?;
+        store.load_remote()?;
         Ok(store)
     }
 
@@ -465,7 +484,11 @@ impl Store {
     }
 
     pub fn health(&self) -> Health {
-        self.inner.health.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.health_mut().clone()
+    }
+
+    fn health_mut(&self) -> MutexGuard<'_, Health> {
+        self.inner.health.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The source position after the last record made durable.
@@ -545,10 +568,38 @@ impl Store {
             return Err(HistoryError::ReadOnly);
         }
         let _writing = self.inner.writing.lock().unwrap_or_else(|e| e.into_inner());
+        if self.inner.remote.is_some() {
+            // parts waiting for upload go first; past their bound, no new part is written
+            self.sync_remote()?;
+            if let Some(reason) = self.remote_stopped() {
+                self.inner.counters.flush_errors.fetch_add(1, Ordering::Relaxed);
+                *self.health_mut() = Health::WritesStopped { reason: reason.clone() };
+                return Err(HistoryError::Object {
+                    location: self
+                        .inner
+                        .config
+                        .remote
+                        .as_ref()
+                        .map(|r| r.url.clone())
+                        .unwrap_or_default(),
+                    message: reason,
+                });
+            }
+        }
+        let durable_on_upload =
+            self.inner.config.remote.as_ref().is_some_and(|r| r.durable_on_upload);
         let (records, position) = {
             let mut state = self.state();
             if state.buffer.is_empty() {
-                state.durable_position = state.position.clone().or(state.durable_position.take());
+                let all_uploaded = self.inner.remote.is_none()
+                    || state.parts.values().flatten().all(|p| p.remote().is_some());
+                if !durable_on_upload || all_uploaded {
+                    state.durable_position =
+                        state.position.clone().or(state.durable_position.take());
+                }
+                if state.position.is_some() {
+                    state.flushed_position = state.position.clone();
+                }
                 return Ok(FlushReport::default());
             }
             let records = Arc::new(std::mem::take(&mut state.buffer));
@@ -564,11 +615,15 @@ impl Store {
                 }
                 state.flushing = Arc::default();
                 if position.is_some() {
-                    state.durable_position = position;
+                    state.flushed_position = position.clone();
+                    if !durable_on_upload {
+                        state.durable_position = position;
+                    }
                 }
                 drop(state);
-                *self.inner.health.lock().unwrap_or_else(|e| e.into_inner()) = Health::Ok;
+                *self.health_mut() = Health::Ok;
                 self.count_written(&report);
+                self.sync_remote()?;
                 Ok(report)
             }
             Err(error) => {
@@ -654,6 +709,7 @@ impl Store {
         }
         drop(state);
         self.count_written(&report);
+        self.sync_remote()?;
         Ok(report)
     }
 
@@ -714,6 +770,11 @@ impl Store {
             report.parts_removed += inputs.len() as u64;
         }
         report.partitions_dropped = self.retain()?;
+        if self.inner.remote.is_some() {
+            let _writing = self.inner.writing.lock().unwrap_or_else(|e| e.into_inner());
+            self.sync_remote()?;
+            self.delete_retired()?;
+        }
         Ok(report)
     }
 
@@ -829,6 +890,9 @@ impl Store {
         // that saw them can read them any more
         let mut doomed = self.inner.doomed.lock().unwrap_or_else(|e| e.into_inner());
         doomed.extend(inputs.iter().map(|p| p.path.clone()));
+        for input in inputs {
+            self.forget_local(&input.path);
+        }
         if self.inner.leases.load(Ordering::SeqCst) == 0 {
             for path in doomed.drain(..) {
                 let _ = std::fs::remove_file(&path);
@@ -863,7 +927,9 @@ impl Store {
             };
             let Some(start) = victim else { return Ok(dropped) };
             let _writing = self.inner.writing.lock().unwrap_or_else(|e| e.into_inner());
-            self.state().parts.remove(&start);
+            if let Some(parts) = self.state().parts.remove(&start) {
+                self.retire_partition(&parts);
+            }
             let dir = partition_dir(&config.dir, start);
             std::fs::remove_dir_all(&dir).map_err(|e| HistoryError::io(&dir, e))?;
             dropped += 1;
@@ -1004,8 +1070,13 @@ impl Store {
                 state.parts.iter().map(|(s, p)| (*s, p.clone())).collect();
             (parts, (state.buffer.len() + state.flushing.len()) as u64)
         };
+        let dir = match &self.inner.config.remote {
+            Some(remote) => remote.url.clone(),
+            None => self.inner.config.dir.display().to_string(),
+        };
         let mut info = StoreInfo {
-            dir: self.inner.config.dir.display().to_string(),
+            dir,
+            remote: self.remote_info(),
             buffered_records: buffered,
             corrupt_files: self.inner.counters.corrupt_files.load(Ordering::Relaxed),
             ..StoreInfo::default()
@@ -1102,6 +1173,9 @@ pub struct StoreInfo {
     pub last_time: Option<String>,
     pub buffered_records: u64,
     pub corrupt_files: u64,
+    /// The object store side, for a store kept in one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote: Option<RemoteInfo>,
     #[serde(rename = "partition")]
     pub partition_list: Vec<PartitionInfo>,
     pub columns: Vec<ColumnInfo>,

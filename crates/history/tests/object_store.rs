@@ -1,0 +1,264 @@
+//! The history store kept in an object store, against a real S3 server (MinIO, started by
+//! `scripts/s3/minio.sh`) and against `file://`: what one machine writes another reads whole;
+//! a cold read fetches ranges, not parts; a source position is durable only once its parts are
+//! uploaded; an outage keeps everything and uploads resume; a second writer fences the first;
+//! a corrupt object is skipped and counted; wrong credentials name the setting.
+
+use needle_history::testing::Minio;
+use needle_history::{Health, RemoteConfig, ScanRequest, Store, StoreConfig, StoredRecord};
+use needle_record::{Map, Record, Value};
+use std::path::Path;
+
+fn config(local: &Path, remote: RemoteConfig) -> StoreConfig {
+    let mut c = StoreConfig::new(local);
+    c.time_field = Some("ts".into());
+    c.sort_by = vec!["sensor".into()];
+    c.partition_ms = 60_000;
+    c.block_rows = 64;
+    c.page_rows = 16;
+    c.remote = Some(remote);
+    c
+}
+
+fn record(i: i64) -> Record {
+    let mut m = Map::default();
+    m.insert("ts".into(), Value::Long(1_700_000_000_000 + i * 97));
+    m.insert("sensor".into(), Value::String(format!("s{}", i % 13)));
+    m.insert("temp".into(), Value::Double((i % 100) as f64 + 0.5));
+    m.insert("id".into(), Value::Long(i));
+    // a reading that does not compress away, so blocks have a realistic size
+    let noise = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11;
+    m.insert("noise".into(), Value::Double(noise as f64 / (1u64 << 53) as f64));
+    Record::from_map(m)
+}
+
+fn everything(store: &Store) -> Vec<StoredRecord> {
+    let scan = store
+        .scan(&ScanRequest { from_ms: i64::MIN, to_ms: i64::MAX, filter: None, fields: None })
+        .unwrap();
+    let mut out = scan.buffered;
+    for block in &scan.blocks {
+        out.extend(block.read().unwrap());
+    }
+    out.sort_by_cached_key(|r| (r.time_ms, r.record.to_json()));
+    out
+}
+
+fn ids(rows: &[StoredRecord]) -> Vec<i64> {
+    let mut ids: Vec<i64> =
+        rows.iter().map(|r| r.record.get("id").unwrap().as_i64().unwrap()).collect();
+    ids.sort();
+    ids
+}
+
+fn file_remote(dir: &Path) -> RemoteConfig {
+    let mut remote = RemoteConfig::new(format!("file://{}", dir.display()));
+    remote.delete_grace_ms = 0;
+    remote
+}
+
+fn write_and_read_back(remote: RemoteConfig) {
+    let writer_dir = tempfile::tempdir().unwrap();
+    let store = Store::open(config(writer_dir.path(), remote.clone())).unwrap();
+    for round in 0..6 {
+        let records = (round * 400..(round + 1) * 400).map(|i| (record(i), 0));
+        store.append(records, Some(format!("offset-{round}"))).unwrap();
+        store.flush().unwrap();
+    }
+    assert_eq!(store.durable_position().as_deref(), Some("offset-5"));
+    let written = everything(&store);
+    assert_eq!(ids(&written), (0..2400).collect::<Vec<_>>());
+    // merges: their parts uploaded, their inputs retired and (grace 0) deleted
+    store.compact().unwrap();
+    store.maintain().unwrap();
+    let info = store.info().unwrap().remote.unwrap();
+    assert_eq!(info.parts_waiting_for_upload, 0, "{info:?}");
+    assert!(info.manifest_version >= 7, "{info:?}");
+    assert_eq!(everything(&store), written);
+
+    // another machine: an empty local directory, the same URL
+    let reader_dir = tempfile::tempdir().unwrap();
+    let reader = Store::open_read_only(config(reader_dir.path(), remote.clone())).unwrap();
+    assert_eq!(everything(&reader), written);
+    let parts = reader.info().unwrap().parts;
+    assert_eq!(parts, store.info().unwrap().parts);
+    drop(store);
+
+    // the writer again, on a machine that lost its disk: everything, and its position
+    let again_dir = tempfile::tempdir().unwrap();
+    let again = Store::open(config(again_dir.path(), remote)).unwrap();
+    assert_eq!(everything(&again), written);
+    assert_eq!(again.durable_position().as_deref(), Some("offset-5"));
+}
+
+#[test]
+fn what_one_machine_writes_to_a_file_url_another_reads_whole() {
+    let bucket = tempfile::tempdir().unwrap();
+    write_and_read_back(file_remote(bucket.path()));
+    // merged-away parts were deleted: the bucket holds the manifest's parts only
+    let objects: usize = std::fs::read_dir(bucket.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("p="))
+        .map(|e| std::fs::read_dir(e.path()).unwrap().count())
+        .sum();
+    let reader_dir = tempfile::tempdir().unwrap();
+    let reader =
+        Store::open_read_only(config(reader_dir.path(), file_remote(bucket.path()))).unwrap();
+    assert_eq!(objects as u64, reader.info().unwrap().parts);
+}
+
+#[test]
+fn what_one_machine_writes_to_minio_another_reads_whole() {
+    let minio = Minio::shared();
+    let mut remote = minio.remote("read-back");
+    remote.delete_grace_ms = 0;
+    write_and_read_back(remote);
+}
+
+#[test]
+fn a_cold_read_of_one_block_fetches_ranges_not_the_part() {
+    let minio = Minio::shared();
+    let remote = minio.remote("cold-read");
+    let writer_dir = tempfile::tempdir().unwrap();
+    let mut c = config(writer_dir.path(), remote.clone());
+    c.block_rows = 4096;
+    c.page_rows = 512;
+    c.partition_ms = 3_600_000_000;
+    let store = Store::open(c.clone()).unwrap();
+    store.append((0..200_000).map(|i| (record(i), 0)), None).unwrap();
+    store.flush().unwrap();
+    let part_bytes = store.info().unwrap().bytes;
+    drop(store);
+
+    let reader_dir = tempfile::tempdir().unwrap();
+    c.dir = reader_dir.path().to_owned();
+    let reader = Store::open_read_only(c).unwrap();
+    let footers = reader.info().unwrap().remote.unwrap().fetched_bytes;
+    // one sensor's readings in a short range: a few blocks of the sorted part
+    let plan =
+        needle_query::compile("SELECT * FROM STREAM() WHERE sensor = 's3'", &Default::default())
+            .unwrap();
+    let filter = plan.stage.filter.unwrap();
+    let from = 1_700_000_000_000 + 10_000 * 97;
+    let scan = reader
+        .scan(&ScanRequest {
+            from_ms: from,
+            to_ms: from + 2_000 * 97,
+            filter: Some(filter),
+            fields: None,
+        })
+        .unwrap();
+    assert!(scan.blocks.len() <= 6, "{:?}", scan.stats);
+    let rows: usize = scan.blocks.iter().map(|b| b.read().unwrap().len()).sum();
+    assert!(rows > 0);
+    let info = reader.info().unwrap().remote.unwrap();
+    let fetched = info.fetched_bytes;
+    assert!(
+        fetched < part_bytes / 2,
+        "fetched {fetched} bytes (footers {footers}) of a {part_bytes}-byte part"
+    );
+    // warm: the same read fetches nothing more
+    for block in &scan.blocks {
+        block.read().unwrap();
+    }
+    assert_eq!(reader.info().unwrap().remote.unwrap().fetched_bytes, fetched);
+}
+
+#[test]
+fn an_outage_keeps_every_record_and_the_position_waits_for_the_upload() {
+    // a server of this test's own: it is stopped and started
+    let minio = Minio::start().unwrap();
+    let mut remote = minio.remote("outage");
+    remote.max_pending_bytes = 1;
+    remote.options.request_timeout_ms = 1_000;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(config(dir.path(), remote.clone())).unwrap();
+    store.append((0..500).map(|i| (record(i), 0)), Some("a".into())).unwrap();
+    store.flush().unwrap();
+    assert_eq!(store.durable_position().as_deref(), Some("a"));
+
+    minio.stop().unwrap();
+    store.append((500..1000).map(|i| (record(i), 0)), Some("b".into())).unwrap();
+    // the part is written here; its upload fails: the position stays, history writes stop
+    let _ = store.flush();
+    assert_eq!(store.durable_position().as_deref(), Some("a"));
+    assert!(matches!(store.health(), Health::WritesStopped { .. }), "{:?}", store.health());
+    store.append((1000..1500).map(|i| (record(i), 0)), Some("c".into())).unwrap();
+    assert!(store.flush().is_err(), "no new part while the uploads are behind");
+    // reads go on, with every record
+    assert_eq!(ids(&everything(&store)), (0..1500).collect::<Vec<_>>());
+
+    minio.restart().unwrap();
+    store.flush().unwrap();
+    store.flush().unwrap();
+    assert_eq!(store.health(), Health::Ok);
+    assert_eq!(store.durable_position().as_deref(), Some("c"));
+    let reader_dir = tempfile::tempdir().unwrap();
+    let reader = Store::open_read_only(config(reader_dir.path(), remote)).unwrap();
+    assert_eq!(ids(&everything(&reader)), (0..1500).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_second_writer_fences_the_first_out() {
+    let bucket = tempfile::tempdir().unwrap();
+    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut a_remote = file_remote(bucket.path());
+    a_remote.writer = "a".into();
+    let a = Store::open(config(a_dir.path(), a_remote)).unwrap();
+    a.append((0..10).map(|i| (record(i), 0)), None).unwrap();
+    a.flush().unwrap();
+    let mut b_remote = file_remote(bucket.path());
+    b_remote.writer = "b".into();
+    let b = Store::open(config(b_dir.path(), b_remote)).unwrap();
+    a.append((10..20).map(|i| (record(i), 0)), None).unwrap();
+    let _ = a.flush();
+    let Health::WritesStopped { reason } = a.health() else { panic!("{:?}", a.health()) };
+    assert!(reason.contains("another writer (b at epoch 2)"), "{reason}");
+    // b sees what a committed before b took over, and nothing a wrote after
+    assert_eq!(ids(&everything(&b)), (0..10).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_corrupt_object_is_skipped_and_counted() {
+    let bucket = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(config(dir.path(), file_remote(bucket.path()))).unwrap();
+    store.append((0..300).map(|i| (record(i), 0)), None).unwrap();
+    store.flush().unwrap();
+    store.append((300..600).map(|i| (record(i * 1000), 0)), None).unwrap();
+    store.flush().unwrap();
+    drop(store);
+    // truncate one of the uploaded parts
+    let victim = std::fs::read_dir(bucket.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("p="))
+        .flat_map(|e| std::fs::read_dir(e.path()).unwrap().flatten())
+        .map(|e| e.path())
+        .next()
+        .unwrap();
+    let bytes = std::fs::read(&victim).unwrap();
+    std::fs::write(&victim, &bytes[..bytes.len() / 2]).unwrap();
+    let reader_dir = tempfile::tempdir().unwrap();
+    let reader =
+        Store::open_read_only(config(reader_dir.path(), file_remote(bucket.path()))).unwrap();
+    assert_eq!(reader.info().unwrap().corrupt_files, 1);
+    let rows = everything(&reader).len();
+    assert!(rows > 0 && rows < 600, "{rows}");
+}
+
+#[test]
+fn wrong_credentials_or_bucket_name_the_setting() {
+    let minio = Minio::shared();
+    let dir = tempfile::tempdir().unwrap();
+    let mut remote = minio.remote("creds");
+    remote.options.settings.retain(|(k, _)| k != "aws_secret_access_key");
+    remote.options.settings.push(("aws_secret_access_key".into(), "wrong".into()));
+    let error = Store::open(config(dir.path(), remote)).unwrap_err().to_string();
+    assert!(error.contains("history.object_store"), "{error}");
+    let mut remote = minio.remote("x");
+    remote.url = format!("s3://no-such-bucket-{}/x", std::process::id());
+    let error = Store::open(config(dir.path(), remote)).unwrap_err().to_string();
+    assert!(error.contains("history.object_store") && error.contains("no-such-bucket"), "{error}");
+}
