@@ -5,7 +5,8 @@
 # then the Rust
 # workspace's (units, golden files, property tests, integration tests against the real binary,
 # and the Kafka tests against a real broker run from Apache Kafka's jars, also from Maven
-# Central), and the web UI's (vitest, and Playwright driving Debian's chromium against a real
+# Central, and the object-storage tests against a real MinIO built through the Go module proxy),
+# and the web UI's (vitest, and Playwright driving Debian's chromium against a real
 # needle serve).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +32,8 @@ python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ig
     "duckdb==2.0.1" "schemathesis==4.32.5"
 echo "== Apache Kafka's jars (scripts/kafka/broker.sh: a real broker for the Kafka tests)"
 bash scripts/kafka/broker.sh fetch
+echo "== MinIO through the Go module proxy (scripts/s3/minio.sh: a real S3 server for the object-storage tests)"
+bash scripts/s3/minio.sh fetch
 echo "== tests"
 cargo test --workspace --locked
 cargo build --locked --bin needle

@@ -157,7 +157,11 @@ pub fn ingest(
     let seconds = started.elapsed().as_secs_f64();
     let records = records.into_inner();
     let points = points.into_inner();
-    let bytes = dir_bytes(Path::new(&config.dir));
+    // the live parts' bytes (on object storage: what the manifest names)
+    let bytes = match store.info() {
+        Ok(info) if config.is_remote() => info.bytes,
+        _ => dir_bytes(Path::new(&config.dir)),
+    };
     Ok(IngestSummary {
         records,
         points,

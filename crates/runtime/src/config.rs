@@ -35,8 +35,30 @@ pub struct NeedleConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HistoryConfig {
-    /// Where the store lives; empty: history is off.
+    /// Where the store lives: a local directory, or an object store's URL (`s3://bucket/prefix`,
+    /// `gs://bucket/prefix`, `az://container/prefix`, `file:///path`). Empty: history is off.
     pub dir: String,
+    /// With `dir` an object store: this machine's directory for parts written and not yet
+    /// uploaded, and for the cache. Empty: a directory under the system's temporary directory,
+    /// named after the store's URL.
+    pub cache_dir: String,
+    /// With `dir` an object store: bytes the local cache keeps at most (uploaded parts written
+    /// here, and ranges read from the object store).
+    pub cache_bytes: u64,
+    /// With `dir` an object store: when a source's records count as durable (a Kafka source
+    /// commits their offsets then). `upload`: once their part is in the object store and its
+    /// manifest (losing this machine loses nothing); `local`: once their part is fsynced here
+    /// (sooner, but a lost disk loses what was not uploaded yet).
+    pub durable: Durability,
+    /// With `dir` an object store: bytes of parts waiting for upload at most (the object store
+    /// unreachable); past it, history writes stop (records wait in the write buffer) until the
+    /// uploads catch up.
+    pub max_pending_bytes: u64,
+    /// With `dir` an object store: how long the object of a part replaced by a merge stays, so
+    /// a query that planned before the switch still reads it, in ms.
+    pub delete_grace_ms: u64,
+    /// How needle reaches the object store `dir` names.
+    pub object_store: ObjectStoreConfig,
     /// The field holding a record's time (ms since the epoch, or an RFC 3339 string); empty, or
     /// missing in a record: the time needle read it (counted in `needle_history_missing_time`).
     pub time_field: String,
@@ -67,11 +89,114 @@ pub struct HistoryConfig {
     pub page_rows: usize,
 }
 
+/// When records kept in an object store count as durable (`history.durable`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// Once their part is uploaded and in the manifest.
+    #[default]
+    Upload,
+    /// Once their part is fsynced on the local disk.
+    Local,
+}
+
+/// `[history.object_store]`: how needle reaches the object store `history.dir` names. Settings
+/// left empty come from the usual environment variables (`AWS_ACCESS_KEY_ID`,
+/// `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT`, …; `GOOGLE_*`; `AZURE_*`).
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ObjectStoreConfig {
+    /// An S3-compatible service's URL (MinIO, Ceph, R2, …); empty: AWS itself.
+    pub endpoint: String,
+    pub region: String,
+    pub access_key_id: String,
+    pub secret_access_key: String,
+    pub session_token: String,
+    /// Allow `http://` endpoints (a service on a trusted network or loopback).
+    pub allow_http: bool,
+    /// How long one request may take before it is retried or fails, in ms.
+    pub request_timeout_ms: u64,
+    /// Any other setting of Apache Arrow's `object_store` crate, by its name
+    /// (`google_service_account`, `azure_storage_account_name`, `aws_virtual_hosted_style_request`,
+    /// …).
+    #[serde(deserialize_with = "scalars_as_strings")]
+    pub options: BTreeMap<String, String>,
+}
+
+impl Default for ObjectStoreConfig {
+    fn default() -> Self {
+        Self {
+            endpoint: String::new(),
+            region: String::new(),
+            access_key_id: String::new(),
+            secret_access_key: String::new(),
+            session_token: String::new(),
+            allow_http: false,
+            request_timeout_ms: 10_000,
+            options: BTreeMap::new(),
+        }
+    }
+}
+
+impl std::fmt::Debug for ObjectStoreConfig {
+    /// Without the credentials' values.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let set = |v: &String| if v.is_empty() { "" } else { "<set>" };
+        f.debug_struct("ObjectStoreConfig")
+            .field("endpoint", &self.endpoint)
+            .field("region", &self.region)
+            .field("access_key_id", &set(&self.access_key_id))
+            .field("secret_access_key", &set(&self.secret_access_key))
+            .field("session_token", &set(&self.session_token))
+            .field("allow_http", &self.allow_http)
+            .field("request_timeout_ms", &self.request_timeout_ms)
+            .field("options", &self.options.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl ObjectStoreConfig {
+    /// The settings as the `object_store` crate names them, for a store at `url`.
+    pub fn settings(&self, url: &str) -> needle_history::object::ObjectStoreOptions {
+        let mut settings: Vec<(String, String)> = Vec::new();
+        let s3 = url.starts_with("s3://") || url.starts_with("s3a://");
+        let mut add = |key: &str, value: &str| {
+            if !value.is_empty() {
+                settings.push((key.to_owned(), value.to_owned()));
+            }
+        };
+        if s3 {
+            add("aws_endpoint", &self.endpoint);
+            add("aws_region", &self.region);
+            add("aws_access_key_id", &self.access_key_id);
+            add("aws_secret_access_key", &self.secret_access_key);
+            add("aws_session_token", &self.session_token);
+        }
+        if self.allow_http {
+            add("allow_http", "true");
+        }
+        for (key, value) in &self.options {
+            add(key, value);
+        }
+        needle_history::object::ObjectStoreOptions {
+            settings,
+            request_timeout_ms: self.request_timeout_ms.max(100),
+        }
+    }
+}
+
 impl Default for HistoryConfig {
     fn default() -> Self {
         let store = needle_history::StoreConfig::new("");
+        let remote = needle_history::RemoteConfig::new("");
         Self {
             dir: String::new(),
+            cache_dir: String::new(),
+            cache_bytes: remote.cache_bytes,
+            durable: Durability::Upload,
+            max_pending_bytes: remote.max_pending_bytes,
+            delete_grace_ms: remote.delete_grace_ms,
+            object_store: ObjectStoreConfig::default(),
             time_field: String::new(),
             sort_by: Vec::new(),
             partition_ms: store.partition_ms,
@@ -93,9 +218,50 @@ impl HistoryConfig {
         !self.dir.is_empty()
     }
 
+    /// True when the store lives in an object store (`dir` is a URL).
+    pub fn is_remote(&self) -> bool {
+        needle_history::object::is_url(&self.dir)
+    }
+
+    /// The store's settings; `writer`: this process's name in the manifest of a store on
+    /// object storage.
+    pub fn store_config_as(&self, writer: &str) -> needle_history::StoreConfig {
+        let mut c = self.store_config();
+        if let Some(remote) = c.remote.as_mut() {
+            if !writer.is_empty() {
+                remote.writer = writer.to_owned();
+            }
+        }
+        c
+    }
+
+    /// The local directory of a store on object storage: `cache_dir`, or one under the
+    /// system's temporary directory named after the URL.
+    pub fn local_dir(&self) -> std::path::PathBuf {
+        if !self.cache_dir.is_empty() {
+            return self.cache_dir.clone().into();
+        }
+        let name: String = self
+            .dir
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' })
+            .collect();
+        std::env::temp_dir().join(format!("needle-history-{name}"))
+    }
+
     /// The store's settings.
     pub fn store_config(&self) -> needle_history::StoreConfig {
-        let mut c = needle_history::StoreConfig::new(&self.dir);
+        let local = if self.is_remote() { self.local_dir() } else { self.dir.clone().into() };
+        let mut c = needle_history::StoreConfig::new(local);
+        if self.is_remote() {
+            let mut remote = needle_history::RemoteConfig::new(self.dir.clone());
+            remote.options = self.object_store.settings(&self.dir);
+            remote.cache_bytes = self.cache_bytes;
+            remote.durable_on_upload = self.durable == Durability::Upload;
+            remote.max_pending_bytes = self.max_pending_bytes;
+            remote.delete_grace_ms = self.delete_grace_ms;
+            c.remote = Some(remote);
+        }
         c.time_field = (!self.time_field.is_empty()).then(|| self.time_field.clone());
         c.sort_by = self.sort_by.clone();
         c.partition_ms = self.partition_ms.max(1);

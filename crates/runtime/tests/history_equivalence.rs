@@ -8,7 +8,7 @@
 
 use needle_engine::exec::{CompiledQuery, Emission, QueryRun};
 use needle_engine::EvalContext;
-use needle_history::{Store, StoreConfig};
+use needle_history::{RemoteConfig, Store, StoreConfig};
 use needle_query::QueryConfig;
 use needle_record::Record;
 use needle_runtime::history::replay::{run_local, Replay};
@@ -52,13 +52,30 @@ fn queries() -> Vec<String> {
 /// A store of the input in `dir`: `flushed` of the records made durable (in parts of
 /// `part_records`), the rest left in the write buffer; merged when `merge`.
 fn store(dir: &Path, sort_by: &[&str], block_rows: usize, flushed: usize, merge: bool) -> Store {
+    fill(store_config(dir, None, sort_by, block_rows), flushed, merge)
+}
+
+/// The settings of the stores of these tests, kept in `remote` when given.
+fn store_config(
+    dir: &Path,
+    remote: Option<RemoteConfig>,
+    sort_by: &[&str],
+    block_rows: usize,
+) -> StoreConfig {
     let mut config = StoreConfig::new(dir);
+    config.remote = remote;
     config.time_field = Some("ts".into());
     config.sort_by = sort_by.iter().map(|s| s.to_string()).collect();
     config.block_rows = block_rows;
     // pages of an eighth of a block: the page index prunes inside blocks too
     config.page_rows = (block_rows / 8).max(1);
     config.partition_ms = 120_000;
+    config
+}
+
+/// A store opened with `config`, holding the input: `flushed` of the records made durable (in
+/// parts of 97 records), the rest in the write buffer; merged when `merge`.
+fn fill(config: StoreConfig, flushed: usize, merge: bool) -> Store {
     let store = Store::open(config).unwrap();
     let input = input();
     for (i, chunk) in input.chunks(97).enumerate() {
@@ -184,6 +201,29 @@ fn every_query_over_history_equals_the_same_query_live() {
         let from_aggregates = check(&store, label);
         // (the write buffer has no statistics: its records are always read)
         assert_eq!(from_aggregates > 0, flushed > 0, "{label}: blocks answered from statistics");
+    }
+}
+
+#[test]
+fn every_query_over_history_on_object_storage_equals_the_same_query_live() {
+    let bucket = tempfile::tempdir().unwrap();
+    let minio = needle_history::testing::Minio::shared();
+    let mut on_file = RemoteConfig::new(format!("file://{}", bucket.path().display()));
+    on_file.delete_grace_ms = 0;
+    let stores = [("file://", on_file), ("MinIO", minio.remote("equivalence"))];
+    for (label, remote) in stores {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = fill(store_config(dir.path(), Some(remote.clone()), &["k"], 16), 500, true);
+        check(&writer, &format!("{label}, the writer (half merged, the rest buffered)"));
+        writer.flush().unwrap();
+        drop(writer);
+        // another machine, every range read from the object store
+        let elsewhere = tempfile::tempdir().unwrap();
+        let reader =
+            Store::open_read_only(store_config(elsewhere.path(), Some(remote), &["k"], 16))
+                .unwrap();
+        assert_eq!(reader.info().unwrap().records, input().len() as u64, "{label}");
+        check(&reader, &format!("{label}, read by another machine"));
     }
 }
 

@@ -6,7 +6,6 @@
 //! how the others are read (column at a time, records built only for the WHERE's matches, or
 //! record by record).
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
@@ -15,7 +14,7 @@ pub struct Args {
     pub query: String,
     /// The history store the query would read (for a query with HISTORY(...) or SINCE).
     #[arg(long, value_name = "DIR")]
-    pub history: Option<PathBuf>,
+    pub history: Option<String>,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -27,17 +26,15 @@ pub fn run(args: Args) -> ExitCode {
     let (Some(dir), Some(_)) = (&args.history, &plan.history) else {
         return ExitCode::SUCCESS;
     };
-    let read = needle_history::Store::open_read_only(needle_history::StoreConfig::new(dir))
-        .map_err(|e| e.to_string())
-        .and_then(|store| {
-            let compiled =
-                needle_engine::CompiledQuery::compile(&plan).map_err(|e| e.to_string())?;
-            let replay = needle_runtime::history::Replay::of_plan(&store, &plan, &compiled)
-                .expect("a plan that reads history")
-                .map_err(|e| e.to_string())?;
-            let how = needle_runtime::history::replay::BlockRead::of(&compiled);
-            Ok((replay.blocks_from_aggregates(&compiled), how, replay))
-        });
+    let read = super::history::open_read_only(dir).and_then(|opened| {
+        let store = &opened.store;
+        let compiled = needle_engine::CompiledQuery::compile(&plan).map_err(|e| e.to_string())?;
+        let replay = needle_runtime::history::Replay::of_plan(&store, &plan, &compiled)
+            .expect("a plan that reads history")
+            .map_err(|e| e.to_string())?;
+        let how = needle_runtime::history::replay::BlockRead::of(&compiled);
+        Ok((replay.blocks_from_aggregates(&compiled), how, replay))
+    });
     match read {
         Ok((from_aggregates, how, replay)) => {
             let s = replay.scan_stats();
@@ -46,7 +43,7 @@ pub fn run(args: Args) -> ExitCode {
                  min/max, {} by bloom filters; {} to read, of which {} answered from their \
                  statistics (count, sum, min, max) without decoding, the others read {how}; and \
                  {} buffered record(s).",
-                dir.display(),
+                dir,
                 s.partitions,
                 s.parts,
                 s.blocks_in_range,
@@ -59,7 +56,7 @@ pub fn run(args: Args) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("error: {}: {e}", dir.display());
+            eprintln!("error: {}: {e}", dir);
             ExitCode::from(1)
         }
     }

@@ -1,26 +1,28 @@
-//! `needle history DIR`: what a history store holds — partitions, parts, records, bytes, the
-//! time range, and each column's encodings and sizes — and the history flags that `serve`,
-//! `ingest` and `query` share (`--history DIR --time-field F --sort-by F,...`).
+//! `needle history DIR|URL`: what a history store holds — partitions, parts, records, bytes,
+//! the time range, each column's encodings and sizes, and for a store on object storage its
+//! manifest, uploads and cache — and the history flags that `serve`, `ingest` and `query` share
+//! (`--history DIR|URL --time-field F --sort-by F,...`), and [`open_read_only`], how `query`,
+//! `explain` and this command open a store.
 //!
 //! ```text
 //! needle history /data/needle
-//! needle history /data/needle --format json
+//! needle history s3://bucket/needle --format json
 //! ```
 
 use super::output::Format;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, ContentArrangement, Table};
 use needle_runtime::config::HistoryConfig;
 use serde_json::Value as Json;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Where history is kept, and how (flags override `[history]` of needle.toml and `NEEDLE_HISTORY__*`).
 #[derive(clap::Args, Debug, Default, Clone)]
 pub struct HistoryFlags {
-    /// Keep history in this directory (Parquet files, partitioned by time); queries can then
-    /// look back (FROM HISTORY(...), ... SINCE ...).
-    #[arg(long = "history", value_name = "DIR")]
-    pub dir: Option<PathBuf>,
+    /// Keep history in this directory or object store (s3://bucket/prefix, gs://, az://,
+    /// file://; its settings in [history.object_store]): Parquet files, partitioned by time;
+    /// queries can then look back (FROM HISTORY(...), ... SINCE ...).
+    #[arg(long = "history", value_name = "DIR|URL")]
+    pub dir: Option<String>,
     /// The field holding each record's time (ms since the epoch, or an RFC 3339 string);
     /// without it, the time needle read the record.
     #[arg(long, value_name = "FIELD")]
@@ -34,7 +36,7 @@ impl HistoryFlags {
     /// Puts the flags given over `config`.
     pub fn apply(&self, config: &mut HistoryConfig) {
         if let Some(dir) = &self.dir {
-            config.dir = dir.display().to_string();
+            config.dir = dir.clone();
         }
         if let Some(field) = &self.time_field {
             config.time_field = field.clone();
@@ -47,30 +49,57 @@ impl HistoryFlags {
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The history directory.
-    dir: PathBuf,
+    /// The history directory, or object store URL (s3://bucket/prefix, gs://, az://, file://;
+    /// reached with [history.object_store] of needle.toml and NEEDLE_HISTORY__OBJECT_STORE__*).
+    dir: String,
     /// How it prints.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
 }
 
-pub fn run(args: Args) -> ExitCode {
-    if !args.dir.is_dir() {
-        eprintln!("error: {}: no such directory", args.dir.display());
-        return ExitCode::from(1);
+/// A store held open for reading, with the temporary cache directory of a store on object
+/// storage (removed when this is dropped).
+pub struct ReadOnlyStore {
+    pub store: needle_history::Store,
+    _cache: Option<tempfile::TempDir>,
+}
+
+/// Opens the store in directory or at URL `dir` for reading, nothing in it changed: a URL is
+/// reached with the `[history.object_store]` settings of needle.toml and the environment, its
+/// ranges cached in a temporary directory. The error is ready to print.
+pub fn open_read_only(dir: &str) -> Result<ReadOnlyStore, String> {
+    if !needle_history::object::is_url(dir) {
+        if !std::path::Path::new(dir).is_dir() {
+            return Err(format!("{dir}: no such directory"));
+        }
+        let store = needle_history::Store::open_read_only(needle_history::StoreConfig::new(dir))
+            .map_err(|e| format!("{dir}: {e}"))?;
+        return Ok(ReadOnlyStore { store, _cache: None });
     }
-    let store =
-        match needle_history::Store::open_read_only(needle_history::StoreConfig::new(&args.dir)) {
-            Ok(store) => store,
-            Err(e) => {
-                eprintln!("error: {}: {e}", args.dir.display());
-                return ExitCode::from(1);
-            }
-        };
-    let info = match store.info() {
+    let mut history = super::config::load(None)?.history;
+    history.dir = dir.to_owned();
+    let cache = tempfile::Builder::new()
+        .prefix("needle-history-read-")
+        .tempdir()
+        .map_err(|e| format!("cannot make a cache directory: {e}"))?;
+    history.cache_dir = cache.path().display().to_string();
+    let store = needle_history::Store::open_read_only(history.store_config())
+        .map_err(|e| format!("{dir}: {e}"))?;
+    Ok(ReadOnlyStore { store, _cache: Some(cache) })
+}
+
+pub fn run(args: Args) -> ExitCode {
+    let store = match open_read_only(&args.dir) {
+        Ok(store) => store,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let info = match store.store.info() {
         Ok(info) => info,
         Err(e) => {
-            eprintln!("error: {}: {e}", args.dir.display());
+            eprintln!("error: {}: {e}", args.dir);
             return ExitCode::from(1);
         }
     };

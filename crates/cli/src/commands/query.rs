@@ -36,7 +36,7 @@ pub struct Args {
     /// Run locally over the history kept in this directory (`needle ingest`, `needle serve
     /// --history`): the query reads it with FROM HISTORY(from[, to]).
     #[arg(long, value_name = "DIR", conflicts_with = "server")]
-    history: Option<std::path::PathBuf>,
+    history: Option<String>,
     /// Run on a needle server instead (`needle serve`), e.g. http://127.0.0.1:9900; shows
     /// progress while it runs, and Ctrl-C kills the query there.
     #[arg(long)]
@@ -216,7 +216,7 @@ pub fn run(args: Args) -> ExitCode {
 
 /// `needle query --history DIR`: the query over the stored records, read on every core,
 /// printed as `--source` prints a live run's emissions.
-fn run_history(dir: &std::path::Path, query: &str, format: Format) -> ExitCode {
+fn run_history(dir: &str, query: &str, format: Format) -> ExitCode {
     let plan = match read_plan(query) {
         Ok(plan) => plan,
         Err(code) => return code,
@@ -235,17 +235,14 @@ fn run_history(dir: &std::path::Path, query: &str, format: Format) -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    if !dir.is_dir() {
-        eprintln!("error: {}: no such directory", dir.display());
-        return ExitCode::from(1);
-    }
-    let store = match needle_history::Store::open_read_only(needle_history::StoreConfig::new(dir)) {
+    let opened = match super::history::open_read_only(dir) {
         Ok(store) => store,
         Err(e) => {
-            eprintln!("error: {}: {e}", dir.display());
+            eprintln!("error: {e}");
             return ExitCode::from(1);
         }
     };
+    let store = &opened.store;
     let compiled = match needle_engine::CompiledQuery::compile(&plan) {
         Ok(q) => std::sync::Arc::new(q),
         Err(e) => {
@@ -253,13 +250,13 @@ fn run_history(dir: &std::path::Path, query: &str, format: Format) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let Some(replay) = needle_runtime::history::Replay::of_plan(&store, &plan, &compiled) else {
+    let Some(replay) = needle_runtime::history::Replay::of_plan(store, &plan, &compiled) else {
         return ExitCode::from(2); // (a plan without history was refused above)
     };
     let replay = match replay {
         Ok(replay) => replay,
         Err(e) => {
-            eprintln!("error: {}: {e}", dir.display());
+            eprintln!("error: {dir}: {e}");
             return ExitCode::from(1);
         }
     };
