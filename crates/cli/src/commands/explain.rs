@@ -29,7 +29,7 @@ pub fn run(args: Args) -> ExitCode {
     let read = super::history::open_read_only(dir).and_then(|opened| {
         let store = &opened.store;
         let compiled = needle_engine::CompiledQuery::compile(&plan).map_err(|e| e.to_string())?;
-        let replay = needle_runtime::history::Replay::of_plan(&store, &plan, &compiled)
+        let replay = needle_runtime::history::Replay::of_plan(store, &plan, &compiled)
             .expect("a plan that reads history")
             .map_err(|e| e.to_string())?;
         let how = needle_runtime::history::replay::BlockRead::of(&compiled);
