@@ -217,3 +217,83 @@ fn history_errors_say_what_to_do() {
     let out = needle(&["ingest", "--source", "stdin"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// DuckDB's own sorted zstd Parquet of an NDJSON file: its bytes.
+const DUCKDB_SORTED_PARQUET: &str = r#"
+import os, sys
+import duckdb
+con = duckdb.connect()
+con.execute(f"CREATE TABLE t AS SELECT * FROM read_json_auto('{sys.argv[1]}')")
+con.execute(f"COPY (SELECT * FROM t ORDER BY sensor, ts) TO '{sys.argv[2]}' (FORMAT parquet, COMPRESSION zstd)")
+print(os.path.getsize(sys.argv[2]))
+"#;
+
+/// Cold hours merge into a day: a day of 300 sensors ingested into an object store (a
+/// `file://` URL) ends at most at DuckDB's sorted zstd Parquet of the same records (with hourly
+/// partitions that never merge it was about twice that), and every query answers as it does
+/// over the same records kept hour by hour.
+#[test]
+fn cold_hours_compact_into_a_day_at_most_at_duckdbs_bytes_and_answer_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("day.ndjson");
+    let out = needle(&["gen", "iot", "--sensors", "300", "--count", "432000"]);
+    std::fs::write(&input, stdout(&out)).unwrap();
+    let source = format!("file:{}", input.display());
+    let ingest = |store: &str, compact_after: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_needle"))
+            .args(["ingest", "--source", &source, "--history", store])
+            .args(["--time-field", "ts", "--sort-by", "sensor", "--format", "json"])
+            .env("NEEDLE_HISTORY__COMPACT_AFTER_MS", compact_after)
+            .env("NEEDLE_HISTORY__CACHE_DIR", dir.path().join("cache").to_str().unwrap())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        json_lines(&stdout(&out)).remove(0)
+    };
+    let hourly = dir.path().join("hourly");
+    let hourly_summary = ingest(hourly.to_str().unwrap(), "0");
+    let bucket = dir.path().join("bucket");
+    let url = format!("file://{}", bucket.display());
+    let daily_summary = ingest(&url, "3600000");
+
+    let duck = Command::new("python3")
+        .args(["-c", DUCKDB_SORTED_PARQUET, input.to_str().unwrap()])
+        .arg(dir.path().join("duck.parquet"))
+        .output()
+        .unwrap();
+    assert!(duck.status.success(), "{}", String::from_utf8_lossy(&duck.stderr));
+    let duck_bytes: u64 = String::from_utf8_lossy(&duck.stdout).trim().parse().unwrap();
+    let daily_bytes = daily_summary["bytes"].as_u64().unwrap();
+    let hourly_bytes = hourly_summary["bytes"].as_u64().unwrap();
+    assert!(
+        daily_bytes <= duck_bytes,
+        "compacted {daily_bytes} bytes, DuckDB's sorted zstd Parquet {duck_bytes} (hourly: \
+         {hourly_bytes})"
+    );
+    let info: serde_json::Value =
+        serde_json::from_str(&stdout(&needle(&["history", &url, "--format", "json"]))).unwrap();
+    assert_eq!(info["partitions"], 1, "{info}");
+    assert_eq!(info["records"], 432_000);
+
+    for query in [
+        "SELECT sensor, MAX(temp0) AS m, COUNT(*) AS n FROM HISTORY(0) GROUP BY sensor",
+        "SELECT COUNT(*) AS n, SUM(temp3) AS s FROM HISTORY(0) WHERE temp0 > 30",
+        "SELECT * FROM HISTORY(1577840400000, 1577840460000) WHERE sensor = 'sensor_7' LIMIT 10",
+        "SELECT region, AVG(temp9) AS a FROM HISTORY(0) GROUP BY region \
+         WINDOWING TUMBLING(3600000, TIME)",
+    ] {
+        let answer = |store: &str| {
+            // the records of each emission (its metadata says how much of the store was read,
+            // which compaction changes on purpose)
+            let out = stdout(&needle(&["query", query, "--history", store, "--format", "json"]));
+            let mut rows: Vec<String> = json_lines(&out)
+                .iter()
+                .flat_map(|e| e["records"].as_array().cloned().unwrap_or_default())
+                .map(|r| r.to_string())
+                .collect();
+            rows.sort();
+            rows
+        };
+        assert_eq!(answer(&url), answer(hourly.to_str().unwrap()), "{query}");
+    }
+}

@@ -18,6 +18,12 @@ pub struct StoreConfig {
     pub partition_ms: u64,
     /// How often [`crate::Store::spawn_background`] flushes the write buffer, in ms.
     pub flush_ms: u64,
+    /// Partitions whose whole `compact_span_ms` ended longer ago than this are merged into one
+    /// partition of that span (hours into a day): fewer, larger parts of a series compress to
+    /// less and read faster, while recent data stays in small partitions. `None`: never.
+    pub compact_after_ms: Option<u64>,
+    /// The time span cold partitions are merged into, in ms (a day by default).
+    pub compact_span_ms: u64,
     /// Partitions that ended longer ago than this are dropped; `None`: kept forever.
     pub retention_ms: Option<u64>,
     /// Past this many bytes on disk the oldest partitions are dropped; `None`: no bound.
@@ -85,6 +91,8 @@ impl StoreConfig {
             sort_by: Vec::new(),
             partition_ms: 3_600_000,
             flush_ms: 1_000,
+            compact_after_ms: None,
+            compact_span_ms: 86_400_000,
             retention_ms: None,
             max_bytes: None,
             bloom_fields: Vec::new(),

@@ -70,6 +70,12 @@ pub struct HistoryConfig {
     pub partition_ms: u64,
     /// How often the write buffer is made durable (a new part), in ms.
     pub flush_ms: u64,
+    /// Partitions are merged into one of `compact_span_ms` once that whole span ended longer
+    /// ago than this, in ms (the hours of a cold day become one day); 0: never.
+    pub compact_after_ms: u64,
+    /// The span cold partitions are merged into, in ms (a day); at most a partition's span
+    /// turns it off.
+    pub compact_span_ms: u64,
     /// Partitions older than this are dropped, in ms; 0: kept forever.
     pub retention_ms: u64,
     /// Oldest partitions are dropped past this many bytes on disk; 0: no bound.
@@ -201,6 +207,8 @@ impl Default for HistoryConfig {
             sort_by: Vec::new(),
             partition_ms: store.partition_ms,
             flush_ms: store.flush_ms,
+            compact_after_ms: 3_600_000,
+            compact_span_ms: store.compact_span_ms,
             retention_ms: 0,
             max_bytes: 0,
             bloom_fields: Vec::new(),
@@ -266,6 +274,8 @@ impl HistoryConfig {
         c.sort_by = self.sort_by.clone();
         c.partition_ms = self.partition_ms.max(1);
         c.flush_ms = self.flush_ms.max(1);
+        c.compact_after_ms = (self.compact_after_ms > 0).then_some(self.compact_after_ms);
+        c.compact_span_ms = self.compact_span_ms;
         c.retention_ms = (self.retention_ms > 0).then_some(self.retention_ms);
         c.max_bytes = (self.max_bytes > 0).then_some(self.max_bytes);
         c.bloom_fields = self.bloom_fields.clone();

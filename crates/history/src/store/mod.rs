@@ -410,6 +410,7 @@ impl Store {
         let mut parts: BTreeMap<i64, Vec<Part>> = BTreeMap::new();
         let mut next_sequence = 0;
         let mut durable: Option<(u64, String)> = None;
+        let mut all: Vec<(i64, Vec<Part>)> = Vec::new();
         for (start, partition) in list_partitions(dir)? {
             let mut found = Vec::new();
             for entry in read_dir(&partition)? {
@@ -429,9 +430,15 @@ impl Store {
                     Err(error) => self.corrupt(&path, &error),
                 }
             }
-            // a merge's inputs that outlived it (a crash before their removal)
-            let replaced: HashSet<String> =
-                found.iter().flat_map(|p| p.replaces.iter().cloned()).collect();
+            all.push((start, found));
+        }
+        // a merge's inputs that outlived it (a crash before their removal); a compaction's
+        // inputs are in other partitions than the part that replaces them
+        let replaced: HashSet<String> = all
+            .iter()
+            .flat_map(|(_, f)| f.iter().flat_map(|p| p.replaces.iter().cloned()))
+            .collect();
+        for (start, mut found) in all {
             found.retain(|p| {
                 if replaced.contains(&p.name) {
                     if !self.inner.read_only {
@@ -769,6 +776,12 @@ impl Store {
             report.merges += 1;
             report.parts_removed += inputs.len() as u64;
         }
+        let mut unmergeable = HashSet::new();
+        while let Some((start, inputs)) = self.cold_candidate(&mut unmergeable) {
+            self.merge(start, &inputs)?;
+            report.merges += 1;
+            report.parts_removed += inputs.len() as u64;
+        }
         report.partitions_dropped = self.retain()?;
         if self.inner.remote.is_some() {
             let _writing = self.inner.writing.lock().unwrap_or_else(|e| e.into_inner());
@@ -812,9 +825,47 @@ impl Store {
         let mut doomed = self.inner.doomed.lock().unwrap_or_else(|e| e.into_inner());
         if self.inner.leases.load(Ordering::SeqCst) == 0 {
             for path in doomed.drain(..) {
-                let _ = std::fs::remove_file(&path);
+                remove_part_file(&path);
             }
         }
+    }
+
+    /// Parts to merge into one of a longer time span (`compact_span_ms`), once that whole span
+    /// ended longer ago than `compact_after_ms`: the partitions of a cold day become one, sorted
+    /// as they were, and compress as well as a store partitioned by day. Up to
+    /// [`COMPACT_FANIN`] parts a merge (again until one is left); spans whose parts cannot
+    /// be merged block by block are left as they are (`unmergeable`).
+    fn cold_candidate(&self, unmergeable: &mut HashSet<i64>) -> Option<(i64, Vec<Part>)> {
+        let config = &self.inner.config;
+        let after = config.compact_after_ms?;
+        let span = config.compact_span_ms;
+        if span <= config.partition_ms {
+            return None;
+        }
+        let cutoff = now_ms().saturating_sub(after as i64);
+        let state = self.state();
+        let mut spans: BTreeMap<i64, Vec<(i64, &Part)>> = BTreeMap::new();
+        for (start, parts) in &state.parts {
+            let coarse = partition_of(*start, span);
+            spans.entry(coarse).or_default().extend(parts.iter().map(|p| (*start, p)));
+        }
+        for (coarse, mut parts) in spans {
+            if coarse.saturating_add(span as i64) > cutoff || unmergeable.contains(&coarse) {
+                continue;
+            }
+            if parts.len() == 1 && parts[0].0 == coarse {
+                continue; // already one part of the whole span
+            }
+            parts.sort_by_key(|(_, p)| (p.time_range.0, p.sequence));
+            let inputs: Vec<Part> =
+                parts.iter().take(COMPACT_FANIN).map(|(_, p)| (*p).clone()).collect();
+            // (one part in an hour's partition is moved into the span's by a merge of one)
+            if crate::merge::streams(&inputs, &config.sort_by) {
+                return Some((coarse, inputs));
+            }
+            unmergeable.insert(coarse);
+        }
+        None
     }
 
     /// A partition's parts to merge: the lowest level that has [`MERGE_FANIN`] parts.
@@ -851,10 +902,24 @@ impl Store {
     fn merge(&self, start: i64, inputs: &[Part]) -> Result<(), HistoryError> {
         let _writing = self.inner.writing.lock().unwrap_or_else(|e| e.into_inner());
         let config = &self.inner.config;
+        let mut replaces: Vec<String> = inputs.iter().map(|p| p.name.clone()).collect();
+        if self.inner.remote.is_some() {
+            // an input never uploaded stands for the uploaded parts it replaced: the manifest
+            // must retire those when this part joins it
+            for p in inputs.iter().filter(|p| p.remote().is_none()) {
+                replaces.extend(
+                    p.replaces
+                        .iter()
+                        .filter(|r| !replaces.contains(r))
+                        .cloned()
+                        .collect::<Vec<_>>(),
+                );
+            }
+        }
         let header = PartHeader {
             sequence: self.take_sequence(),
             level: inputs.iter().map(|p| p.level).max().unwrap_or(0) + 1,
-            replaces: inputs.iter().map(|p| p.name.clone()).collect(),
+            replaces,
             // the newest input's position is kept: the merged part has all it had
             position: inputs
                 .iter()
@@ -863,6 +928,7 @@ impl Store {
                 .and_then(|p| p.position.clone()),
         };
         let dir = partition_dir(&config.dir, start);
+        std::fs::create_dir_all(&dir).map_err(|e| HistoryError::io(&dir, e))?;
         let merged = match crate::merge::merge(&dir, inputs, config, &header)? {
             Some(merged) => merged,
             None => {
@@ -879,12 +945,15 @@ impl Store {
         };
         self.inner.counters.bytes_written.fetch_add(merged.bytes, Ordering::Relaxed);
         {
+            // the inputs may be of several partitions (a compaction of cold ones into `start`)
             let mut state = self.state();
-            if let Some(parts) = state.parts.get_mut(&start) {
+            for parts in state.parts.values_mut() {
                 parts.retain(|p| !header.replaces.contains(&p.name));
-                parts.push(merged);
-                parts.sort_by_key(|p| p.sequence);
             }
+            state.parts.retain(|_, parts| !parts.is_empty());
+            let parts = state.parts.entry(start).or_default();
+            parts.push(merged);
+            parts.sort_by_key(|p| p.sequence);
         }
         // the merged part is in the view before its inputs go, and they go only once no scan
         // that saw them can read them any more
@@ -895,7 +964,7 @@ impl Store {
         }
         if self.inner.leases.load(Ordering::SeqCst) == 0 {
             for path in doomed.drain(..) {
-                let _ = std::fs::remove_file(&path);
+                remove_part_file(&path);
             }
         }
         drop(doomed);
@@ -916,14 +985,20 @@ impl Store {
             let victim = {
                 let state = self.state();
                 let total: u64 = state.parts.values().flatten().map(|p| p.bytes).sum();
-                let oldest = state.parts.keys().next().copied();
-                oldest.filter(|start| {
-                    let end = start.saturating_add(config.partition_ms as i64);
-                    let too_old =
-                        config.retention_ms.is_some_and(|r| end <= now.saturating_sub(r as i64));
-                    let too_big = config.max_bytes.is_some_and(|m| total > m);
-                    too_old || too_big
-                })
+                let oldest = state.parts.iter().next();
+                oldest
+                    .map(|(start, parts)| (*start, parts))
+                    .filter(|(start, parts)| {
+                        // a compacted partition spans more than partition_ms: its parts say how much
+                        let last = parts.iter().map(|p| p.time_range.1).max().unwrap_or(*start);
+                        let end = start.saturating_add(config.partition_ms as i64).max(last + 1);
+                        let too_old = config
+                            .retention_ms
+                            .is_some_and(|r| end <= now.saturating_sub(r as i64));
+                        let too_big = config.max_bytes.is_some_and(|m| total > m);
+                        too_old || too_big
+                    })
+                    .map(|(start, _)| start)
             };
             let Some(start) = victim else { return Ok(dropped) };
             let _writing = self.inner.writing.lock().unwrap_or_else(|e| e.into_inner());
@@ -975,10 +1050,13 @@ impl Store {
             self.inner.leases.fetch_add(1, Ordering::SeqCst);
             let lease = Arc::new(Lease(self.inner.leases.clone()));
             let lo = partition_of(request.from_ms, config.partition_ms);
+            // a compacted partition starts before the span it holds ends: its parts say
             let parts: Vec<(i64, Vec<Part>)> = state
                 .parts
-                .range(lo..)
-                .take_while(|(start, _)| **start < request.to_ms)
+                .range(..request.to_ms)
+                .filter(|(start, parts)| {
+                    **start >= lo || parts.iter().any(|p| p.time_range.1 >= request.from_ms)
+                })
                 .map(|(s, p)| (*s, p.clone()))
                 .collect();
             let in_range =
@@ -1198,6 +1276,16 @@ pub struct ColumnInfo {
     pub encodings: Vec<String>,
     pub compressed_bytes: u64,
     pub uncompressed_bytes: u64,
+}
+
+/// Removes a part's file, and its partition's directory once that is empty (a partition merged
+/// into a longer one).
+fn remove_part_file(path: &Path) {
+    let _ = std::fs::remove_file(path);
+    if let Some(dir) = path.parent() {
+        // fails, as it should, while the directory holds anything
+        let _ = std::fs::remove_dir(dir);
+    }
 }
 
 fn partition_dir(dir: &Path, start: i64) -> PathBuf {
