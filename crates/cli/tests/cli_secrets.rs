@@ -344,3 +344,38 @@ fn a_served_session_shows_no_secret_and_every_way_of_giving_a_token_lets_its_hol
     planted.assert_none_in("needle serve's output", &printed);
     planted.assert_none_in("the HTTP answers", &answers);
 }
+
+#[test]
+fn kafka_credentials_with_librdkafka_debugging_on_show_in_no_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let password = secret_file(dir.path(), "kafka-password", "planted-kafka-password-21\n");
+    let config = dir.path().join("needle.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[kafka.properties]\n\"security.protocol\" = \"SASL_PLAINTEXT\"\n\
+             \"sasl.mechanism\" = \"PLAIN\"\n\"sasl.username\" = \"planted-kafka-user-22\"\n\
+             \"sasl.password_file\" = \"{password}\"\n\"debug\" = \"all\"\n"
+        ),
+    )
+    .unwrap();
+    let planted = Planted {
+        dir,
+        secrets: ["planted-kafka-password-21", "planted-kafka-user-22"].map(String::from).to_vec(),
+        env: Vec::new(),
+    };
+    // librdkafka takes every property; nothing listens on the port, so start-up gives up
+    let out = planted
+        .command(&["serve", "--config", config.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+        .args(["--source", "kafka://127.0.0.1:9/records"])
+        .output()
+        .unwrap();
+    let text = text_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("cannot reach Kafka"), "{text}");
+    planted.assert_none_in("an unreachable Kafka", &text);
+    let printed = planted.command(&["config", "--config", config.to_str().unwrap()]).output();
+    let printed = text_of(&printed.unwrap());
+    planted.assert_none_in("needle config", &printed);
+    assert!(printed.contains(&format!("\"sasl.password_file\" = \"{password}\"")), "{printed}");
+}
