@@ -53,11 +53,19 @@ pub const SECRET_SETTINGS: &[&str] = &[
     r#"kafka.properties."*password*""#,
     r#"kafka.properties."*passphrase*""#,
     r#"kafka.properties."*secret*""#,
-    // Object-store credentials of history.
+    // Object-store credentials of history, and any `object_store` crate option named like one
+    // (`aws_secret_access_key`, `azure_storage_account_key`, `google_service_account_key`,
+    // `azure_storage_token`, `google_application_credentials`, ...).
     "history.object_store",
     "history.object_store.access_key_id",
     "history.object_store.secret_access_key",
     "history.object_store.session_token",
+    "history.object_store.options",
+    r#"history.object_store.options."*key*""#,
+    r#"history.object_store.options."*secret*""#,
+    r#"history.object_store.options."*token*""#,
+    r#"history.object_store.options."*password*""#,
+    r#"history.object_store.options."*credentials*""#,
 ];
 
 /// The suffix of a key naming the file a secret setting is read from (`token_file`).
@@ -607,6 +615,10 @@ mod tests {
             "history/object_store/access_key_id",
             "history/object_store/secret_access_key",
             "history/object_store/session_token",
+            "history/object_store/options/aws_secret_access_key",
+            "history/object_store/options/azure_storage_account_key",
+            "history/object_store/options/google_service_account_key",
+            "history/object_store/options/azure_storage_token",
         ] {
             assert!(keys(secret).is_secret(), "{secret}");
         }
@@ -623,6 +635,8 @@ mod tests {
             "history/object_store/endpoint",
             "history/object_store/region",
             "history/object_store/allow_http",
+            "history/object_store/options/aws_virtual_hosted_style_request",
+            "history/object_store/options/azure_storage_account_name",
         ] {
             assert!(!keys(open).is_secret(), "{open}");
         }
