@@ -126,13 +126,16 @@ tokens = [
         toml.push_str(
             "\n[history.object_store]\naccess_key_id = \"planted-access-key-id-16\"\n\
              secret_access_key = \"planted-secret-access-key-17\"\n\
-             session_token = \"planted-session-token-18\"\n",
+             session_token = \"planted-session-token-18\"\n\
+             [history.object_store.options]\n\
+             azure_storage_account_key = \"planted-azure-account-key-23\"\n",
         );
         secrets.extend(
             [
                 "planted-access-key-id-16",
                 "planted-secret-access-key-17",
                 "planted-session-token-18",
+                "planted-azure-account-key-23",
             ]
             .map(String::from),
         );

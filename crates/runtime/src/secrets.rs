@@ -791,7 +791,9 @@ mod tests {
             "[server]\ntokens = [\"plain-1\", { name = \"a\", token = \"file-2\" }, \
              { name = \"b\", token = \"var-3\" }, { name = \"c\", token_sha256 = \"00\" }]\n\
              [kafka.properties]\n\"sasl.password\" = \"pw-4\"\n\"security.protocol\" = \"SSL\"\n\
-             [history.object_store]\nsecret_access_key = \"\"\nregion = \"eu\"",
+             [history.object_store]\nsecret_access_key = \"\"\nregion = \"eu\"\n\
+             access_key_id = \"akid-5\"\n[history.object_store.options]\n\
+             google_service_account_key = \"gsak-6\"\naws_virtual_hosted_style_request = true",
         )
         .unwrap();
         let tokens = SettingPath::of_keys(&["server", "tokens"]);
@@ -805,18 +807,22 @@ mod tests {
         };
         let notes = redact_for_printing(&mut table, &sources);
         let printed = toml::to_string(&table).unwrap();
-        for secret in ["plain-1", "file-2", "var-3", "pw-4"] {
+        for secret in ["plain-1", "file-2", "var-3", "pw-4", "akid-5", "gsak-6"] {
             assert!(!printed.contains(secret), "{secret} in {printed}");
         }
         assert!(printed.contains("token_file = \"/run/a\""), "{printed}");
         assert!(printed.contains("token_env = \"B_TOKEN\""), "{printed}");
         assert!(printed.contains("token_sha256 = \"00\"") && printed.contains("SSL"), "{printed}");
         assert!(printed.contains("secret_access_key = \"\""), "an unset secret stays empty");
+        assert!(printed.contains("aws_virtual_hosted_style_request = true"), "{printed}");
         assert_eq!(
             notes,
             [
                 "server.tokens[0]: given in /etc/needle.toml",
                 r#"kafka.properties."sasl.password": given in the program's own configuration"#,
+                "history.object_store.access_key_id: given in the program's own configuration",
+                "history.object_store.options.google_service_account_key: given in the \
+                 program's own configuration",
             ]
         );
     }
