@@ -70,6 +70,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // a panic's message shows no secret the configuration gave
+    needle_runtime::secrets::scrub_panic_messages();
     let cli = Cli::parse();
     match cli.command {
         Command::Validate(args) => commands::validate::run(args),

@@ -8,6 +8,7 @@
 //! ([`MANAGED`]); setting them in `[kafka.properties]` is refused with the reason.
 
 use crate::KafkaError;
+use needle_runtime::secrets;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::{Client, ClientContext};
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
@@ -41,10 +42,20 @@ pub const MANAGED: &[(&str, &str)] = &[
 
 /// Where to connect and with which extra properties: the `[kafka]` section's `brokers` and
 /// `properties`, or a `kafka://` spec's brokers with the same properties.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Connection {
     pub brokers: String,
     pub properties: BTreeMap<String, String>,
+}
+
+/// Shown with its secret properties redacted.
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("brokers", &self.brokers)
+            .field("properties", &secrets::RedactedProperties(&self.properties))
+            .finish()
+    }
 }
 
 impl Connection {
@@ -77,17 +88,25 @@ impl Connection {
         config
     }
 
-    /// Creates a client, turning librdkafka's refusal of a property into a configuration error.
+    /// Creates a client, turning librdkafka's refusal of a property into a configuration error
+    /// (which shows a secret property's value as redacted).
     pub fn create<T, C>(&self, config: &ClientConfig, context: C) -> Result<T, KafkaError>
     where
         T: rdkafka::config::FromClientConfigAndContext<C>,
         C: ClientContext,
     {
         config.create_with_context(context).map_err(|e| match e {
-            RdKafkaError::ClientConfig(_, message, key, value) => KafkaError::Config(format!(
-                "Kafka refused the property {key} = \"{value}\" (from kafka.properties or \
-                 needle's defaults): {message}"
-            )),
+            RdKafkaError::ClientConfig(_, message, key, value) => {
+                let (value, message) = match secrets::is_secret_kafka_property(&key) {
+                    true => (secrets::REDACTED, message.replace(&value, secrets::REDACTED)),
+                    false => (value.as_str(), message),
+                };
+                KafkaError::Config(format!(
+                    "Kafka refused the property {key} = \"{value}\" (from kafka.properties or \
+                     needle's defaults): {}",
+                    secrets::scrub(&message)
+                ))
+            }
             other => {
                 KafkaError::client(format!("creating a Kafka client for {}", self.brokers), other)
             }
@@ -276,7 +295,8 @@ impl Throttled {
         let held = self.held.swap(0, Ordering::Relaxed);
         let more =
             if held > 0 { format!(" ({held} similar messages held back)") } else { String::new() };
-        eprintln!("needle: kafka {}: {text}{more}", self.who);
+        let line = format!("needle: kafka {}: {text}{more}", self.who);
+        eprintln!("{}", secrets::scrub(&line));
     }
 
     /// A line of librdkafka's log: errors and worse are said (throttled); debug lines, which
@@ -286,7 +306,8 @@ impl Throttled {
         if (level as i32) <= (RDKafkaLogLevel::Error as i32) {
             self.say(format_args!("{facility}: {message}"));
         } else if matches!(level, RDKafkaLogLevel::Debug) {
-            eprintln!("needle: kafka {} (debug): {facility}: {message}", self.who);
+            let line = format!("needle: kafka {} (debug): {facility}: {message}", self.who);
+            eprintln!("{}", secrets::scrub(&line));
         }
     }
 

@@ -4,11 +4,16 @@
 //!
 //! Environment variables name a key by its section and field joined by a double underscore:
 //! `NEEDLE_SERVER__LISTEN=127.0.0.1:9999`, `NEEDLE_QUERY__MAX_DURATION_MS=60000`.
+//!
+//! Which settings are secret, and where else a secret may come from (`KEY_file`, `KEY_env`), is
+//! [`crate::secrets`]: loading reads those before the configuration is typed, and `needle config`
+//! prints no secret.
 
+use crate::secrets::{self, Secret, SecretSources, Surroundings};
 use figment::providers::{Format, Serialized, Toml};
-use figment::value::{Dict, Map, Value};
+use figment::value::{Dict, Map, Tag, Value};
 use figment::Figment;
-use figment::Profile;
+use figment::{Profile, Provider};
 use needle_query::QueryConfig;
 use needle_record::Validation;
 use serde::{Deserialize, Serialize};
@@ -28,6 +33,9 @@ pub struct NeedleConfig {
     pub kafka: KafkaConfig,
     /// History: what needle keeps of the stream, for queries that look back.
     pub history: HistoryConfig,
+    /// Where each secret setting was read from, and warnings about it (not a setting itself).
+    #[serde(skip)]
+    pub secret_sources: SecretSources,
 }
 
 /// History: the records needle keeps, compressed (Parquet files, partitioned by time), so
@@ -294,7 +302,7 @@ pub struct ServerConfig {
     pub listen: String,
     /// Bearer tokens accepted; empty: no authentication (fine on loopback). Each is a string
     /// (every scope) or a table `{ name, token, scopes = ["read" | "query" | "admin"],
-    /// max_queries }`.
+    /// max_queries }`, the token given as `token`, `token_file`, `token_env` or `token_sha256`.
     pub tokens: Vec<TokenConfig>,
     /// Origins allowed by CORS; empty: CORS off.
     pub cors_origins: Vec<String>,
@@ -334,7 +342,7 @@ impl Default for ServerConfig {
 #[serde(untagged)]
 pub enum TokenConfig {
     /// A token with every scope, its owner named by a hash of it.
-    Plain(String),
+    Plain(Secret),
     /// A named token with its scopes and, optionally, its own cap on running queries.
     Scoped(ScopedToken),
 }
@@ -346,8 +354,13 @@ pub struct ScopedToken {
     /// Who holds it: the owner of the queries it starts, which its cap counts and only it (or
     /// an admin token) may kill.
     pub name: String,
-    /// The secret a client presents.
-    pub token: String,
+    /// The secret a client presents (also given as `token_file` or `token_env`, see
+    /// [`crate::secrets`]); or none, with `token_sha256`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<Secret>,
+    /// The SHA-256 of the secret a client presents, in hex: needle.toml then holds no secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_sha256: Option<String>,
     /// What it may do; every scope when left out.
     #[serde(default = "Scope::all")]
     pub scopes: Vec<Scope>,
@@ -394,7 +407,7 @@ impl<'de> Deserialize<'de> for TokenConfig {
                 f.write_str("a token string, or a table { name, token, scopes, max_queries }")
             }
             fn visit_str<E: serde::de::Error>(self, token: &str) -> Result<TokenConfig, E> {
-                Ok(TokenConfig::Plain(token.to_owned()))
+                Ok(TokenConfig::Plain(token.into()))
             }
             fn visit_map<M: serde::de::MapAccess<'de>>(
                 self,
@@ -410,17 +423,61 @@ impl<'de> Deserialize<'de> for TokenConfig {
 
 impl From<&str> for TokenConfig {
     fn from(token: &str) -> Self {
-        TokenConfig::Plain(token.to_owned())
+        TokenConfig::Plain(token.into())
     }
 }
 
-impl TokenConfig {
-    /// The secret a client presents.
-    pub fn secret(&self) -> &str {
-        match self {
-            TokenConfig::Plain(token) => token,
-            TokenConfig::Scoped(scoped) => &scoped.token,
+impl ScopedToken {
+    /// A named token given as itself, with `scopes` and no cap of its own.
+    pub fn new(name: &str, token: &str, scopes: Vec<Scope>) -> Self {
+        Self {
+            name: name.to_owned(),
+            token: Some(token.into()),
+            token_sha256: None,
+            scopes,
+            max_queries: None,
         }
+    }
+}
+
+/// The SHA-256 of what a client presents as its token, as [`TokenConfig::accepts`] takes it.
+pub fn token_digest(presented: &str) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(presented.as_bytes()).into()
+}
+
+/// 64 hex digits as the 32 bytes they spell.
+fn parse_sha256(hex: &str) -> Option<[u8; 32]> {
+    let hex = hex.trim().as_bytes();
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut digest = [0u8; 32];
+    for (byte, pair) in digest.iter_mut().zip(hex.chunks(2)) {
+        *byte = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
+    }
+    Some(digest)
+}
+
+impl TokenConfig {
+    /// Whether a client presenting a token whose SHA-256 is `presented` holds this one. The
+    /// digests are compared in constant time, so timing tells neither the token nor its length.
+    pub fn accepts(&self, presented: &[u8; 32]) -> bool {
+        use subtle::ConstantTimeEq;
+        let expected = match self {
+            TokenConfig::Plain(token) => token_digest(token.expose()),
+            TokenConfig::Scoped(ScopedToken { token: Some(token), .. }) => {
+                token_digest(token.expose())
+            }
+            TokenConfig::Scoped(ScopedToken { token_sha256: Some(hex), .. }) => {
+                match parse_sha256(hex) {
+                    Some(digest) => digest,
+                    None => return false,
+                }
+            }
+            TokenConfig::Scoped(_) => return false,
+        };
+        expected.ct_eq(presented).into()
     }
 
     /// The owner of the queries it starts: its name, or for a plain token `token-` and eight
@@ -430,7 +487,7 @@ impl TokenConfig {
             TokenConfig::Plain(token) => {
                 use std::hash::{Hash, Hasher};
                 let mut hasher = std::collections::hash_map::DefaultHasher::new();
-                token.hash(&mut hasher);
+                token.expose().hash(&mut hasher);
                 format!("token-{:08x}", hasher.finish() as u32)
             }
             TokenConfig::Scoped(scoped) => scoped.name.clone(),
@@ -521,7 +578,7 @@ impl Default for SourceConfig {
 
 /// Kafka, for the `kafka://` source (spec options override `brokers`, `data_topic`, `group` and
 /// `start`) and the distributed mode (`needle serve --role worker|api`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct KafkaConfig {
     /// Bootstrap brokers, `HOST:PORT[,HOST:PORT...]`.
@@ -551,7 +608,8 @@ pub struct KafkaConfig {
     pub node_id: String,
     /// librdkafka properties given to every Kafka client as they are: security settings
     /// (`security.protocol`, `sasl.mechanism`, `ssl.ca.location`, ...) and tuning
-    /// (`session.timeout.ms`). Quote the keys: `"security.protocol" = "SASL_SSL"`.
+    /// (`session.timeout.ms`). Quote the keys: `"security.protocol" = "SASL_SSL"`. A secret one
+    /// (`sasl.password`, ...) may be given as `"sasl.password_file"` or `"sasl.password_env"`.
     #[serde(deserialize_with = "scalars_as_strings")]
     pub properties: BTreeMap<String, String>,
 }
@@ -569,6 +627,23 @@ impl Default for KafkaConfig {
             node_id: String::new(),
             properties: BTreeMap::new(),
         }
+    }
+}
+
+/// Shown with its secret properties redacted.
+impl std::fmt::Debug for KafkaConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.debug_struct("KafkaConfig")
+            .field("brokers", &self.brokers)
+            .field("data_topic", &self.data_topic)
+            .field("query_topic", &self.query_topic)
+            .field("results_topic", &self.results_topic)
+            .field("results_partitions", &self.results_partitions)
+            .field("group", &self.group)
+            .field("start", &self.start)
+            .field("node_id", &self.node_id)
+            .field("properties", &secrets::RedactedProperties(&self.properties))
+            .finish()
     }
 }
 
@@ -652,14 +727,22 @@ fn scalars_as_strings<'de, D: serde::Deserializer<'de>>(
         .collect())
 }
 
-/// A configuration that cannot be used, and why (the file, key and problem).
+/// A configuration that cannot be used, and why (the file, key and problem). It never holds a
+/// secret: every message goes through [`secrets::scrub`].
 #[derive(Debug, thiserror::Error)]
 #[error("bad configuration: {0}")]
 pub struct ConfigError(String);
 
+impl ConfigError {
+    fn new(message: impl AsRef<str>) -> Self {
+        Self(secrets::scrub(message.as_ref()).into_owned())
+    }
+}
+
 impl NeedleConfig {
-    /// Defaults ← `file` (when given; a missing file is an error) ← `NEEDLE_*` from `env`.
-    /// Flags are applied by the caller on the result.
+    /// Defaults ← `file` (when given; a missing file is an error) ← `NEEDLE_*` from `env`, then
+    /// the secrets given as `KEY_file` / `KEY_env` read (the variables `KEY_env` names looked up
+    /// in `env` too). Flags are applied by the caller on the result.
     pub fn load(
         file: Option<&Path>,
         env: impl IntoIterator<Item = (String, String)>,
@@ -667,25 +750,66 @@ impl NeedleConfig {
         let mut figment = Figment::from(Serialized::defaults(NeedleConfig::default()));
         if let Some(path) = file {
             if !path.is_file() {
-                return Err(ConfigError(format!("{}: no such file", path.display())));
+                return Err(ConfigError::new(format!("{}: no such file", path.display())));
             }
+            // (absolute: `needle config` says which file a secret was given in)
+            let path = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
             figment = figment.merge(Toml::file_exact(path));
         }
         // Only the variables given (not the process's), so tests and callers decide.
+        let env: Vec<(String, String)> = env.into_iter().collect();
         let vars: Vec<(String, String)> =
-            env.into_iter().filter(|(k, _)| k.starts_with("NEEDLE_")).collect();
-        let mut config: NeedleConfig =
-            figment.merge(EnvOverrides(vars)).extract().map_err(|e| ConfigError(describe(e)))?;
+            env.iter().filter(|(k, _)| k.starts_with("NEEDLE_")).cloned().collect();
+        let layered = figment.merge(EnvOverrides(vars));
+        // the merged settings as a tree, each value tagged with where it was given
+        let mut root = match layered.data() {
+            Ok(mut profiles) => profiles.remove(&Profile::Default).unwrap_or_default(),
+            // (extracting gives the same error, with where it was made)
+            Err(e) => {
+                let e = layered.extract::<Value>().err().unwrap_or(e);
+                return Err(ConfigError::new(describe(e, &Value::from(Dict::new()), &layered)));
+            }
+        };
+        let lookup = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        let given_in = |tag: Tag| layered.get_metadata(tag).map_or_else(String::new, place_named);
+        let around = Surroundings { env: &lookup, given_in: &given_in };
+        let sources = secrets::resolve(&mut root, &around).map_err(ConfigError::new)?;
+        let root = Value::from(root);
+        let mut config = NeedleConfig::deserialize(&root)
+            .map_err(|e| ConfigError::new(describe(e, &root, &layered)))?;
+        config.secret_sources = sources;
         config.normalize();
+        check_tokens(&config.server.tokens)?;
         if !config.server.advertised_url.is_empty() {
             config.server.advertised_url = check_advertised_url(&config.server.advertised_url)?;
         }
         Ok(config)
     }
 
-    /// The configuration as TOML, as `needle config` prints it.
+    /// The configuration as TOML, as `needle config` prints it: a valid needle.toml with no
+    /// secret in it. A secret read from a file or a variable is printed as the `KEY_file` /
+    /// `KEY_env` it came from; any other as [`secrets::REDACTED`], listed in a comment at the top
+    /// with where it was given.
     pub fn to_toml(&self) -> String {
-        toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot print: {e}\n"))
+        let printed = toml::Table::try_from(self).and_then(|mut table| {
+            let notes = secrets::redact_for_printing(&mut table, &self.secret_sources);
+            let body = toml::to_string_pretty(&table)?;
+            let mut header = String::new();
+            if !notes.is_empty() {
+                header.push_str(&format!(
+                    "# Secret settings are shown as \"{}\", never as their values:\n",
+                    secrets::REDACTED
+                ));
+                for note in notes {
+                    header.push_str(&format!("#   {note}\n"));
+                }
+                header.push_str(
+                    "# Give them again (or as KEY_file / KEY_env) to load this as a needle.toml.\n\n",
+                );
+            }
+            Ok(header + &body)
+        });
+        printed.unwrap_or_else(|e| format!("# cannot print: {e}\n"))
     }
 
     /// Worker threads to start: the configured number, or one per core.
@@ -704,13 +828,51 @@ impl NeedleConfig {
     }
 }
 
+/// Checks every token of `server.tokens` is given once, and not empty; names the token, never
+/// shows it.
+fn check_tokens(tokens: &[TokenConfig]) -> Result<(), ConfigError> {
+    for (i, token) in tokens.iter().enumerate() {
+        let at = format!("server.tokens[{i}]");
+        let problem = match token {
+            TokenConfig::Plain(token) if token.expose().trim().is_empty() => {
+                Some(format!("{at} is empty"))
+            }
+            TokenConfig::Plain(_) => None,
+            TokenConfig::Scoped(scoped) => {
+                let at = format!("{at} (\"{}\")", scoped.name);
+                match (&scoped.token, &scoped.token_sha256) {
+                    (Some(_), Some(_)) => {
+                        Some(format!("{at} has a token and a token_sha256: keep one"))
+                    }
+                    (None, None) => Some(format!(
+                        "{at} has no token: give token, token_file, token_env or token_sha256"
+                    )),
+                    (Some(token), None) if token.expose().trim().is_empty() => {
+                        Some(format!("{at}: its token is empty"))
+                    }
+                    (None, Some(hex)) if parse_sha256(hex).is_none() => Some(format!(
+                        "{at}: token_sha256 must be 64 hex digits, the SHA-256 of the token \
+                         (printf %s TOKEN | sha256sum)"
+                    )),
+                    _ => None,
+                }
+            }
+        };
+        if let Some(problem) = problem {
+            return Err(ConfigError::new(problem));
+        }
+    }
+    Ok(())
+}
+
 /// Checks a `server.advertised_url`: `http` or `https`, a host, an optional port and path
 /// prefix, nothing else (no user, query or fragment: clients are sent to it followed by a
-/// path). Returns it without a trailing `/`.
+/// path). Returns it without a trailing `/`. An error shows the URL without a user or password.
 pub fn check_advertised_url(text: &str) -> Result<String, ConfigError> {
     let bad = |why: &str| {
-        ConfigError(format!(
-            "server.advertised_url '{text}' {why} (the form is http[s]://HOST[:PORT][/PREFIX])"
+        ConfigError::new(format!(
+            "server.advertised_url '{}' {why} (the form is http[s]://HOST[:PORT][/PREFIX])",
+            secrets::without_userinfo(text)
         ))
     };
     let parsed = url::Url::parse(text.trim()).map_err(|e| bad(&format!("is not a URL: {e}")))?;
@@ -768,14 +930,35 @@ fn parse_env_value(raw: &str) -> toml::Value {
         .unwrap_or_else(|| toml::Value::String(raw.to_owned()))
 }
 
-fn describe(error: figment::Error) -> String {
+/// Where a value was given, for a person: the file's path, or the provider's name.
+fn place_named(metadata: &figment::Metadata) -> String {
+    match &metadata.source {
+        Some(figment::Source::File(path)) => path.display().to_string(),
+        _ => metadata.name.to_string(),
+    }
+}
+
+/// The errors of reading the configuration, each with the key and where it was given: from the
+/// error, or from the tag of the value at its path in `root`, the tree it was read from.
+fn describe(error: figment::Error, root: &Value, layered: &Figment) -> String {
+    let given_at = |path: &[String]| {
+        let mut value = root;
+        for key in path {
+            value = match value {
+                Value::Dict(_, table) => table.get(key)?,
+                Value::Array(_, items) => items.get(key.parse::<usize>().ok()?)?,
+                _ => break,
+            };
+        }
+        layered.get_metadata(value.tag())
+    };
     error
         .into_iter()
         .map(|e| {
             let key =
                 if e.path.is_empty() { String::new() } else { format!("{}: ", e.path.join(".")) };
-            let origin =
-                e.metadata.as_ref().map(|m| format!(" (from {})", m.name)).unwrap_or_default();
+            let metadata = e.metadata.as_ref().or_else(|| given_at(&e.path));
+            let origin = metadata.map(|m| format!(" (from {})", m.name)).unwrap_or_default();
             format!("{key}{}{origin}", e.kind)
         })
         .collect::<Vec<_>>()
@@ -908,9 +1091,13 @@ tokens = ["plain", {{ name = "dash", token = "d", scopes = ["read"] }},
         assert!(dash.allows(Scope::Read) && !dash.allows(Scope::Query));
         assert!(ops.allows(Scope::Query) && ops.allows(Scope::Admin));
         assert_eq!((dash.owner().as_str(), ops.max_queries()), ("dash", Some(3)));
+        // printed without the tokens, and refused when loaded back as it is
+        let printed = c.to_toml();
+        assert!(!printed.contains("\"plain\"") && !printed.contains("\"o\""), "{printed}");
         let mut g = tempfile::NamedTempFile::new().unwrap();
-        write!(g, "{}", c.to_toml()).unwrap();
-        assert_eq!(NeedleConfig::load(Some(g.path()), env(&[])).unwrap(), c);
+        write!(g, "{printed}").unwrap();
+        let e = NeedleConfig::load(Some(g.path()), env(&[])).unwrap_err().to_string();
+        assert!(e.contains("server.tokens[0]") && e.contains("needle config"), "{e}");
 
         let mut bad = tempfile::NamedTempFile::new().unwrap();
         writeln!(
@@ -923,12 +1110,138 @@ tokens = ["plain", {{ name = "dash", token = "d", scopes = ["read"] }},
 
     #[test]
     fn printed_toml_loads_back_the_same() {
-        let c =
-            NeedleConfig::load(None, env(&[("NEEDLE_SERVER__TOKENS", "[\"a\", \"b\"]")])).unwrap();
-        assert_eq!(c.server.tokens, [TokenConfig::from("a"), TokenConfig::from("b")]);
+        let c = NeedleConfig::load(
+            None,
+            env(&[
+                ("NEEDLE_SERVER__CORS_ORIGINS", "[\"https://a.example\"]"),
+                ("NEEDLE_HISTORY__SORT_BY", "sensor"),
+            ]),
+        )
+        .unwrap();
         let mut f = tempfile::NamedTempFile::new().unwrap();
         write!(f, "{}", c.to_toml()).unwrap();
         assert_eq!(NeedleConfig::load(Some(f.path()), env(&[])).unwrap(), c);
+        let printed = c.to_toml();
+        let order: Vec<&str> = printed.lines().filter(|l| l.starts_with('[')).collect();
+        assert_eq!(order[..3], ["[server]", "[runtime]", "[source]"], "declared order: {printed}");
+    }
+
+    fn secret_file(content: &str) -> tempfile::NamedTempFile {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), content).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(file.path(), std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        file
+    }
+
+    #[test]
+    fn secrets_come_from_files_variables_and_digests_and_are_never_printed() {
+        let token_file = secret_file("token-from-a-file-4b1\n");
+        let sha = "0c4c6cf4a9b8cfbd5ae0dcc7e94cbfb7d1d6b0f8a3e3d1d3ce0a0e2a7e9a9d11";
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        writeln!(
+            f,
+            "[server]\ntokens = [\"inline-token-9a2\",\n\
+             {{ name = \"f\", token_file = \"{}\" }},\n\
+             {{ name = \"e\", token_env = \"OPS_TOKEN\", scopes = [\"read\"] }},\n\
+             {{ name = \"h\", token_sha256 = \"{sha}\" }}]\n\
+             [kafka.properties]\n\"sasl.password\" = \"kafka-password-77c\"\n\
+             \"ssl.key.password_env\" = \"KEY_PW\"\n\"security.protocol\" = \"SASL_SSL\"",
+            token_file.path().display()
+        )
+        .unwrap();
+        let vars = env(&[("OPS_TOKEN", "token-from-a-variable-31"), ("KEY_PW", "key-password-5e")]);
+        let c = NeedleConfig::load(Some(f.path()), vars.clone()).unwrap();
+        let accepts =
+            |i: usize, presented: &str| c.server.tokens[i].accepts(&token_digest(presented));
+        assert!(accepts(0, "inline-token-9a2") && !accepts(0, "inline-token-9a"));
+        assert!(accepts(1, "token-from-a-file-4b1"), "the file's newline is not the token's");
+        assert!(accepts(2, "token-from-a-variable-31") && !accepts(2, "token-from-a-file-4b1"));
+        assert!(!accepts(3, "anything"));
+        assert_eq!(c.kafka.properties["sasl.password"], "kafka-password-77c");
+        assert_eq!(c.kafka.properties["ssl.key.password"], "key-password-5e");
+
+        let printed = c.to_toml();
+        for secret in [
+            "inline-token-9a2",
+            "token-from-a-file-4b1",
+            "token-from-a-variable-31",
+            "kafka-password-77c",
+            "key-password-5e",
+        ] {
+            assert!(!printed.contains(secret), "{secret} printed:\n{printed}");
+        }
+        let debugged = format!("{c:?}");
+        assert!(!debugged.contains("kafka-password-77c") && !debugged.contains("inline-token-9a2"));
+        assert!(printed.contains(&format!("token_file = \"{}\"", token_file.path().display())));
+        assert!(printed.contains("token_env = \"OPS_TOKEN\""), "{printed}");
+        assert!(printed.contains(&format!("token_sha256 = \"{sha}\"")), "{printed}");
+        assert!(printed.contains("\"ssl.key.password_env\" = \"KEY_PW\""), "{printed}");
+        assert!(printed.contains("SASL_SSL"), "{printed}");
+        let place = f.path().display().to_string();
+        assert!(printed.contains(&format!("#   server.tokens[0]: given in {place}")), "{printed}");
+        assert!(
+            printed.contains(&format!("#   kafka.properties.\"sasl.password\": given in {place}")),
+            "{printed}"
+        );
+
+        // given the redacted ones again, the printed configuration loads back the same
+        let body: Vec<&str> = printed.lines().filter(|l| !l.starts_with('#')).collect();
+        let again = body.join("\n").replacen(secrets::REDACTED, "inline-token-9a2", 1).replacen(
+            secrets::REDACTED,
+            "kafka-password-77c",
+            1,
+        );
+        let mut g = tempfile::NamedTempFile::new().unwrap();
+        write!(g, "{again}").unwrap();
+        let back = NeedleConfig::load(Some(g.path()), vars).unwrap();
+        assert_eq!((&back.server.tokens, &back.kafka), (&c.server.tokens, &c.kafka));
+    }
+
+    #[test]
+    fn a_token_is_given_once_and_its_digest_is_checked() {
+        let load = |tokens: &str| {
+            let mut f = tempfile::NamedTempFile::new().unwrap();
+            writeln!(f, "[server]\ntokens = [{tokens}]").unwrap();
+            NeedleConfig::load(Some(f.path()), env(&[])).map_err(|e| e.to_string())
+        };
+        let sha = format!("{:064x}", 7);
+        for (tokens, why) in [
+            ("\"\"".to_owned(), "server.tokens[0] is empty"),
+            ("{ name = \"a\" }".to_owned(), "has no token"),
+            (
+                format!("{{ name = \"a\", token = \"t-123456\", token_sha256 = \"{sha}\" }}"),
+                "keep one",
+            ),
+            ("{ name = \"a\", token_sha256 = \"abc\" }".to_owned(), "64 hex digits"),
+            ("{ name = \"a\", token = \" \" }".to_owned(), "its token is empty"),
+        ] {
+            let e = load(&tokens).unwrap_err();
+            assert!(e.contains(why), "{tokens}: {e}");
+            assert!(!e.contains("t-123456"), "{e}");
+        }
+        let c = load(&format!("{{ name = \"a\", token_sha256 = \"{}\" }}", sha.to_uppercase()));
+        assert!(c.is_ok(), "upper-case hex is hex: {c:?}");
+    }
+
+    #[test]
+    fn errors_that_would_echo_a_secret_do_not() {
+        // a variable that does not parse as a list is read as one string, and refused
+        let unparsed = "[{ name = \"x\", token = \"echoed-token-3f9\" ";
+        let e = NeedleConfig::load(None, env(&[("NEEDLE_SERVER__TOKENS", unparsed)]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("server.tokens") && !e.contains("echoed-token-3f9"), "{e}");
+        let e = NeedleConfig::load(
+            None,
+            env(&[("NEEDLE_SERVER__ADVERTISED_URL", "https://user:url-password-8@h:1/?q")]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("server.advertised_url") && !e.contains("url-password-8"), "{e}");
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub mod remote;
 pub mod results;
 pub mod runtime;
 pub mod schema;
+pub mod secrets;
 pub mod source;
 mod status;
 mod worker;

@@ -11,7 +11,7 @@ use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use needle_runtime::config::{Scope, TokenConfig};
+use needle_runtime::config::{token_digest, Scope, TokenConfig};
 
 /// Paths anyone may call: liveness checks must work without credentials.
 const OPEN_PATHS: &[&str] = &["/healthz"];
@@ -47,11 +47,10 @@ pub async fn require_token(
     let Some(presented) = presented_token(request.headers(), request.uri()) else {
         return unauthorized("this server needs a bearer token");
     };
-    // every token compared, each in constant time
-    let found = tokens.iter().fold(None, |found, t| {
-        let equal = constant_time_eq(t.secret().as_bytes(), presented.as_bytes());
-        found.or(equal.then_some(t))
-    });
+    // every token compared, each as a SHA-256 digest in constant time (so a token given by its
+    // digest in needle.toml is found as one given as itself)
+    let presented = token_digest(&presented);
+    let found = tokens.iter().fold(None, |found, t| found.or(t.accepts(&presented).then_some(t)));
     let Some(token) = found else {
         return unauthorized("the bearer token is not one this server accepts");
     };
@@ -156,11 +155,6 @@ fn unauthorized(message: &str) -> Response {
         .into_response();
     response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     response
-}
-
-/// Compares without stopping at the first difference, so timing does not reveal a token.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]

@@ -81,7 +81,7 @@ async fn scoped_tokens_read_start_and_kill_only_what_they_may() {
     use needle_runtime::config::{Scope, ScopedToken, TokenConfig};
     let scoped = |name: &str, scopes: Vec<Scope>, max_queries: Option<usize>| {
         let token = format!("{name}-secret");
-        TokenConfig::Scoped(ScopedToken { name: name.into(), token, scopes, max_queries })
+        TokenConfig::Scoped(ScopedToken { max_queries, ..ScopedToken::new(name, &token, scopes) })
     };
     let mut config = NeedleConfig::default();
     config.server.tokens = vec![

@@ -423,7 +423,7 @@ async fn over_the_websocket_a_query_token_kills_only_its_own_queries() {
     use needle_runtime::config::{Scope, ScopedToken, TokenConfig};
     let scoped = |name: &str, scopes: Vec<Scope>| {
         let token = format!("{name}-secret");
-        TokenConfig::Scoped(ScopedToken { name: name.into(), token, scopes, max_queries: None })
+        TokenConfig::Scoped(ScopedToken::new(name, &token, scopes))
     };
     let mut config = NeedleConfig::default();
     config.server.tokens =

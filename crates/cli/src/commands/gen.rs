@@ -97,7 +97,7 @@ fn to_kafka(target: &str, args: &Args, generator: Generator, rate: Option<f64>) 
     let (mut writer, topic, brokers) = match opened {
         Ok(opened) => opened,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", needle_runtime::secrets::scrub(&e.to_string()));
             return ExitCode::from(2);
         }
     };
@@ -107,7 +107,8 @@ fn to_kafka(target: &str, args: &Args, generator: Generator, rate: Option<f64>) 
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("error: writing to kafka topic {topic}: {e}");
+            let message = format!("error: writing to kafka topic {topic}: {e}");
+            eprintln!("{}", needle_runtime::secrets::scrub(&message));
             ExitCode::FAILURE
         }
     }

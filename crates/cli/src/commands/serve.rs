@@ -69,7 +69,7 @@ pub fn run(args: Args) -> ExitCode {
     match serve(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
-            eprintln!("error: {message}");
+            eprintln!("error: {}", needle_runtime::secrets::scrub(&message));
             ExitCode::from(1)
         }
     }
