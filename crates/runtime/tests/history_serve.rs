@@ -189,3 +189,48 @@ fn a_batch_is_done_with_only_once_its_records_are_durable_in_history() {
     assert_eq!(dropped.load(std::sync::atomic::Ordering::SeqCst), 3);
     runtime.shutdown();
 }
+
+/// A restart on a store that already holds a durable position (its last run's, or on object
+/// storage another machine's under the same writer name) still waits for this run's records:
+/// both runs counted their batches from 0, and the old position released the new receipts at
+/// once.
+#[test]
+fn after_a_restart_a_batch_still_waits_for_its_records_to_be_durable() {
+    let local = tempfile::tempdir().unwrap();
+    let bucket = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let stores =
+        [local.path().display().to_string(), format!("file://{}", bucket.path().display())];
+    for store in stores {
+        let run = |expect_durable_before_flush: usize| {
+            let mut c = config(local.path());
+            c.history.dir = store.clone();
+            c.history.cache_dir = cache.path().display().to_string();
+            c.history.flush_ms = 600_000; // no flush but the one this test makes
+            let dropped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let source = ReceiptSource { dropped: dropped.clone() };
+            let runtime = Runtime::start(c, Box::new(source), Arc::new(Metrics::new())).unwrap();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while runtime.metrics().history_records_appended.get() < 30 && Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            std::thread::sleep(Duration::from_millis(300));
+            assert_eq!(
+                dropped.load(std::sync::atomic::Ordering::SeqCst),
+                expect_durable_before_flush,
+                "{store}: offsets would be committed before the records are durable"
+            );
+            runtime.history_store().unwrap().flush().unwrap();
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while dropped.load(std::sync::atomic::Ordering::SeqCst) < 3 && Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            assert_eq!(dropped.load(std::sync::atomic::Ordering::SeqCst), 3, "{store}");
+            runtime.shutdown();
+        };
+        run(0);
+        run(0);
+    }
+}

@@ -198,6 +198,10 @@ fn run_tap(
 ) {
     let mut waiting: VecDeque<(u64, Arc<Receipt>)> = VecDeque::new();
     let mut records: Vec<(Record, i64)> = Vec::new();
+    // positions go on from the store's: a position a past process (or, on object storage,
+    // another machine under this writer's name) made durable says nothing of this run's
+    // batches, whose receipts were released at once when both counted from 0
+    let base = store.durable_position().and_then(|p| p.parse::<u64>().ok()).unwrap_or(0);
     // batches appended: each one's position in the store is this count after it (batches from
     // several TCP clients reach the tap in the order they were handed on, not numbered before)
     let mut count = 0u64;
@@ -223,7 +227,7 @@ fn run_tap(
             }
             count += 1;
             let kept = records.len() as u64;
-            match store.append(records.drain(..), Some(count.to_string())) {
+            match store.append(records.drain(..), Some((base + count).to_string())) {
                 Ok(()) => {
                     metrics.history_records_appended.inc_by(kept);
                 }
@@ -241,7 +245,11 @@ fn run_tap(
         }
         // receipts go (and Kafka commits) once their records are durable
         if !waiting.is_empty() {
-            let durable = store.durable_position().and_then(|p| p.parse::<u64>().ok()).unwrap_or(0);
+            let durable = store
+                .durable_position()
+                .and_then(|p| p.parse::<u64>().ok())
+                .unwrap_or(0)
+                .saturating_sub(base);
             while waiting.front().is_some_and(|(seq, _)| *seq <= durable) {
                 waiting.pop_front();
             }
