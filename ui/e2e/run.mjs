@@ -184,6 +184,9 @@ await test("a windowed query's chart updates with each window", async (page) => 
   await page.click('[data-testid=run]');
   await page.waitForFunction(() => Number(document.querySelector('[data-testid=chart]')?.dataset.updates) >= 3, null, { timeout: 15000 });
   expect((await page.getAttribute('[data-testid=chart]', 'data-shape')) === 'lines', 'lines over windows');
+  // the x axis tells the windows' times of day, not their count in tenths (1, 1.1, 1.2 …)
+  const labels = (await page.getAttribute('[data-testid=chart]', 'data-x-labels')).split(' ');
+  expect(labels.length > 0 && labels.every((l) => /^\d\d:\d\d(:\d\d(\.\d)?)?$/.test(l)), `x axis labels ${labels}`);
   await shot(page, 'windowed-chart');
 });
 
