@@ -268,8 +268,30 @@ export function windowLabels(ticks: number[], time: boolean): string[] {
   });
 }
 
-/** The steps the x axis of windows of records may take between ticks: whole windows. */
+/** The steps the x axis of windows may take between its ticks: none shorter than the windows
+ * themselves (the least gap between two of them; whole numbers for windows of records), so a
+ * chart of windows a second long is not ticked every tenth of a second. In seconds on a time
+ * axis. */
+export function windowSteps(x: number[], time: boolean): number[] {
+  let gap = Infinity;
+  for (let i = 1; i < x.length; i++) if (x[i] > x[i - 1]) gap = Math.min(gap, x[i] - x[i - 1]);
+  const shortest = Number.isFinite(gap) ? gap * 0.999 : time ? 1 : 0;
+  const steps = time ? TIME_STEPS : WHOLE_STEPS;
+  const fit = steps.filter((s) => s >= shortest);
+  return fit.length > 0 ? fit : steps.slice(-1);
+}
+
+/** The x axis's range for windows from `min` to `max`: half the least step (`windowSteps`) of
+ * room on each side. */
+export function windowRange(x: number[], time: boolean, min: number, max: number): [number, number] {
+  const pad = windowSteps(x, time)[0] / 2;
+  return [min - pad, max + pad];
+}
+
 const WHOLE_STEPS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6];
+const MINUTE = 60;
+const HOUR = 3600;
+const TIME_STEPS = [0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, MINUTE, 2 * MINUTE, 5 * MINUTE, 10 * MINUTE, 15 * MINUTE, 30 * MINUTE, HOUR, 2 * HOUR, 3 * HOUR, 6 * HOUR, 12 * HOUR, 24 * HOUR, 7 * 24 * HOUR];
 
 const COLORS = ['#2563eb', '#dc2626', '#16a34a', '#d97706', '#7c3aed', '#0891b2', '#db2777', '#65a30d', '#475569', '#ea580c', '#4f46e5', '#059669'];
 
@@ -303,7 +325,7 @@ export class Chart {
       this.key = key;
       // Windows sit at their time, or at their whole number; bars on whole numbers.
       const windows = shape === 'lines';
-      const xAxis: uPlot.Axis = { rotate: 0 } as uPlot.Axis;
+      const xAxis: uPlot.Axis = { rotate: 0, space: 80 } as uPlot.Axis;
       if (shape === 'bars') xAxis.values = (_u: uPlot, ticks: number[]) => ticks.map((t) => (Number.isInteger(t) ? labels[t] ?? '' : ''));
       if (windows) {
         xAxis.values = (_u: uPlot, ticks: number[]) => {
@@ -312,7 +334,7 @@ export class Chart {
           this.root.dataset.xLabels = shown.filter(Boolean).join(' ');
           return shown;
         };
-        if (!time) xAxis.incrs = WHOLE_STEPS;
+        xAxis.incrs = (u: uPlot) => windowSteps(u.data[0] as number[], time);
       }
       const xSeries: uPlot.Series = { label: windows ? (time ? 'time' : 'window') : shape === 'bars' ? 'group' : 'x' };
       if (windows) xSeries.value = (_u: uPlot, v: number | null) => (v === null ? '' : windowLabels([v], time)[0]);
@@ -321,7 +343,15 @@ export class Chart {
         height: 320,
         series: [xSeries, ...series],
         // Bars sit on whole numbers: half a step of room on each side keeps the end ones whole.
-        scales: { x: shape === 'bars' ? { time: false, range: (_u: uPlot, min: number, max: number) => [min - 0.5, max + 0.5] } : { time: windows && time } },
+        // Windows get half a window of room on each side: the first and last are ticked too.
+        scales: {
+          x:
+            shape === 'bars'
+              ? { time: false, range: (_u: uPlot, min: number, max: number) => [min - 0.5, max + 0.5] }
+              : windows
+                ? { time, range: (u: uPlot, min: number, max: number) => windowRange(u.data[0] as number[], time, min, max) }
+                : { time: false },
+        },
         axes: [xAxis, {}],
         legend: { show: true },
       };

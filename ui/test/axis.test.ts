@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { windowAxis, windowLabels } from '../src/results';
+import { windowAxis, windowLabels, windowRange, windowSteps } from '../src/results';
 import type { Emission } from '../src/api';
 
 /** An emission of window `number` with the given window metadata. */
@@ -38,5 +38,21 @@ describe('the x axis of a windowed chart', () => {
 
   it('numbers emissions without window metadata in their order', () => {
     expect(windowAxis([{ records: [], meta: {} }, { records: [], meta: {} }])).toEqual({ x: [1, 2], time: false });
+  });
+
+  it('ticks no closer than the windows themselves', () => {
+    const seconds = [at(12, 0, 1), at(12, 0, 2), at(12, 0, 3)];
+    expect(windowSteps(seconds, true)[0]).toBe(1);
+    expect(windowSteps([at(12, 0, 0), at(12, 1, 0)], true)[0]).toBe(60);
+    expect(windowSteps([at(12, 0, 0)], true)[0]).toBe(1);
+    expect(windowSteps([0.5, 1, 1.5].map((s) => at(12, 0, 0) + s), true)[0]).toBe(0.5);
+    expect(windowSteps([1, 2, 3], false)[0]).toBe(1);
+    expect(windowSteps([10, 20, 30], false)[0]).toBe(10);
+  });
+
+  it('leaves half a window of room on each side, so the first and last windows are ticked', () => {
+    expect(windowRange([4, 5, 6], false, 4, 6)).toEqual([3.5, 6.5]);
+    const t = at(12, 0, 10);
+    expect(windowRange([t, t + 1, t + 2], true, t, t + 2)).toEqual([t - 0.5, t + 2.5]);
   });
 });
