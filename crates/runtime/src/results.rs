@@ -181,18 +181,13 @@ impl QueryResults {
         }
         followers.pushed += 1;
         followers.over = emission.is_final;
-        let mut queues: Vec<Arc<ResultQueue>> = Vec::with_capacity(followers.queues.len());
-        followers.queues.retain(|weak| match weak.upgrade().filter(|q| !q.has_left()) {
-            Some(queue) => {
-                queues.push(queue);
-                true
-            }
-            None => false,
-        });
+        // (in place, without a list of the queues: the joiner pushes every emission here)
+        followers.queues.retain(|weak| weak.upgrade().is_some_and(|q| !q.has_left()));
         let mut pushed = Pushed::default();
         let mut emission = Some(emission);
-        let last = queues.len().saturating_sub(1);
-        for (i, queue) in queues.iter().enumerate() {
+        let last = followers.queues.len().saturating_sub(1);
+        for (i, weak) in followers.queues.iter().enumerate() {
+            let Some(queue) = weak.upgrade() else { continue };
             // the last follower takes the emission itself: one follower costs no copy
             let copy = match i == last {
                 true => emission.take(),
