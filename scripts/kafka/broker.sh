@@ -15,11 +15,14 @@
 #                                              same ports with the same data (a broker outage)
 #   scripts/kafka/broker.sh stop DIR           stop it (and its watchdog) and wait for the exit
 #   scripts/kafka/broker.sh status DIR         exit 0 when running
+#
+# KAFKA_LIB_DIR puts the jars elsewhere than .cache/kafka/lib (a shared cache).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-lib=${NEEDLE_KAFKA_LIB:-$root/.cache/kafka/lib}
+# (not a NEEDLE_* name: needle reads every NEEDLE_* variable as one of its settings)
+lib=${KAFKA_LIB_DIR:-$root/.cache/kafka/lib}
 
 die() { echo "broker.sh: $*" >&2; exit 1; }
 

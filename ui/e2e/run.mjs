@@ -184,7 +184,34 @@ await test("a windowed query's chart updates with each window", async (page) => 
   await page.click('[data-testid=run]');
   await page.waitForFunction(() => Number(document.querySelector('[data-testid=chart]')?.dataset.updates) >= 3, null, { timeout: 15000 });
   expect((await page.getAttribute('[data-testid=chart]', 'data-shape')) === 'lines', 'lines over windows');
+  // the x axis tells the windows' times of day, not their count in tenths (1, 1.1, 1.2 …)
+  const labels = (await page.getAttribute('[data-testid=chart]', 'data-x-labels')).split(' ');
+  expect(labels.length > 0 && labels.every((l) => /^\d\d:\d\d(:\d\d(\.\d)?)?$/.test(l)), `x axis labels ${labels}`);
   await shot(page, 'windowed-chart');
+});
+
+await test('a shared link follows the running query beside the page that started it', async (page) => {
+  await page.goto(base + '/');
+  await setQuery(page, 'SELECT COUNT(*) AS events FROM STREAM(8000, TIME) WINDOWING TUMBLING(1000, TIME)');
+  await page.click('[data-testid=run]');
+  // (its id is known once it started; its first window says so)
+  await page.waitForFunction(() => /Running: .*\b[1-9]\d* results?\b/.test(document.querySelector('[data-testid=status]')?.textContent ?? ''), null, { timeout: 10000 });
+  await page.click('[data-testid=share]');
+  const link = await page.evaluate(() => location.href);
+  expect(/[#?&]id=/.test(link), `the link names the running query: ${link}`);
+  const other = await context.newPage();
+  await other.goto(link);
+  await other.waitForSelector('#banner:has-text("Following the running query")', { timeout: 10000 });
+  await other.click('[role=tab][data-tab=chart]');
+  await other.waitForFunction(() => Number(document.querySelector('[data-testid=chart]')?.dataset.updates) >= 2, null, { timeout: 15000 });
+  const servers = await other.evaluate(async () => (await (await fetch('/api/v1/queries')).json()).queries.length);
+  expect(servers === 1, `one query runs for both pages, not ${servers}`);
+  await shot(other, 'shared-running');
+  // the page that opened the link leaves: the query goes on for the one that started it
+  await other.close();
+  await page.waitForSelector('[data-testid=status]:has-text("Done")', { timeout: 15000 });
+  const status = await page.textContent('[data-testid=status]');
+  expect(/\b([6-9]|1\d) results\b/.test(status), `the starting page got every window: ${status}`);
 });
 
 await test('a RAW sliding window streams every record and the page stays responsive', async (page) => {

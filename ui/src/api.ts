@@ -93,7 +93,7 @@ export interface Emission {
   meta: Record<string, unknown>;
 }
 
-type Handlers = {
+export type Handlers = {
   started?: (id: string) => void;
   result?: (e: Emission) => void;
   complete?: (dropped: number) => void;
@@ -126,9 +126,9 @@ export class Socket {
     ws.onclose = () => {
       if (this.ws !== ws) return;
       this.ws = null;
-      // Queries of a lost connection are killed by the server: tell each one.
+      // The server lets go of a lost connection's queries (and stops those nobody else follows).
       for (const h of [...this.byId.values(), ...this.byTag.values()]) {
-        h.error?.({ error: 'the connection to the server was lost; the query was stopped' });
+        h.error?.({ error: 'the connection to the server was lost; this page stopped following the query' });
       }
       this.byId.clear();
       this.byTag.clear();
@@ -161,6 +161,14 @@ export class Socket {
     };
   }
 
+  /** Follows a query that is running already (started elsewhere: a shared link), beside its
+   * other followers, from its next emission; returns a function that kills it. */
+  follow(id: string, handlers: Handlers): () => void {
+    this.byId.set(id, handlers);
+    this.send(JSON.stringify({ type: 'resume', id }));
+    return () => this.send(JSON.stringify({ type: 'kill', id }));
+  }
+
   kill(id: string): void {
     this.send(JSON.stringify({ type: 'kill', id }));
   }
@@ -179,6 +187,8 @@ export class Socket {
         this.byId.set(m.id, h);
         h.started?.(m.id);
       }
+    } else if (m.type === 'resumed' && m.id) {
+      this.byId.get(m.id)?.started?.(m.id);
     } else if (m.type === 'result' && m.id) {
       this.byId.get(m.id)?.result?.(m.result as Emission);
     } else if (m.type === 'complete' && m.id) {

@@ -8,7 +8,7 @@ import { defaultKeymap, history, historyKeymap } from '@codemirror/commands';
 import { autocompletion, completionKeymap, closeBrackets } from '@codemirror/autocomplete';
 import { linter, lintGutter, forceLinting } from '@codemirror/lint';
 import { syntaxHighlighting, defaultHighlightStyle } from '@codemirror/language';
-import { api, ApiError, Socket, type Emission, type Health, type Schema } from './api';
+import { api, ApiError, Socket, type Emission, type Handlers, type Health, type Schema } from './api';
 import { bqlLanguage, complete, known, lint, lastValidation } from './bql';
 import { VirtualTable, Chart, download, toCsv, type Row } from './results';
 import { past, saved, uid } from './store';
@@ -182,13 +182,16 @@ function queryPage(): HTMLElement {
     banner(`Saved “${name}”: find it on the Queries page.`, 'info');
   };
   shareBtn.onclick = async () => {
-    const link = `${location.origin}${location.pathname}#/query?q=${encodeURIComponent(editor.state.doc.toString())}`;
+    // while it runs, the link opens the running query itself (its results as they come)
+    const following = run && !run.done && run.id ? `&id=${encodeURIComponent(run.id)}` : '';
+    const link = `${location.origin}${location.pathname}#/query?q=${encodeURIComponent(editor.state.doc.toString())}${following}`;
     history_replace(link);
+    const what = following ? 'it opens this query and follows it while it runs' : 'it opens this query';
     try {
       await navigator.clipboard.writeText(link);
-      banner('Link copied: it opens this query.', 'info');
+      banner(`Link copied: ${what}.`, 'info');
     } catch {
-      banner(`Link to this query: ${link}`, 'info');
+      banner(`Link to this query (${what}): ${link}`, 'info');
     }
   };
   builderBtn.onclick = () => {
@@ -240,9 +243,16 @@ function history_replace(url: string) {
   window.history.replaceState(null, '', url);
 }
 
+/** The query text and running query id a link carries (`#/query?q=TEXT&id=ID`). */
+function linked(): { query: string | null; id: string | null } {
+  const m = location.hash.match(/^#\/query\?(.*)$/);
+  if (!m) return { query: null, id: null };
+  const params = new URLSearchParams(m[1]);
+  return { query: params.get('q'), id: params.get('id') };
+}
+
 function initialQuery(): string | null {
-  const m = location.hash.match(/^#\/query\?q=(.*)$/);
-  return m ? decodeURIComponent(m[1]) : null;
+  return linked().query;
 }
 
 export function setQuery(text: string): void {
@@ -278,6 +288,28 @@ function durationOf(query: string): number {
 function start(): void {
   const query = editor.state.doc.toString().trim();
   if (!query) return banner('Write a query first.', 'info');
+  track(query, Date.now(), durationOf(query), (handlers) => socket.start(query, handlers));
+}
+
+/** Opens a running query a link named (`&id=`): follows it beside its other clients while it
+ * runs, from its next emission; a query that ended is left in the editor to run again. */
+async function followLinked(id: string): Promise<void> {
+  let status: { query: string; running: boolean; received_ms: number; ends_ms: number };
+  try {
+    status = await api(`/api/v1/queries/${encodeURIComponent(id)}`);
+  } catch (e) {
+    return banner(`The shared query ${id} is not on this server (${(e as Error).message}): press Run to run it again.`, 'info');
+  }
+  if (!status.running) return banner(`The shared query ${id} has ended: press Run to run it again.`, 'info');
+  if (status.query && status.query !== editor.state.doc.toString()) setQuery(status.query);
+  const durationMs = Math.max(0, status.ends_ms - status.received_ms);
+  track(status.query, status.received_ms, durationMs, (handlers) => socket.follow(id, handlers));
+  banner(`Following the running query ${id}, beside its other clients: results from now on.`, 'info');
+}
+
+/** Shows a run of `query` (started at `started`, ms since the epoch): its results as they come
+ * through the handlers `open` connects; what `open` returns kills it. */
+function track(query: string, started: number, durationMs: number, open: (handlers: Handlers) => () => void): void {
   if (run && !run.done) run.kill();
   banner(null);
   const windowed = /\bWINDOWING\b/i.test(query);
@@ -286,8 +318,8 @@ function start(): void {
     kill: () => {},
     emissions: [],
     rows: [],
-    started: Date.now(),
-    durationMs: durationOf(query),
+    started,
+    durationMs,
     windowed,
     raw: true,
     done: false,
@@ -314,7 +346,7 @@ function start(): void {
     drawShownPane(r);
     parts.status!.textContent = statusText(r);
   };
-  r.kill = socket.start(query, {
+  r.kill = open({
     started: (id) => {
       r.id = id;
       parts.status!.textContent = `Running ${id}…`;
@@ -514,8 +546,9 @@ function route(): void {
   const el = page === 'queries' ? queriesPage() : page === 'schema' ? schemaPage() : queryPage();
   if (app.firstChild !== el) app.replaceChildren(el);
   if (page === 'query') {
-    const q = initialQuery();
+    const { query: q, id } = linked();
     if (q !== null && q !== editor.state.doc.toString()) setQuery(q);
+    if (id && (!run || run.id !== id)) void followLinked(id);
   }
 }
 

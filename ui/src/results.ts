@@ -229,6 +229,70 @@ export function shapeOf(emissions: Emission[], windowed: boolean): Shape {
   return 'none';
 }
 
+/** Where each window of a windowed result goes on the chart's x axis: time windows at their time,
+ * in seconds since the epoch (the start of their bucket of record time when they have one, as
+ * windows over history do, else when they were emitted); windows of records (`Sliding`), and
+ * results without window metadata, at their whole window number. */
+export interface WindowAxis {
+  x: number[];
+  time: boolean;
+}
+
+export function windowAxis(emissions: Emission[]): WindowAxis {
+  const windows = emissions.map((e) => (e.meta?.['Window'] ?? {}) as Record<string, unknown>);
+  const timeOf = (w: Record<string, unknown>): number | null => {
+    const t = typeof w['Start'] === 'number' ? w['Start'] : w['Emit Time'];
+    return typeof t === 'number' && Number.isFinite(t) ? t : null;
+  };
+  const time = windows.length > 0 && windows.every((w) => w['Name'] !== 'Sliding' && timeOf(w) !== null);
+  if (time) return { x: windows.map((w) => timeOf(w)! / 1000), time };
+  return { x: windows.map((w, i) => (typeof w['Number'] === 'number' ? w['Number'] : i + 1)), time };
+}
+
+const two = (n: number) => String(n).padStart(2, '0');
+
+/** The labels of the x axis's ticks (`ticks` as `windowAxis` places windows): the time of day
+ * for time windows (hours and minutes when the ticks fall on whole minutes at least a minute
+ * apart, tenths of a second when they are less than a second apart), the window's number
+ * otherwise; a tick between two whole numbers gets no label, so a short run of windows is not
+ * counted in tenths (1, 1.1, 1.2 …). */
+export function windowLabels(ticks: number[], time: boolean): string[] {
+  if (!time) return ticks.map((t) => (Number.isInteger(t) ? String(t) : ''));
+  const step = ticks.length > 1 ? Math.abs(ticks[1] - ticks[0]) : 1;
+  return ticks.map((t) => {
+    const d = new Date(Math.round(t * 1000));
+    const hm = `${two(d.getHours())}:${two(d.getMinutes())}`;
+    if (step >= 60 && d.getSeconds() === 0 && d.getMilliseconds() === 0) return hm;
+    const tenths = step < 1 ? `.${Math.floor(d.getMilliseconds() / 100)}` : '';
+    return `${hm}:${two(d.getSeconds())}${tenths}`;
+  });
+}
+
+/** The steps the x axis of windows may take between its ticks: none shorter than the windows
+ * themselves (the least gap between two of them; whole numbers for windows of records), so a
+ * chart of windows a second long is not ticked every tenth of a second. In seconds on a time
+ * axis. */
+export function windowSteps(x: number[], time: boolean): number[] {
+  let gap = Infinity;
+  for (let i = 1; i < x.length; i++) if (x[i] > x[i - 1]) gap = Math.min(gap, x[i] - x[i - 1]);
+  const shortest = Number.isFinite(gap) ? gap * 0.999 : time ? 1 : 0;
+  const steps = time ? TIME_STEPS : WHOLE_STEPS;
+  const fit = steps.filter((s) => s >= shortest);
+  return fit.length > 0 ? fit : steps.slice(-1);
+}
+
+/** The x axis's range for windows from `min` to `max`: half the least step (`windowSteps`) of
+ * room on each side. */
+export function windowRange(x: number[], time: boolean, min: number, max: number): [number, number] {
+  const pad = windowSteps(x, time)[0] / 2;
+  return [min - pad, max + pad];
+}
+
+const WHOLE_STEPS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6];
+const MINUTE = 60;
+const HOUR = 3600;
+const TIME_STEPS = [0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, MINUTE, 2 * MINUTE, 5 * MINUTE, 10 * MINUTE, 15 * MINUTE, 30 * MINUTE, HOUR, 2 * HOUR, 3 * HOUR, 6 * HOUR, 12 * HOUR, 24 * HOUR, 7 * 24 * HOUR];
+
 const COLORS = ['#2563eb', '#dc2626', '#16a34a', '#d97706', '#7c3aed', '#0891b2', '#db2777', '#65a30d', '#475569', '#ea580c', '#4f46e5', '#059669'];
 
 /** The chart of a running query; `update` redraws with every emission. */
@@ -251,28 +315,44 @@ export class Chart {
   update(emissions: Emission[], windowed: boolean): void {
     const shape = shapeOf(emissions, windowed);
     if (shape === 'none') return;
-    const { data, series, labels } = this.build(shape, emissions);
+    const { data, series, labels, time } = this.build(shape, emissions);
     if (data[0].length === 0) return;
-    const key = shape + '|' + series.map((s) => s.label).join('|');
+    const key = shape + '|' + time + '|' + series.map((s) => s.label).join('|');
     const width = Math.max(320, this.root.clientWidth || 720);
     if (!this.plot || key !== this.key) {
       this.plot?.destroy();
       this.root.innerHTML = '';
       this.key = key;
+      // Windows sit at their time, or at their whole number; bars on whole numbers.
+      const windows = shape === 'lines';
+      const xAxis: uPlot.Axis = { rotate: 0, space: 80 } as uPlot.Axis;
+      if (shape === 'bars') xAxis.values = (_u: uPlot, ticks: number[]) => ticks.map((t) => (Number.isInteger(t) ? labels[t] ?? '' : ''));
+      if (windows) {
+        xAxis.values = (_u: uPlot, ticks: number[]) => {
+          const shown = windowLabels(ticks, time);
+          // the labels are drawn on a canvas: kept here for the browser tests to read
+          this.root.dataset.xLabels = shown.filter(Boolean).join(' ');
+          return shown;
+        };
+        xAxis.incrs = (u: uPlot) => windowSteps(u.data[0] as number[], time);
+      }
+      const xSeries: uPlot.Series = { label: windows ? (time ? 'time' : 'window') : shape === 'bars' ? 'group' : 'x' };
+      if (windows) xSeries.value = (_u: uPlot, v: number | null) => (v === null ? '' : windowLabels([v], time)[0]);
       const opts: uPlot.Options = {
         width,
         height: 320,
-        series: [{ label: shape === 'lines' ? 'window' : shape === 'bars' ? 'group' : 'x' }, ...series],
+        series: [xSeries, ...series],
         // Bars sit on whole numbers: half a step of room on each side keeps the end ones whole.
-        scales: { x: shape === 'bars' ? { time: false, range: (_u: uPlot, min: number, max: number) => [min - 0.5, max + 0.5] } : { time: false } },
-        axes: [
-          {
-            values:
-              shape === 'bars' ? (_u: uPlot, ticks: number[]) => ticks.map((t) => (Number.isInteger(t) ? labels[t] ?? '' : '')) : undefined,
-            rotate: 0,
-          } as uPlot.Axis,
-          {},
-        ],
+        // Windows get half a window of room on each side: the first and last are ticked too.
+        scales: {
+          x:
+            shape === 'bars'
+              ? { time: false, range: (_u: uPlot, min: number, max: number) => [min - 0.5, max + 0.5] }
+              : windows
+                ? { time, range: (u: uPlot, min: number, max: number) => windowRange(u.data[0] as number[], time, min, max) }
+                : { time: false },
+        },
+        axes: [xAxis, {}],
         legend: { show: true },
       };
       this.plot = new uPlot(opts, data as uPlot.AlignedData, this.root);
@@ -284,7 +364,7 @@ export class Chart {
     this.root.dataset.shape = shape;
   }
 
-  private build(shape: Shape, emissions: Emission[]): { data: (number | null)[][]; series: uPlot.Series[]; labels: string[] } {
+  private build(shape: Shape, emissions: Emission[]): { data: (number | null)[][]; series: uPlot.Series[]; labels: string[]; time: boolean } {
     const last = emissions[emissions.length - 1];
     const first = last.records[0];
     const keys = Object.keys(first);
@@ -295,7 +375,7 @@ export class Chart {
       const x = rows.map((_, i) => i);
       const bars = uPlot.paths.bars!({ size: [0.6, 60] });
       const series = numeric.slice(0, 4).map((k, i) => ({ label: k, stroke: COLORS[i], fill: COLORS[i] + '99', paths: bars, points: { show: false } }));
-      return { data: [x, ...numeric.slice(0, 4).map((k) => rows.map((r) => (NUMERIC(r[k]) ? (r[k] as number) : null)))], series, labels: rows.map(label) };
+      return { data: [x, ...numeric.slice(0, 4).map((k) => rows.map((r) => (NUMERIC(r[k]) ? (r[k] as number) : null)))], series, labels: rows.map(label), time: false };
     }
     if (shape === 'curve') {
       const rows = last.records;
@@ -304,7 +384,7 @@ export class Chart {
       const x = rows.map((r, i) => (xKey ? (r[xKey] as number) : i));
       const series = yKeys.map((k, i) => ({ label: k, stroke: COLORS[i], width: 2 }));
       const labels = rows.map((r) => cell(r['Range']));
-      return { data: [x, ...yKeys.map((k) => rows.map((r) => (NUMERIC(r[k]) ? (r[k] as number) : null)))], series, labels };
+      return { data: [x, ...yKeys.map((k) => rows.map((r) => (NUMERIC(r[k]) ? (r[k] as number) : null)))], series, labels, time: false };
     }
     // lines: one point per window; a series per (group, metric), up to 12.
     const names: string[] = [];
@@ -324,14 +404,12 @@ export class Chart {
         }
       }
     });
-    const x = emissions.map((e, i) => {
-      const n = (e.meta?.['Window'] as Record<string, unknown> | undefined)?.['Number'];
-      return typeof n === 'number' ? n : i + 1;
-    });
+    const { x, time } = windowAxis(emissions);
     return {
       data: [x, ...names.map((n) => points.get(n)!)],
       series: names.map((n, i) => ({ label: n, stroke: COLORS[i % COLORS.length], width: 2 })),
       labels: [],
+      time,
     };
   }
 }

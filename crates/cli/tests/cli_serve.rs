@@ -137,6 +137,79 @@ fn bad_sources_and_configs_are_refused_at_start() {
 }
 
 #[test]
+fn a_needle_variable_that_is_no_setting_is_named_and_the_client_variables_are_left_alone() {
+    // a variable a script once read: every command stopped with a bare "unknown field"
+    for command in [&["config"][..], &["serve", "--listen", "127.0.0.1:0"]] {
+        let out = Command::new(NEEDLE)
+            .args(command)
+            .env_remove("NEEDLE_SERVER")
+            .env("NEEDLE_KAFKA_LIB", "/opt/kafka/lib")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{command:?}: {stderr}");
+        assert!(
+            stderr
+                .contains("the environment variable NEEDLE_KAFKA_LIB names no setting (kafka.lib)")
+                && stderr.contains("NEEDLE_<SECTION>__<KEY>")
+                && !stderr.contains("unknown field"),
+            "{command:?}: {stderr}"
+        );
+    }
+    // `needle queries` and `needle kill` read these two; a server started beside them must not
+    let out = Command::new(NEEDLE)
+        .args(["config"])
+        .env("NEEDLE_SERVER", "http://127.0.0.1:9901")
+        .env("NEEDLE_TOKEN", "secret")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("listen = \"127.0.0.1:9900\""));
+}
+
+/// The `NEEDLE_*` names the repository's scripts and UI tests read or set.
+fn needle_names_in(dir: &std::path::Path, names: &mut std::collections::BTreeSet<String>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            if !path.ends_with("node_modules") && !path.ends_with("out") {
+                needle_names_in(&path, names);
+            }
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(&path) else { continue };
+        for (at, _) in text.match_indices("NEEDLE_") {
+            let name: String = text[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                .collect();
+            // a placeholder in a comment (NEEDLE_<SECTION>__<KEY>, NEEDLE_*) is no name
+            if name.len() > "NEEDLE_".len() && !name.ends_with('_') {
+                names.insert(name);
+            }
+        }
+    }
+}
+
+#[test]
+fn every_needle_variable_the_scripts_use_is_a_setting_or_a_client_variable() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut names = std::collections::BTreeSet::new();
+    needle_names_in(&root.join("scripts"), &mut names);
+    needle_names_in(&root.join("ui/e2e"), &mut names);
+    for name in &names {
+        let out = Command::new(NEEDLE)
+            .args(["config"])
+            .env_remove("NEEDLE_SERVER")
+            .env(name, "1")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("names no setting"), "{name}: {stderr}");
+    }
+}
+
+#[test]
 fn the_query_command_runs_on_a_server_and_ctrl_c_kills_it_there() {
     let server = serve("gen:small?rate=2000");
     let out = needle(&[

@@ -24,9 +24,9 @@ pub struct Minio {
 }
 
 impl Minio {
-    /// The server script: `$NEEDLE_MINIO_SCRIPT`, else the repository's.
+    /// The server script: `$MINIO_SCRIPT`, else the repository's.
     pub fn script() -> PathBuf {
-        std::env::var_os("NEEDLE_MINIO_SCRIPT").map(PathBuf::from).unwrap_or_else(|| {
+        std::env::var_os("MINIO_SCRIPT").map(PathBuf::from).unwrap_or_else(|| {
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/s3/minio.sh")
         })
     }

@@ -223,20 +223,33 @@ fn connect(kafka: &KafkaConfig) -> Result<(Connection, i32), KafkaError> {
 /// The most partitions `kafka.results_partitions` may ask for.
 const MAX_RESULTS_PARTITIONS: i32 = 10_000;
 
+/// The most characters a node name may have.
+const MAX_NODE_NAME: usize = 64;
+
 /// The configured node name, or one made up from `role`, the process id and the clock.
+///
+/// A name is 1 to [`MAX_NODE_NAME`] ASCII letters, digits, `-`, `_` or `.`: it goes as it is
+/// into query ids (`<node>-<start>-<n>`, in URLs; the start and the number are hexadecimal and
+/// decimal digits, so the last two `-` of an id end its node's name, whatever it holds), into
+/// the results topic's message keys and heartbeats (length-prefixed), and the log; no file
+/// name, metric label, consumer group or client id is made from it.
 fn node_name(configured: &str, role: &str) -> Result<String, KafkaError> {
     if configured.is_empty() {
         let clock = crate::queries::now_ms() as u64 & 0xff_ffff;
         return Ok(format!("{role}{:x}{clock:06x}", std::process::id()));
     }
-    let legal = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.';
-    if configured.len() > 64 || !configured.chars().all(legal) {
+    if configured.len() > MAX_NODE_NAME || !configured.chars().all(is_node_name_char) {
         return Err(KafkaError::Config(format!(
-            "kafka.node_id '{configured}' must be 1 to 64 letters, digits, '_' or '.' (it \
-             prefixes query ids)"
+            "kafka.node_id '{configured}' is not a node name: give 1 to {MAX_NODE_NAME} ASCII \
+             letters, digits, '-', '_' or '.' (for example api-1 or eu_west.api-2)"
         )));
     }
     Ok(configured.to_owned())
+}
+
+/// Whether `c` may be part of a node name (see [`node_name`]).
+fn is_node_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')
 }
 
 #[cfg(test)]
@@ -248,8 +261,12 @@ mod tests {
         assert!(node_name("", "api").unwrap().starts_with("api"));
         assert!(node_name("", "worker").unwrap().starts_with("worker"));
         assert_eq!(node_name("eu_1", "api").unwrap(), "eu_1");
-        assert!(node_name("a b", "api").is_err());
-        assert!(node_name("a-b", "api").is_err(), "'-' separates the parts of a query id");
+        assert_eq!(node_name("api-a", "api").unwrap(), "api-a");
+        assert_eq!(node_name("eu-west.api-2", "api").unwrap(), "eu-west.api-2");
+        for bad in ["a b", "a/b", "é", "a:1", &"x".repeat(65)] {
+            let e = node_name(bad, "api").unwrap_err().to_string();
+            assert!(e.contains("'-', '_' or '.'") && e.contains("kafka.node_id"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -28,9 +28,10 @@ pub struct Broker {
 }
 
 impl Broker {
-    /// The broker script: `$NEEDLE_KAFKA_BROKER_SCRIPT`, else the repository's.
+    /// The broker script: `$KAFKA_BROKER_SCRIPT`, else the repository's. (Not a `NEEDLE_*`
+    /// name: the needle processes a test starts would read it as a setting and refuse it.)
     pub fn script() -> PathBuf {
-        std::env::var_os("NEEDLE_KAFKA_BROKER_SCRIPT").map(PathBuf::from).unwrap_or_else(|| {
+        std::env::var_os("KAFKA_BROKER_SCRIPT").map(PathBuf::from).unwrap_or_else(|| {
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/kafka/broker.sh")
         })
     }

@@ -758,8 +758,12 @@ impl NeedleConfig {
         }
         // Only the variables given (not the process's), so tests and callers decide.
         let env: Vec<(String, String)> = env.into_iter().collect();
-        let vars: Vec<(String, String)> =
-            env.iter().filter(|(k, _)| k.starts_with("NEEDLE_")).cloned().collect();
+        let vars: Vec<(String, String)> = env
+            .iter()
+            .filter(|(k, _)| k.starts_with(ENV_PREFIX) && !CLIENT_VARIABLES.contains(&k.as_str()))
+            .cloned()
+            .collect();
+        check_env_names(&vars)?;
         let layered = figment.merge(EnvOverrides(vars));
         // the merged settings as a tree, each value tagged with where it was given
         let mut root = match layered.data() {
@@ -891,6 +895,80 @@ pub fn check_advertised_url(text: &str) -> Result<String, ConfigError> {
     Ok(parsed.as_str().trim_end_matches('/').to_owned())
 }
 
+/// What every environment variable read as a setting starts with.
+const ENV_PREFIX: &str = "NEEDLE_";
+
+/// `NEEDLE_*` variables that are not settings: the commands that talk to a running server read
+/// them (its URL, the bearer token), and the configuration leaves them alone.
+pub const CLIENT_VARIABLES: &[&str] = &["NEEDLE_SERVER", "NEEDLE_TOKEN"];
+
+/// Refuses a `NEEDLE_*` variable that names no setting, by its own name: one exported for
+/// something else (a script's `NEEDLE_KAFKA_LIB`) would otherwise stop every command with
+/// figment's bare "unknown field". Suggests the setting a variable with one underscore too few
+/// was surely meant for (`NEEDLE_KAFKA_BROKERS`: `NEEDLE_KAFKA__BROKERS`).
+fn check_env_names(vars: &[(String, String)]) -> Result<(), ConfigError> {
+    if vars.is_empty() {
+        return Ok(());
+    }
+    let defaults = toml::Value::try_from(NeedleConfig::default())
+        .expect("the defaults are representable in TOML (needle config prints them)");
+    let sections: Vec<&str> = defaults
+        .as_table()
+        .map(|t| t.iter().filter(|(_, v)| v.is_table()).map(|(k, _)| k.as_str()).collect())
+        .unwrap_or_default();
+    for (name, _) in vars {
+        let path = name[ENV_PREFIX.len()..].to_lowercase();
+        let parts: Vec<&str> = path.split("__").collect();
+        if names_a_setting(&defaults, &parts) {
+            continue;
+        }
+        // `kafka_lib` reads as kafka.lib, `history__flushms` as history.flushms
+        let (dotted, meant) = match &parts[..] {
+            [single] => match sections.iter().find_map(|section| {
+                Some((*section, single.strip_prefix(section)?.strip_prefix('_')?))
+            }) {
+                Some((section, key)) => {
+                    let known = names_a_setting(&defaults, &[section, key]);
+                    (format!("{section}.{key}"), known)
+                }
+                None => ((*single).to_owned(), false),
+            },
+            _ => (parts.join("."), false),
+        };
+        let what = if meant {
+            let variable = format!("{ENV_PREFIX}{}", dotted.replace('.', "__").to_uppercase());
+            format!("names no setting: {dotted} is {variable}")
+        } else {
+            format!("names no setting ({dotted})")
+        };
+        return Err(ConfigError::new(format!(
+            "the environment variable {name} {what}. Settings are NEEDLE_<SECTION>__<KEY>, two \
+             underscores between the section and the key (NEEDLE_KAFKA__BROKERS is \
+             kafka.brokers; the sections are {}, and needle config prints every key); unset \
+             any other NEEDLE_* variable ({} are the only others needle reads)",
+            sections.join(", "),
+            CLIENT_VARIABLES.join(" and "),
+        )));
+    }
+    Ok(())
+}
+
+/// Whether `parts` (a variable's name past `NEEDLE_`, split at `__`) is the path of a setting
+/// of `defaults`: a section and a key, or a key of a table that takes any key
+/// (`kafka.properties`).
+fn names_a_setting(defaults: &toml::Value, parts: &[&str]) -> bool {
+    let [section, key, deeper @ ..] = parts else { return false };
+    let Some(value) = defaults.get(*section).filter(|s| s.is_table()).and_then(|s| s.get(*key))
+    else {
+        return false;
+    };
+    match deeper {
+        [] => true,
+        // an open table's keys (librdkafka properties) are checked where they are used
+        _ => value.is_table() && deeper.iter().all(|p| !p.is_empty()),
+    }
+}
+
 /// `NEEDLE_SECTION__KEY=value` pairs as overrides of `section.key`. (figment's own `Env`
 /// provider reads the process environment; taking the pairs explicitly lets callers and tests
 /// decide what is seen.)
@@ -904,7 +982,7 @@ impl figment::Provider for EnvOverrides {
     fn data(&self) -> Result<Map<Profile, Dict>, figment::Error> {
         let mut root = Dict::new();
         for (key, raw) in &self.0 {
-            let path = key["NEEDLE_".len()..].to_lowercase();
+            let path = key[ENV_PREFIX.len()..].to_lowercase();
             let mut parts: Vec<&str> = path.split("__").collect();
             let leaf = parts.pop().unwrap_or_default();
             let mut dict = &mut root;
@@ -1015,6 +1093,43 @@ mod tests {
         assert!(e.contains("runtime.workers") && e.contains("environment"), "{e}");
         let e = NeedleConfig::load(Some(Path::new("/no/needle.toml")), env(&[])).unwrap_err();
         assert!(e.to_string().contains("no such file"));
+    }
+
+    #[test]
+    fn a_needle_variable_that_names_no_setting_is_refused_by_its_name() {
+        let refused = |name: &str| {
+            NeedleConfig::load(None, env(&[(name, "/opt/kafka/lib")])).unwrap_err().to_string()
+        };
+        let e = refused("NEEDLE_KAFKA_LIB");
+        assert!(
+            e.contains("the environment variable NEEDLE_KAFKA_LIB names no setting (kafka.lib)")
+                && e.contains("NEEDLE_<SECTION>__<KEY>")
+                && !e.contains("unknown field"),
+            "{e}"
+        );
+        let e = refused("NEEDLE_KAFKA_BROKERS");
+        assert!(e.contains("kafka.brokers is NEEDLE_KAFKA__BROKERS"), "{e}");
+        let e = refused("NEEDLE_QUERY__MAX_DURATION");
+        assert!(e.contains("NEEDLE_QUERY__MAX_DURATION names no setting (query.max_duration)"));
+        let e = refused("NEEDLE_NOSECTION__KEY");
+        assert!(
+            e.contains("(nosection.key)") && e.contains("runtime") && e.contains("kafka"),
+            "{e}"
+        );
+        assert!(refused("NEEDLE_SERVER__LISTEN__PORT").contains("server.listen.port"));
+        // the client commands' variables are not settings, and are left alone
+        let c = NeedleConfig::load(
+            None,
+            env(&[
+                ("NEEDLE_SERVER", "http://10.0.0.1:9900"),
+                ("NEEDLE_TOKEN", "t"),
+                ("NEEDLE_KAFKA__PROPERTIES__DEBUG", "all"),
+                ("KAFKA_LIB_DIR", "/opt/kafka/lib"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(c.server, ServerConfig::default());
+        assert_eq!(c.kafka.properties["debug"], "all");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The joiner thread: owns every query's join side ([`QueryRun`]): merges the workers' partials,
-//! ticks windows and durations, and pushes emissions to each query's [`ResultQueue`]. When a
-//! query is done it leaves the registry (so workers stop working for it) and its queue closes.
+//! ticks windows and durations, and pushes emissions to each query's [`QueryResults`] (every
+//! client following it). When a query is done it leaves the registry (so workers stop working
+//! for it) and its results close.
 //!
 //! Starting, killing and partials all arrive on one FIFO channel, so a query's start is always
 //! seen before any partial for it.
@@ -38,7 +39,7 @@ use crate::messages::{JoinerMessage, RemotePast};
 use crate::metrics::Metrics;
 use crate::registry::QuerySet;
 use crate::remote::QueryAnnouncer;
-use crate::results::ResultQueue;
+use crate::results::QueryResults;
 use crate::status::{EndedTable, StatusTable};
 use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 use needle_engine::exec::{Emission, Partial, QueryRun};
@@ -57,7 +58,7 @@ const WORKERS_CHECK: Duration = Duration::from_secs(1);
 struct Running {
     /// Boxed: the running table has a slot for every query and some to spare.
     run: Box<QueryRun>,
-    results: Arc<ResultQueue>,
+    results: Arc<QueryResults>,
     first_result: bool,
     received: Instant,
     rate: RateWindow,
@@ -705,10 +706,10 @@ impl Joiner {
             }
             q.emitted += 1;
             let Some(announcer) = journal else {
-                let dropped = q.results.push(emission);
-                self.metrics.results_dropped.inc_by(dropped);
-                if raw && dropped > 0 {
-                    // its subscriber reads slower than its records come: the workers keep
+                let pushed = q.results.push(emission);
+                self.metrics.results_dropped.inc_by(pushed.dropped);
+                if raw && pushed.all_behind() {
+                    // its followers read slower than its records come: the workers keep
                     // none for a tick rather than copy records that would be dropped here
                     q.run.query().shed_raw_until(now_ms() + self.tick.as_millis() as i64);
                 }
@@ -719,8 +720,8 @@ impl Joiner {
                 crate::remote::Cut { emission: q.emitted, through: q.through, at_ms: q.clock_ms };
             let (results, metrics) = (q.results.clone(), self.metrics.clone());
             let deliver = move || {
-                let dropped = results.push(emission);
-                metrics.results_dropped.inc_by(dropped);
+                let pushed = results.push(emission);
+                metrics.results_dropped.inc_by(pushed.dropped);
             };
             announcer.cut(id, cut, Box::new(deliver));
         }

@@ -6,7 +6,7 @@
 
 use crate::framing::Receipt;
 use crate::history::{Gather, Piece, ReplayReport, WorkerHistory};
-use crate::results::ResultQueue;
+use crate::results::QueryResults;
 use needle_engine::exec::{Partial, QueryRun};
 use needle_engine::matching::Member;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -71,7 +71,7 @@ pub enum EndReason {
 pub(crate) enum JoinerMessage {
     Start {
         run: Box<QueryRun>,
-        results: Arc<ResultQueue>,
+        results: Arc<QueryResults>,
         /// It reads live records (every query but `FROM HISTORY(...)`).
         live: bool,
         /// On an api node, a query that looks back: its worker nodes' reads, to gather.

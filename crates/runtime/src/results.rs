@@ -1,38 +1,48 @@
-//! [`ResultQueue`]: the emissions of one query on their way to its subscriber (an HTTP response,
-//! an SSE stream, a WebSocket, the CLI).
+//! A query's emissions on their way to the clients following it (an HTTP response, SSE streams,
+//! WebSockets, the CLI): [`QueryResults`], which the joiner pushes to, hands each emission to
+//! every follower's own [`ResultQueue`].
 //!
-//! The joiner must never wait for a subscriber, so the queue is bounded and pushing never
-//! blocks: when a subscriber reads too slowly and the queue is full, the oldest emissions are
-//! dropped, counted, and the next emission the subscriber does read carries
-//! `"Dropped Emissions": n` in its metadata. The final emission is never dropped (it is always
-//! the newest).
+//! The joiner must never wait for a follower, so each queue is bounded and pushing never
+//! blocks: when a follower reads too slowly and its queue is full, its oldest emissions are
+//! dropped, counted, and the next emission it does read carries `"Dropped Emissions": n` in its
+//! metadata. The final emission is never dropped (it is always the newest). A slow follower
+//! loses its own emissions, never another's.
+//!
+//! Any number of clients may follow one query ([`QueryResults::follow`]). The first queue is
+//! made with the query, and holds what it emits until its client comes for it (a started
+//! query's results wait for a client); a follower that comes later gets the emissions from
+//! then on, numbered as the first gets them. A follower that goes away leaves
+//! ([`ResultQueue::leave`]): its queue lets go of what it held, and it learns whether it was
+//! the last one (a query nobody follows any more is ended by its server).
 //!
 //! The records RAW windows hold in the joiner before they are emitted count in the same
 //! [`ResultBudget`] (a window that reaches the bound is emitted early; see
 //! [`needle_engine::exec::join::WindowBytes`]), so the bytes of results anywhere in the process
 //! stay under `runtime.max_result_bytes`.
 //!
-//! "Full" is counted three ways: emissions (`runtime.subscriber_buffer`), bytes of this query's
-//! waiting emissions (`runtime.max_result_bytes_per_query`), and bytes waiting in every queue of
-//! the process ([`ResultBudget`], `runtime.max_result_bytes`). Past a bound, the oldest
-//! emissions of the queue being pushed to go first; an emission that still does not fit is
-//! dropped too — unless its subscriber is waiting for it (it has read everything before:
-//! handed over at once, it is not kept long), or it is the final one (which ends the query, and
-//! is kept until read, or until the server forgets results nobody claimed). So a subscriber
-//! that keeps up loses nothing however far behind the others are, and slow or absent ones
-//! hold at most the bounds, plus their final emissions.
+//! "Full" is counted three ways, for each follower's queue: emissions
+//! (`runtime.subscriber_buffer`), bytes of its waiting emissions
+//! (`runtime.max_result_bytes_per_query`), and bytes waiting in every queue of the process
+//! ([`ResultBudget`], `runtime.max_result_bytes`, over every follower of every query). Past a
+//! bound, the oldest emissions of the queue being pushed to go first; an emission that still
+//! does not fit is dropped too — unless its follower is waiting for it (it has read everything
+//! before: handed over at once, it is not kept long), or it is the final one (which ends the
+//! query, and is kept until read, or until the server forgets results nobody claimed). So a
+//! follower that keeps up loses nothing however far behind the others are, and slow or absent
+//! ones hold at most the bounds, plus their final emissions.
 //!
 //! Emissions are numbered from 1 in the order they were pushed, dropped ones included
-//! ([`ResultQueue::next_numbered`]): the number is what a subscriber resumes after (an SSE
-//! event's `id:`), and a gap in the numbers is what was dropped. A query adopted by another
-//! api node after its own died numbers the emissions it makes again the same way.
+//! ([`ResultQueue::next_numbered`]), the same for every follower: the number is what a follower
+//! resumes after (an SSE event's `id:`), and a gap in the numbers is what was dropped (or, for
+//! one that came late, what was emitted before it came). A query adopted by another api node
+//! after its own died numbers the emissions it makes again the same way.
 
 use needle_engine::exec::join::WindowBytes;
 use needle_engine::exec::Emission;
 use prometheus_client::metrics::gauge::Gauge;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
 /// The metadata key telling a subscriber how many emissions it missed.
 pub const DROPPED_EMISSIONS: &str = "Dropped Emissions";
@@ -87,6 +97,134 @@ impl WindowBytes for ResultBudget {
     }
 }
 
+/// One query's emissions for every client following it (see the module doc): the joiner
+/// pushes each emission here, and each follower reads its own [`ResultQueue`].
+#[derive(Debug)]
+pub struct QueryResults {
+    followers: Mutex<Followers>,
+    capacity: usize,
+    max_bytes: usize,
+    budget: Arc<ResultBudget>,
+}
+
+#[derive(Debug, Default)]
+struct Followers {
+    /// Emissions pushed so far (the number of the last one).
+    pushed: u64,
+    /// The final emission was pushed, or the query was removed: nobody new may follow.
+    over: bool,
+    /// Each follower's queue; a follower that dropped its queue, or left, is let go at the
+    /// next push.
+    queues: Vec<Weak<ResultQueue>>,
+}
+
+/// What pushing one emission did, over every follower.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pushed {
+    /// Emissions dropped from the followers' queues to make room (or this one, where it did
+    /// not fit).
+    pub dropped: u64,
+    /// The followers it was handed to.
+    pub followers: usize,
+    /// Those of them that are behind: their queues dropped an emission.
+    pub behind: usize,
+}
+
+impl Pushed {
+    /// Every follower is behind (and there is one): what the query emits is dropped somewhere
+    /// for each of them.
+    pub fn all_behind(&self) -> bool {
+        self.followers > 0 && self.behind == self.followers
+    }
+}
+
+impl QueryResults {
+    /// A query's results: each follower's queue holds at most `capacity` emissions and
+    /// `max_bytes` bytes, its bytes counted in `budget` too (see the module doc).
+    pub fn new(capacity: usize, max_bytes: usize, budget: Arc<ResultBudget>) -> Arc<Self> {
+        Arc::new(Self {
+            followers: Mutex::new(Followers::default()),
+            capacity: capacity.max(1),
+            max_bytes,
+            budget,
+        })
+    }
+
+    /// A new follower's queue: it gets every emission pushed from now on, numbered as every
+    /// follower's are. `None` once the query is over (its final emission went to the followers
+    /// it had).
+    pub fn follow(self: &Arc<Self>) -> Option<Arc<ResultQueue>> {
+        let mut followers = self.lock();
+        if followers.over {
+            return None;
+        }
+        let queue = Arc::new(ResultQueue {
+            state: Mutex::new(QueueState { pushed: followers.pushed, ..QueueState::default() }),
+            notify: tokio::sync::Notify::new(),
+            capacity: self.capacity,
+            max_bytes: self.max_bytes,
+            budget: self.budget.clone(),
+            dropped_total: AtomicU64::new(0),
+            left: AtomicBool::new(false),
+            query: Arc::downgrade(self),
+        });
+        followers.queues.push(Arc::downgrade(&queue));
+        Some(queue)
+    }
+
+    /// Hands an emission to every follower's queue; never blocks (see the module doc). A final
+    /// emission ends the query's results: nobody may follow it after.
+    pub fn push(&self, emission: Emission) -> Pushed {
+        let mut followers = self.lock();
+        if followers.over {
+            return Pushed::default();
+        }
+        followers.pushed += 1;
+        followers.over = emission.is_final;
+        // (in place, without a list of the queues: the joiner pushes every emission here)
+        followers.queues.retain(|weak| weak.upgrade().is_some_and(|q| !q.has_left()));
+        let mut pushed = Pushed::default();
+        let mut emission = Some(emission);
+        let last = followers.queues.len().saturating_sub(1);
+        for (i, weak) in followers.queues.iter().enumerate() {
+            let Some(queue) = weak.upgrade() else { continue };
+            // the last follower takes the emission itself: one follower costs no copy
+            let copy = match i == last {
+                true => emission.take(),
+                false => emission.clone(),
+            };
+            let Some(copy) = copy else { break };
+            let dropped = queue.push(copy);
+            pushed.dropped += dropped;
+            pushed.followers += 1;
+            pushed.behind += usize::from(dropped > 0);
+        }
+        pushed
+    }
+
+    /// Ends every follower's stream without a final emission (the query was removed
+    /// abnormally).
+    pub fn close(&self) {
+        let mut followers = self.lock();
+        followers.over = true;
+        for queue in followers.queues.drain(..).filter_map(|weak| weak.upgrade()) {
+            queue.close();
+        }
+    }
+
+    /// The clients following the query now (a queue whose client has not come for it yet
+    /// counts).
+    pub fn followers(&self) -> usize {
+        let followers = self.lock();
+        followers.queues.iter().filter_map(Weak::upgrade).filter(|q| !q.has_left()).count()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Followers> {
+        self.followers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// One follower's emissions of a query (see the module doc).
 #[derive(Debug)]
 pub struct ResultQueue {
     state: Mutex<QueueState>,
@@ -95,6 +233,10 @@ pub struct ResultQueue {
     max_bytes: usize,
     budget: Arc<ResultBudget>,
     dropped_total: AtomicU64,
+    /// Its follower went away ([`ResultQueue::leave`]).
+    left: AtomicBool,
+    /// The query's results it follows (none for a queue made on its own).
+    query: Weak<QueryResults>,
 }
 
 #[derive(Debug, Default)]
@@ -117,7 +259,7 @@ impl ResultQueue {
     }
 
     /// A queue of at most `capacity` emissions and `max_bytes` bytes, its bytes counted in
-    /// `budget` too (see the module doc).
+    /// `budget` too (see the module doc), for one reader and no query's other followers.
     pub fn bounded(capacity: usize, max_bytes: usize, budget: Arc<ResultBudget>) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(QueueState::default()),
@@ -126,6 +268,8 @@ impl ResultQueue {
             max_bytes,
             budget,
             dropped_total: AtomicU64::new(0),
+            left: AtomicBool::new(false),
+            query: Weak::new(),
         })
     }
 
@@ -169,6 +313,25 @@ impl ResultQueue {
         self.dropped_total.fetch_add(dropped, Ordering::Relaxed);
         self.notify.notify_one();
         dropped
+    }
+
+    /// Its follower goes away: the queue lets go of what it holds (and its bytes leave the
+    /// budget) and takes nothing more. True when no other client follows the query (nor waits
+    /// to: a started query's results not claimed yet count), so that the caller may end it.
+    pub fn leave(&self) -> bool {
+        self.left.store(true, Ordering::Relaxed);
+        {
+            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            state.items.clear();
+            self.budget.give_back(std::mem::take(&mut state.bytes));
+            state.closed = true;
+        }
+        self.notify.notify_one();
+        self.query.upgrade().is_none_or(|query| query.followers() == 0)
+    }
+
+    fn has_left(&self) -> bool {
+        self.left.load(Ordering::Relaxed)
     }
 
     /// Bytes of this query's emissions waiting to be read.
@@ -338,6 +501,74 @@ mod tests {
             assert!(budget.used() <= one * 4, "the bound");
         }
         assert!(stalled.iter().all(|q| q.dropped() > 0));
+    }
+
+    fn numbers(q: &ResultQueue) -> Vec<(u64, u64)> {
+        std::iter::from_fn(|| q.try_next_numbered().flatten())
+            .map(|(number, e)| (number, e.meta["n"].as_u64().unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn every_follower_gets_every_emission_from_when_it_came_numbered_alike() {
+        let results = QueryResults::new(100, usize::MAX, ResultBudget::unbounded());
+        let first = results.follow().unwrap();
+        results.push(emission(0, false));
+        let second = results.follow().unwrap();
+        let third = results.follow().unwrap();
+        assert_eq!(results.followers(), 3);
+        for n in 1..3 {
+            let pushed = results.push(emission(n, false));
+            assert_eq!(pushed, Pushed { dropped: 0, followers: 3, behind: 0 });
+        }
+        results.push(emission(3, true));
+        assert!(results.follow().is_none(), "nobody follows a query that is over");
+        assert_eq!(numbers(&first), [(1, 0), (2, 1), (3, 2), (4, 3)]);
+        let later = [(2, 1), (3, 2), (4, 3)];
+        assert_eq!(numbers(&second), later, "from when it came, numbered as the first's");
+        assert_eq!(numbers(&third), later);
+        for q in [&first, &second, &third] {
+            assert!(q.try_next().unwrap().is_none(), "each stream ends after the final");
+        }
+    }
+
+    #[test]
+    fn a_slow_follower_loses_its_own_emissions_only_and_one_that_leaves_lets_go() {
+        let one = sized(0, 10).approx_bytes();
+        let budget = ResultBudget::new(one * 100, Gauge::default());
+        let results = QueryResults::new(2, usize::MAX, budget.clone());
+        let (fast, slow) = (results.follow().unwrap(), results.follow().unwrap());
+        for n in 0..5 {
+            assert!(fast.try_next().is_none());
+            let pushed = results.push(sized(n, 10));
+            assert_eq!((pushed.followers, pushed.behind), (2, usize::from(n >= 2)));
+            assert!(!pushed.all_behind(), "one keeps up");
+            assert_eq!(fast.try_next().unwrap().unwrap().meta["n"], n);
+        }
+        assert_eq!((fast.dropped(), slow.dropped()), (0, 3));
+        assert_eq!(budget.used(), slow.bytes(), "each follower's bytes count in the budget");
+        assert!(budget.used() > 0);
+        assert!(!slow.leave(), "another follows still");
+        assert_eq!(budget.used(), 0, "one that left holds nothing");
+        assert_eq!(results.followers(), 1);
+        assert_eq!(results.push(sized(5, 10)).followers, 1);
+        assert!(slow.try_next().unwrap().is_none(), "one that left gets nothing more");
+        assert!(fast.leave(), "the last one to leave");
+        drop(fast);
+        assert_eq!(results.push(sized(6, 10)), Pushed::default());
+        assert_eq!(budget.used(), 0);
+    }
+
+    #[test]
+    fn a_follower_that_never_reads_is_counted_until_its_queue_goes() {
+        let results = QueryResults::new(8, usize::MAX, ResultBudget::unbounded());
+        let waiting = results.follow().unwrap();
+        let reader = results.follow().unwrap();
+        assert!(!reader.leave(), "a queue whose client has not come yet counts");
+        drop(waiting);
+        assert_eq!(results.followers(), 0);
+        results.close();
+        assert!(results.follow().is_none());
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! ```text
 //! source thread ──Batch──▶ [bounded queue] ──▶ worker × N ──Partial──▶ [bounded] ──▶ joiner
 //!                                                   ▲ snapshot (arc-swap)              │
-//!                         submit / kill ──▶ QuerySet┘ and JoinerMessage ──────────────▶┘──▶ ResultQueue
+//!                         submit / kill ──▶ QuerySet┘ and JoinerMessage ──────────────▶┘──▶ QueryResults
 //! ```
 //!
 //! In the distributed mode a runtime is one half of that picture ([`Role`]): a worker node
@@ -24,7 +24,7 @@ use crate::messages::{EndReason, JoinerMessage, RemotePast};
 use crate::metrics::Metrics;
 use crate::registry::QuerySet;
 use crate::remote::{Announcement, Cut, Role, Shipper};
-use crate::results::{ResultBudget, ResultQueue};
+use crate::results::{QueryResults, ResultBudget, ResultQueue};
 use crate::schema::{SchemaReport, SchemaTracker};
 use crate::source::{BatchSink, Source, SourceCounters, StopSignal};
 use crate::status::{EndedTable, QueryStatus, StatusTable};
@@ -69,6 +69,8 @@ pub enum SubmitError {
 #[derive(Debug, Clone)]
 pub struct QueryHandle {
     pub id: String,
+    /// The first follower's queue: every emission, from the first (other clients may follow
+    /// the query too: [`Runtime::follow`]).
     pub results: Arc<ResultQueue>,
     /// True when the query has a window (it emits more than once).
     pub windowed: bool,
@@ -511,12 +513,8 @@ impl Runtime {
             let (from_ms, to_ms) = (p.from_ms, p.to_ms);
             Some(Box::new(RemotePast { gather: Gather::new(workers), from_ms, to_ms, end_ms: 0 }))
         });
-        let limits = &self.config.runtime;
-        let results = ResultQueue::bounded(
-            limits.subscriber_buffer,
-            limits.max_result_bytes_per_query,
-            self.result_budget.clone(),
-        );
+        let results = self.new_results();
+        let first = results.follow().expect("a new query's results take followers");
         let owner = {
             let mut last = self.last_owner.lock().unwrap_or_else(|e| e.into_inner());
             match &*last {
@@ -530,14 +528,15 @@ impl Runtime {
             owner.clone(),
             received_ms,
             ends_ms,
-        );
+        )
+        .followed_through(results.clone());
         self.status.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone(), status);
         // The joiner learns of the query before any worker can produce a partial for it.
         if self
             .joiner_tx
             .send(JoinerMessage::Start {
                 run: Box::new(run),
-                results: results.clone(),
+                results,
                 live,
                 remote,
                 catching_up: false,
@@ -571,7 +570,7 @@ impl Runtime {
                 )));
             }
         }
-        let handle = QueryHandle { id: id.to_string(), results, windowed, ends_ms };
+        let handle = QueryHandle { id: id.to_string(), results: first, windowed, ends_ms };
         Ok((handle, id, compiled))
     }
 
@@ -908,26 +907,18 @@ impl Runtime {
                 self.result_budget.clone(),
             );
         }
-        let limits = &self.config.runtime;
-        let results = ResultQueue::bounded(
-            limits.subscriber_buffer,
-            limits.max_result_bytes_per_query,
-            self.result_budget.clone(),
-        );
+        let results = self.new_results();
+        let first = results.follow().expect("a new query's results take followers");
         let _admission = self.admission.lock().unwrap_or_else(|e| e.into_inner());
         if self.status.lock().unwrap_or_else(|e| e.into_inner()).contains_key(&id) {
             return Ok(()); // adopted already
         }
         let status =
-            QueryStatus::new(id.clone(), query.shared_text(), client.into(), received_ms, ends_ms);
+            QueryStatus::new(id.clone(), query.shared_text(), client.into(), received_ms, ends_ms)
+                .followed_through(results.clone());
         self.status.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone(), status);
-        let start = JoinerMessage::Start {
-            run: Box::new(run),
-            results: results.clone(),
-            live,
-            remote,
-            catching_up: true,
-        };
+        let start =
+            JoinerMessage::Start { run: Box::new(run), results, live, remote, catching_up: true };
         if self.joiner_tx.send(start).is_err() {
             self.status.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
             return Err(SubmitError::ShuttingDown);
@@ -935,7 +926,7 @@ impl Runtime {
         let mut adopted = self.adopted.lock().unwrap_or_else(|e| e.into_inner());
         let now = now_ms();
         adopted.retain(|_, (_, ends)| ends.saturating_add(UNCLAIMED_ADOPTED_MS) > now);
-        adopted.insert(id, (results, ends_ms));
+        adopted.insert(id, (first, ends_ms));
         self.metrics.queries_started.inc();
         self.metrics.queries_active.inc();
         Ok(())
@@ -954,10 +945,31 @@ impl Runtime {
         let _ = self.joiner_tx.send(JoinerMessage::CaughtUp { id: id.into() });
     }
 
-    /// The results of a query this node adopted, for the first client that asks.
+    /// The results of a query this node adopted, for the first client that asks (the
+    /// emissions since it started); others follow it with [`Runtime::follow`].
     pub fn claim_adopted(&self, id: &str) -> Option<Arc<ResultQueue>> {
         let mut adopted = self.adopted.lock().unwrap_or_else(|e| e.into_inner());
         adopted.remove(id).map(|(results, _)| results)
+    }
+
+    /// A new follower of running query `id`: a queue of its emissions from now on, numbered as
+    /// its other followers' are (see [`crate::results`]). `None` when no such query runs here
+    /// (or it is ending: its final emission went to the followers it had).
+    pub fn follow(&self, id: &str) -> Option<Arc<ResultQueue>> {
+        let status = self.status.lock().unwrap_or_else(|e| e.into_inner());
+        let results = status.get(id)?.results.clone()?;
+        drop(status);
+        results.follow()
+    }
+
+    /// The results of a new query: each follower's queue bounded by the runtime's limits.
+    fn new_results(&self) -> Arc<QueryResults> {
+        let limits = &self.config.runtime;
+        QueryResults::new(
+            limits.subscriber_buffer,
+            limits.max_result_bytes_per_query,
+            self.result_budget.clone(),
+        )
     }
 
     /// True while query `id` is about to be adopted (see [`crate::remote::QueryAnnouncer::adopting`]).

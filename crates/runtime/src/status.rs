@@ -21,6 +21,10 @@ pub struct QueryStatus {
     /// When it ended (ms since the epoch); `None` while it runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ended_ms: Option<i64>,
+    /// Where its emissions go, for a client that comes to follow it while it runs (`None` on
+    /// a worker node, and once it ended).
+    #[serde(skip)]
+    pub(crate) results: Option<Arc<crate::results::QueryResults>>,
 }
 
 impl QueryStatus {
@@ -42,7 +46,13 @@ impl QueryStatus {
             records_matched: 0,
             emissions: 0,
             ended_ms: None,
+            results: None,
         }
+    }
+
+    /// The same, followed through `results`.
+    pub(crate) fn followed_through(self, results: Arc<crate::results::QueryResults>) -> Self {
+        Self { results: Some(results), ..self }
     }
 }
 
@@ -67,6 +77,7 @@ const ENDED_KEPT: usize = 10_000;
 impl Ended {
     pub(crate) fn keep(&mut self, mut status: QueryStatus, ended_ms: i64) {
         status.ended_ms = Some(ended_ms);
+        status.results = None;
         let id = status.id.clone();
         if self.by_id.insert(id.clone(), status).is_none() {
             self.order.push_back(id);

@@ -62,11 +62,11 @@ pub async fn require_token(
     next.run(request).await
 }
 
-/// The scope a request needs: `query` to start queries, kill one or follow its events (which
-/// kills it when the stream closes), `read` for the rest.
+/// The scope a request needs: `query` to start queries, kill one or follow its events (the last
+/// follower's closing its stream kills it), `read` for the rest.
 fn scope_needed(method: &Method, path: &str) -> Scope {
     let starts = matches!(path, "/api/v1/query" | "/api/v1/queries") && method == Method::POST;
-    // following a query's events ends it when the stream closes
+    // following a query's events ends it when the last follower's stream closes
     let kills = (method == Method::DELETE && path.starts_with("/api/v1/queries/"))
         || (path.starts_with("/api/v1/queries/") && path.ends_with("/events"));
     // the WebSocket starts and kills queries
@@ -77,8 +77,8 @@ fn scope_needed(method: &Method, path: &str) -> Scope {
 }
 
 /// Whether the request's token may kill query `id` (or follow its events, which kills it when
-/// they close): any query for an `admin` token (or with no tokens configured), else only the
-/// queries it started. An unknown id is the caller's to refuse.
+/// its last follower leaves): any query for an `admin` token (or with no tokens configured),
+/// else only the queries it started. An unknown id is the caller's to refuse.
 pub fn may_kill(grant: Option<&Grant>, state: &AppState, id: &str) -> bool {
     match grant {
         Some(grant) if !grant.allows(Scope::Admin) => {

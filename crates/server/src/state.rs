@@ -1,7 +1,8 @@
 //! What every handler can reach: the runtime (and through it the configuration and metrics), the
-//! result queues of queries started without waiting (`POST /api/v1/queries`) until a client
-//! subscribes to them (or, on an api node, of queries it adopted from one that died), where a
-//! query held by another api node is, and the process start time.
+//! result queues of queries started without waiting (`POST /api/v1/queries`) until a first
+//! client follows them (or, on an api node, of queries it adopted from one that died), where a
+//! query held by another api node is, and the process start time. Any number of clients follow
+//! a query ([`AppState::follow`]).
 
 use needle_runtime::metrics::Metrics;
 use needle_runtime::remote::Holder;
@@ -10,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How long the results of a started query wait for a subscriber after the query ended.
+/// How long the results of a started query wait for a first follower after the query ended.
 const UNCLAIMED_RESULTS_KEPT: Duration = Duration::from_secs(600);
 /// How long a client following a query that is about to be adopted here waits for it.
 const ADOPTION_WAIT: Duration = Duration::from_secs(30);
@@ -28,18 +29,18 @@ struct Inner {
 }
 
 struct Pending {
-    /// `None` once a subscriber took them.
+    /// `None` once a first follower took them.
     results: Option<Arc<ResultQueue>>,
     ends: Instant,
 }
 
-/// Why a started query's results cannot be followed.
+/// Why a query cannot be followed here.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Unclaimable {
-    /// No such query was started here (or its results were forgotten).
+pub enum Unfollowable {
+    /// No such query runs here (nor did lately).
     Unknown,
-    /// Another subscriber follows them.
-    Taken,
+    /// It ended, and its results went to the clients that followed it.
+    Ended,
 }
 
 impl AppState {
@@ -65,8 +66,8 @@ impl AppState {
         self.inner.started.elapsed().as_millis()
     }
 
-    /// Keeps a started query's results until a client subscribes ([`AppState::claim`]). Results
-    /// nobody claimed are forgotten some minutes after their query ended.
+    /// Keeps a started query's results until a first client follows it ([`AppState::follow`]).
+    /// Results nobody claimed are forgotten some minutes after their query ended.
     pub fn keep_results(&self, id: &str, results: Arc<ResultQueue>, ends_in: Duration) {
         let mut pending = self.inner.pending.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
@@ -74,12 +75,19 @@ impl AppState {
         pending.insert(id.to_owned(), Pending { results: Some(results), ends: now + ends_in });
     }
 
-    /// Takes a started (or adopted) query's results for one subscriber.
-    pub fn claim(&self, id: &str) -> Result<Arc<ResultQueue>, Unclaimable> {
-        let mut pending = self.inner.pending.lock().unwrap_or_else(|e| e.into_inner());
-        match pending.get_mut(id) {
-            Some(entry) => entry.results.take().ok_or(Unclaimable::Taken),
-            None => self.inner.runtime.claim_adopted(id).ok_or(Unclaimable::Unknown),
+    /// A queue of query `id`'s emissions for a new follower: for the first client of a started
+    /// (or adopted) query, the queue its emissions have waited in since it started; for any
+    /// other, while the query runs, its emissions from now on (numbered as the first's).
+    pub fn follow(&self, id: &str) -> Result<Arc<ResultQueue>, Unfollowable> {
+        let waiting = {
+            let mut pending = self.inner.pending.lock().unwrap_or_else(|e| e.into_inner());
+            pending.get_mut(id).and_then(|entry| entry.results.take())
+        };
+        let runtime = &self.inner.runtime;
+        match waiting.or_else(|| runtime.claim_adopted(id)).or_else(|| runtime.follow(id)) {
+            Some(results) => Ok(results),
+            None if runtime.query(id).is_some() => Err(Unfollowable::Ended),
+            None => Err(Unfollowable::Unknown),
         }
     }
 

@@ -196,7 +196,9 @@ async fn a_started_query_streams_events_lists_progress_and_can_be_killed() {
     }
     assert!(text.contains("killed"), "{text}");
     let r = client.get(server.url(&format!("/api/v1/queries/{id}/events"))).send().await.unwrap();
-    assert_eq!(r.status(), StatusCode::CONFLICT, "events are followed once");
+    assert_eq!(r.status(), StatusCode::NOT_FOUND, "nothing to follow once it ended");
+    let body: Value = r.json().await.unwrap();
+    assert!(body["error"].as_str().unwrap().contains("ended"), "{body}");
     let r = client.get(server.url("/api/v1/queries/nope/events")).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
     // a query that ended still tells its last figures
@@ -314,8 +316,97 @@ async fn events_and_websocket_results_are_numbered_and_resume_after_the_last_one
     assert_eq!(v["result"]["records"].as_array().map(Vec::len), Some(1), "{v}");
     ws.send(send(json!({"type": "resume", "id": ws_id}))).await.unwrap();
     let v = next_json(&mut ws).await;
-    assert!(v["type"] == "error" && v["error"].as_str().unwrap().contains("another"), "{v}");
+    assert!(v["type"] == "error" && v["error"].as_str().unwrap().contains("already"), "{v}");
     ws.close(None).await.unwrap();
+    server.shutdown().await;
+}
+
+/// The `result` events of an event stream until `count` of them came: (id, the records' `i`).
+async fn results_of<B: AsRef<[u8]>>(
+    stream: &mut (impl futures_util::Stream<Item = reqwest::Result<B>> + Unpin),
+    count: usize,
+) -> Vec<(u64, Vec<i64>)> {
+    let mut text = String::new();
+    while text.matches("event: result").count() < count {
+        text.push_str(&next_chunk(stream).await);
+    }
+    let numbers = text.lines().filter_map(|l| l.strip_prefix("id: ")).map(|n| n.parse().unwrap());
+    let results = parse_events(&text).into_iter().filter(|(name, _)| name == "result");
+    numbers
+        .zip(results)
+        .map(|(n, (_, data))| (n, found(&serde_json::from_str(&data).unwrap())))
+        .collect()
+}
+
+/// The `i` of an emission's records.
+fn found(emission: &Value) -> Vec<i64> {
+    emission["records"].as_array().unwrap().iter().map(|r| r["i"].as_i64().unwrap()).collect()
+}
+
+/// Whether query `id` runs, as its status says.
+async fn running(server: &Server, id: &str) -> bool {
+    server.get_json(&format!("/api/v1/queries/{id}")).await["running"] == true
+}
+
+#[tokio::test]
+async fn three_followers_of_one_query_each_get_every_emission_and_the_last_to_leave_ends_it() {
+    let server = Server::start(NeedleConfig::default()).await;
+    let client = reqwest::Client::new();
+    let per_needle = "SELECT i FROM STREAM(60000, TIME) WHERE id = 'needle' \
+                      WINDOWING EVERY(1, RECORD, FIRST, 1, RECORD)";
+    let started: Value = server.post("/api/v1/queries", per_needle).await.json().await.unwrap();
+    let id = started["id"].as_str().unwrap().to_owned();
+    let events = server.url(started["urls"]["events"].as_str().unwrap());
+    // two over Server-Sent Events, one over a WebSocket, all following before anything matched
+    let mut first = client.get(&events).send().await.unwrap().bytes_stream();
+    let second = client.get(&events).send().await.unwrap();
+    assert_eq!(second.status(), StatusCode::OK, "a second follower is welcome");
+    let mut second = second.bytes_stream();
+    let url = server.url("/api/v1/ws").replace("http://", "ws://");
+    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    use tokio_tungstenite::tungstenite::Message;
+    let resume = json!({"type": "resume", "id": id}).to_string();
+    ws.send(Message::Text(resume.into())).await.unwrap();
+    assert_eq!(next_json(&mut ws).await["type"], "resumed");
+
+    server.send(records(300, &[7, 123, 250])).await;
+    let from_first = results_of(&mut first, 3).await;
+    let mut from_ws = Vec::new();
+    while from_ws.len() < 3 {
+        let v = next_json(&mut ws).await;
+        assert_eq!(v["type"], "result", "{v}");
+        from_ws.push((v["seq"].as_u64().unwrap(), found(&v["result"])));
+    }
+    let numbers: Vec<u64> = from_first.iter().map(|(n, _)| *n).collect();
+    assert_eq!(numbers, [1, 2, 3], "{from_first:?}");
+    let mut needles: Vec<i64> = from_first.iter().flat_map(|(_, i)| i.clone()).collect();
+    needles.sort_unstable();
+    assert_eq!(needles, [7, 123, 250], "every emission, each needle once: {from_first:?}");
+    assert_eq!(results_of(&mut second, 3).await, from_first, "the same emissions, numbered alike");
+    assert_eq!(from_ws, from_first);
+
+    // the query goes on while anyone follows it: the first two leave, the third gets the next
+    drop((first, second));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(running(&server, &id).await, "two of three followers left: it runs on");
+    server.send(records(10, &[4])).await;
+    let v = next_json(&mut ws).await;
+    assert!(v["type"] == "result" && v["seq"] == 4 && found(&v["result"]) == [4], "{v}");
+    // a follower that comes late gets what is emitted from then on, numbered on
+    let late = client.get(&events).send().await.unwrap();
+    assert_eq!(late.status(), StatusCode::OK);
+    let mut late = late.bytes_stream();
+    server.send(records(10, &[5])).await;
+    assert_eq!(results_of(&mut late, 1).await, [(5, vec![5])]);
+    assert_eq!(next_json(&mut ws).await["seq"], 5);
+    drop(late);
+    // the last follower leaves: nobody follows the query, which ends
+    ws.close(None).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while running(&server, &id).await {
+        assert!(std::time::Instant::now() < deadline, "the query ends when its last follower goes");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     server.shutdown().await;
 }
 

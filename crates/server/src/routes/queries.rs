@@ -2,8 +2,10 @@
 //! follow it (`POST /api/v1/queries`, then Server-Sent Events at
 //! `GET /api/v1/queries/{id}/events`), list, inspect and kill running queries.
 //!
-//! A client that goes away stops its query: the waiting request's or the event stream's drop
-//! kills it, so abandoned queries do not use the workers until their duration ends.
+//! Any number of clients follow one query's events, each with its own bounded queue (a slow one
+//! loses its own oldest emissions, no other's). A query its clients all left is stopped: the
+//! waiting request's or the last event stream's drop kills it, so abandoned queries do not use
+//! the workers until their duration ends.
 //!
 //! In the distributed mode, an api node asked for a query (its status, its kill, its events)
 //! that another live api node holds answers `307 Temporary Redirect` to the same path and query
@@ -15,7 +17,7 @@
 
 use crate::error::ApiError;
 use crate::request::{query_text, submit_error, Owner};
-use crate::state::{AppState, Unclaimable};
+use crate::state::{AppState, Unfollowable};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode, Uri};
@@ -33,16 +35,18 @@ use std::io::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Kills a query when dropped, unless disarmed: a client that disconnects ends its query.
-struct KillOnDrop {
-    runtime: Arc<Runtime>,
-    id: String,
-    armed: bool,
+/// A client following a query: when dropped unless disarmed (the client disconnected before
+/// the end), it leaves the query, and kills it when no other client follows it.
+pub(crate) struct LeaveOnDrop {
+    pub runtime: Arc<Runtime>,
+    pub id: String,
+    pub results: Arc<ResultQueue>,
+    pub armed: bool,
 }
 
-impl Drop for KillOnDrop {
+impl Drop for LeaveOnDrop {
     fn drop(&mut self) {
-        if self.armed {
+        if self.armed && self.results.leave() {
             self.runtime.kill(&self.id);
         }
     }
@@ -67,8 +71,12 @@ pub async fn run_query(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let (_, handle) = submit(&state, &owner, &headers, &body)?;
-    let mut guard =
-        KillOnDrop { runtime: state.runtime().clone(), id: handle.id.clone(), armed: true };
+    let mut guard = LeaveOnDrop {
+        runtime: state.runtime().clone(),
+        id: handle.id.clone(),
+        results: handle.results.clone(),
+        armed: true,
+    };
     // A windowed query answers with every emission, held here within the bytes one query's
     // results may take (the oldest go first, and the first kept says how many); any other
     // query with its last.
@@ -342,9 +350,12 @@ pub async fn kill_query(
     }
 }
 
-/// Server-Sent Events of a started query: an event `result` per emission (data: the emission's
-/// JSON, `id:` its number, from 1), then one `complete` event (data: `{"id": ..., "dropped": n}`).
-/// One subscriber per query; closing the stream kills the query. A `Last-Event-ID` header (an
+/// Server-Sent Events of a query: an event `result` per emission (data: the emission's JSON,
+/// `id:` its number, from 1), then one `complete` event (data: `{"id": ..., "dropped": n}`).
+/// Any number of clients follow one query, each at its own pace: the first client of a query
+/// started with `POST /api/v1/queries` gets every emission since its start, any other those
+/// from when it came (numbered alike). When the last of them closes its stream, the query is
+/// killed. A `Last-Event-ID` header (an
 /// `EventSource` reconnecting sends it by itself) skips the emissions up to that number (one
 /// that is not a number is ignored): in the distributed mode, a client whose api node died
 /// re-attaches by the query id on any api node, which sends it to the one that adopted the
@@ -357,9 +368,8 @@ pub async fn kill_query(
             headers(("Location" = String, description = "The same path on the api node that holds the query"))),
         (status = 503, description = LOOPING, body = crate::error::ErrorBody,
             headers(("Retry-After" = String, description = "Seconds to wait before asking again"))),
-        (status = 404, description = "No such query was started here", body = crate::error::ErrorBody),
-        (status = 403, description = "With tokens configured: another owner's query, and this token is not an admin one", body = crate::error::ErrorBody),
-        (status = 409, description = "Another client follows this query's events", body = crate::error::ErrorBody)))]
+        (status = 404, description = "No such query runs here, or it ended and its results went to the clients that followed it", body = crate::error::ErrorBody),
+        (status = 403, description = "With tokens configured: another owner's query, and this token is not an admin one", body = crate::error::ErrorBody)))]
 pub async fn query_events(
     State(state): State<AppState>,
     grant: Option<axum::Extension<crate::auth::Grant>>,
@@ -377,25 +387,16 @@ pub async fn query_events(
     if let Some(holder) = state.locate(&id).await {
         return Ok(redirect(&id, holder, &uri));
     }
-    // closing the stream kills the query: following it is a kill's right
+    // the last follower's closing the stream kills the query: following it is a kill's right
     if !crate::auth::may_kill(grant.as_deref(), &state, &id) {
         return Err(crate::auth::not_yours(&id));
     }
-    let results = state.claim(&id).map_err(|why| match why {
-        Unclaimable::Unknown => {
-            ApiError::new(StatusCode::NOT_FOUND, format!("no query '{id}' was started here"))
-                .with_hint("start a query with POST /api/v1/queries, then follow its events")
-        }
-        Unclaimable::Taken => ApiError::new(
-            StatusCode::CONFLICT,
-            format!("another client follows the events of query '{id}'"),
-        )
-        .with_hint("a started query's events can be followed once; start another query"),
-    })?;
-    let guard = KillOnDrop { runtime: state.runtime().clone(), id: id.clone(), armed: true };
+    let results = state.follow(&id).map_err(|why| unfollowable(&id, why))?;
+    let guard =
+        LeaveOnDrop { runtime: state.runtime().clone(), id: id.clone(), results, armed: true };
     let headers =
         [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")];
-    let body = axum::body::Body::from_stream(event_stream(id, results, guard, after));
+    let body = axum::body::Body::from_stream(event_stream(id, guard, after));
     Ok((headers, body).into_response())
 }
 
@@ -409,12 +410,28 @@ const EVENT_PIECE_BYTES: usize = 256 << 10;
 /// take a quiet stream for a dead one.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
+/// Why a client cannot follow query `id`, as an answer.
+pub(crate) fn unfollowable(id: &str, why: Unfollowable) -> ApiError {
+    match why {
+        Unfollowable::Unknown => {
+            ApiError::new(StatusCode::NOT_FOUND, format!("no query '{id}' runs here"))
+                .with_hint("start a query with POST /api/v1/queries, then follow its events")
+        }
+        Unfollowable::Ended => ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("query '{id}' ended; its results went to the clients that followed it"),
+        )
+        .with_hint(format!(
+            "GET /api/v1/queries/{id} has its final figures; run the query again for results"
+        )),
+    }
+}
+
 /// Where the event stream of a query is: waiting for its next emission, or part-way through
-/// sending one.
+/// sending one. The follower's queue is its guard's.
 struct EventStream {
     id: String,
-    results: Arc<ResultQueue>,
-    guard: KillOnDrop,
+    guard: LeaveOnDrop,
     after: u64,
     sending: Option<JsonPieces>,
 }
@@ -424,11 +441,10 @@ struct EventStream {
 /// event's data is made and sent in pieces ([`EVENT_PIECE_BYTES`]).
 fn event_stream(
     id: String,
-    results: Arc<ResultQueue>,
-    guard: KillOnDrop,
+    guard: LeaveOnDrop,
     after: u64,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> {
-    let state = EventStream { id, results, guard, after, sending: None };
+    let state = EventStream { id, guard, after, sending: None };
     stream::unfold(Some(state), |state| async move {
         let mut state = state?;
         if let Some(pieces) = state.sending.take() {
@@ -437,7 +453,7 @@ fn event_stream(
             return Some((Ok(Bytes::from(out)), Some(state)));
         }
         let next = loop {
-            match tokio::time::timeout(KEEP_ALIVE, state.results.next_numbered()).await {
+            match tokio::time::timeout(KEEP_ALIVE, state.guard.results.next_numbered()).await {
                 Err(_) => return Some((Ok(Bytes::from_static(b":\n\n")), Some(state))),
                 Ok(Some((n, _))) if n <= state.after => continue,
                 Ok(next) => break next,
@@ -454,7 +470,7 @@ fn event_stream(
             }
             None => {
                 state.guard.armed = false;
-                let data = json!({ "id": state.id, "dropped": state.results.dropped() });
+                let data = json!({ "id": state.id, "dropped": state.guard.results.dropped() });
                 let event = format!("event: complete\ndata: {data}\n\n");
                 Some((Ok(Bytes::from(event)), None))
             }

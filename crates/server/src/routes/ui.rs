@@ -1,14 +1,16 @@
 //! The web UI: `GET /` and `GET /assets/...` answer with the app built from `ui/` (Vite's
 //! `ui/dist`), embedded in the binary at compile time so the page works offline and needs no
-//! CDN. When `ui/dist` was absent at compile time (a plain `cargo build` without npm), `/`
-//! answers with a short page saying how to build the UI instead.
+//! CDN. The crate's build script builds `ui/dist` when it is missing or stale; when it could
+//! not (no npm: the build says so in a warning), `/` answers with a short page saying how to
+//! build the UI instead.
 
 use axum::extract::Path;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use rust_embed::Embed;
 
-/// `ui/dist`, as it was when this crate was compiled (`build.rs` recompiles when it changes).
+/// `ui/dist`, as it was when this crate was compiled (`build.rs` builds it, and recompiles the
+/// crate when it changes).
 #[derive(Embed)]
 #[folder = "../../ui/dist"]
 #[allow_missing = true]

@@ -4,10 +4,11 @@
 //! - `{"type": "start", "query": "<BQL or Bullet JSON>", "tag": "<optional, echoed back>"}`
 //! - `{"type": "kill", "id": "<query id>"}`
 //! - `{"type": "resume", "id": "<query id>", "after": n}`: follow a query this connection did not
-//!   start, from the emission after number `n` (0 or absent: from the first). In the distributed
-//!   mode, a client whose api node died sends it to the api node that adopted the query, with
-//!   the `seq` of the last result it received; a query started with `POST /api/v1/queries` can
-//!   be followed this way too. As with its event stream, closing the socket then kills it.
+//!   start, from the emission after number `n` (0 or absent: from the first). Any number of
+//!   clients follow one query: the first client of a query started with `POST /api/v1/queries`
+//!   (or adopted after its api node died) gets its emissions since its start, any other those
+//!   from when it came. In the distributed mode, a client whose api node died sends it to the
+//!   api node that adopted the query, with the `seq` of the last result it received.
 //!   A query whose api node died and that is about to be adopted is waited for (up to 30 s;
 //!   the connection's next messages wait with it). A query another live api node holds (it
 //!   was started there, or adopted there) is answered with an error carrying that node's
@@ -23,11 +24,12 @@
 //!   holds, the error also has `"node"` (its name) and `"url"` (its WebSocket URL, `ws://` or
 //!   `wss://` and `/api/v1/ws`).
 //!
-//! A slow client never stalls the workers: each query's results wait in its bounded queue
-//! (oldest dropped and counted). Closing the socket kills the queries it started.
+//! A slow client never stalls the workers: each query's results wait in the connection's own
+//! bounded queue (oldest dropped and counted). Closing the socket leaves the queries it started
+//! or resumed; a query no other client follows is killed.
 
 use crate::request::{submit_error, Owner};
-use crate::state::{AppState, Unclaimable};
+use crate::state::AppState;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
 use axum::response::Response;
@@ -144,8 +146,10 @@ async fn session(
             break;
         }
     }
-    for id in pumps.unfinished() {
-        state.runtime().kill(&id);
+    for (id, results) in pumps.unfinished() {
+        if results.leave() {
+            state.runtime().kill(&id);
+        }
     }
     drop(out);
     let _ = writer.await;
@@ -192,22 +196,32 @@ async fn handle(
 /// O(N²)); this is amortized O(1) per query.
 #[derive(Default)]
 struct Pumps {
-    by_id: HashMap<String, JoinHandle<()>>,
+    by_id: HashMap<String, (JoinHandle<()>, Arc<ResultQueue>)>,
     sweep_at: usize,
 }
 
 impl Pumps {
-    fn insert(&mut self, id: String, pump: JoinHandle<()>) {
+    fn insert(&mut self, id: String, pump: JoinHandle<()>, results: Arc<ResultQueue>) {
         if self.by_id.len() >= self.sweep_at {
-            self.by_id.retain(|_, pump| !pump.is_finished());
+            self.by_id.retain(|_, (pump, _)| !pump.is_finished());
             self.sweep_at = (2 * self.by_id.len()).max(64);
         }
-        self.by_id.insert(id, pump);
+        self.by_id.insert(id, (pump, results));
     }
 
-    /// The queries whose results are still being pumped.
-    fn unfinished(self) -> impl Iterator<Item = String> {
-        self.by_id.into_iter().filter(|(_, pump)| !pump.is_finished()).map(|(id, _)| id)
+    /// Whether this connection follows query `id` now.
+    fn follows(&self, id: &str) -> bool {
+        self.by_id.get(id).is_some_and(|(pump, _)| !pump.is_finished())
+    }
+
+    /// The queries whose results are still being pumped, with the connection's queue of each.
+    fn unfinished(self) -> impl Iterator<Item = (String, Arc<ResultQueue>)> {
+        self.by_id.into_iter().filter(|(_, (pump, _))| !pump.is_finished()).map(
+            |(id, (pump, results))| {
+                pump.abort();
+                (id, results)
+            },
+        )
     }
 }
 
@@ -248,8 +262,9 @@ async fn start(
                 let id = handle.id.clone();
                 let _ =
                     out.send(json!({"type": "started", "id": id, "tag": tag}).to_string()).await;
-                let pump = tokio::spawn(pump(handle.id, handle.results, 0, out.clone()));
-                pumps.insert(id, pump);
+                let results = handle.results;
+                let pump = tokio::spawn(pump(handle.id, results.clone(), 0, out.clone()));
+                pumps.insert(id, pump, results);
             }
             Some(Err(refused)) => {
                 let mut body =
@@ -317,24 +332,24 @@ async fn resume(
         let _ = out.send(elsewhere(&id, holder)).await;
         return;
     }
-    // following a query is a kill's right: closing the socket ends it
+    // following a query is a kill's right: the last follower's closing the socket ends it
     if !crate::auth::may_kill(grant, state, &id) {
         let _ = out.send(refused(crate::auth::not_yours(&id).body.error)).await;
         return;
     }
-    match state.claim(&id) {
+    if pumps.follows(&id) {
+        let _ = out.send(refused(format!("this connection follows query '{id}' already"))).await;
+        return;
+    }
+    match state.follow(&id) {
         Ok(results) => {
             let _ =
                 out.send(json!({"type": "resumed", "id": id, "after": after}).to_string()).await;
-            let pump = tokio::spawn(pump(id.clone(), results, after, out.clone()));
-            pumps.insert(id, pump);
+            let pump = tokio::spawn(pump(id.clone(), results.clone(), after, out.clone()));
+            pumps.insert(id, pump, results);
         }
-        Err(Unclaimable::Unknown) => {
-            let _ = out.send(refused(format!("no query '{id}' to follow here"))).await;
-        }
-        Err(Unclaimable::Taken) => {
-            let text = format!("another client follows the results of query '{id}'");
-            let _ = out.send(refused(text)).await;
+        Err(why) => {
+            let _ = out.send(refused(super::queries::unfollowable(&id, why).body.error)).await;
         }
     }
 }
@@ -439,17 +454,20 @@ mod tests {
     async fn finished_pumps_are_let_go_in_sweeps_and_running_ones_kept() {
         let mut pumps = Pumps::default();
         let (hold, held) = tokio::sync::oneshot::channel::<()>();
-        pumps.insert("running".into(), tokio::spawn(async move { drop(held.await) }));
+        let queue = || ResultQueue::new(1);
+        pumps.insert("running".into(), tokio::spawn(async move { drop(held.await) }), queue());
         for i in 0..10_000 {
             let done = tokio::spawn(async {});
             while !done.is_finished() {
                 tokio::task::yield_now().await;
             }
-            pumps.insert(format!("done-{i}"), done);
+            pumps.insert(format!("done-{i}"), done, queue());
             assert!(pumps.by_id.len() <= 130, "swept when doubled: {}", pumps.by_id.len());
         }
         assert!(pumps.sweep_at <= 130, "sweeps stay rare while the map is small");
-        assert_eq!(pumps.unfinished().collect::<Vec<_>>(), ["running"]);
+        assert!(pumps.follows("running") && !pumps.follows("done-0"));
+        let unfinished: Vec<String> = pumps.unfinished().map(|(id, _)| id).collect();
+        assert_eq!(unfinished, ["running"]);
         drop(hold);
     }
 }
