@@ -11,10 +11,11 @@
 //!   missing, so a stale hint (a crash between the two writes) costs one more request.
 //! - **What a version holds**: each live part with its partition, rows, bytes, level, time
 //!   range, the store's sort key and each column's statistics (min, max, nulls: what a planner
-//!   prunes by, and what an Iceberg manifest entry says of a data file); the parts replaced
-//!   (merges, retention) with the time after which their objects may be deleted (a reader
-//!   that planned from an older version still finds them until then); the writer that owns the
-//!   store and its epoch (a writer that finds a newer epoch stops writing: it was fenced); the
+//!   prunes by, and what an Iceberg manifest entry says of a data file) and its writer; the
+//!   parts replaced (merges, retention) with the time after which their objects may be deleted
+//!   (a reader that planned from an older version still finds them until then); each writer's
+//!   epoch (a process that opens the store as a writer takes its name's next epoch, and an
+//!   older process under that name that then finds it stops writing: it was fenced); the
 //!   source position each writer's uploaded parts reach.
 //! - **Old versions** are removed by the writer, keeping the last [`KEEP_VERSIONS`].
 
@@ -44,10 +45,9 @@ pub struct Manifest {
     pub version: u64,
     /// When this version was committed, ms since the epoch.
     pub committed_ms: i64,
-    /// The writer that owns the store, and its epoch: a writer that opens the store for
-    /// writing takes the next epoch; one that then finds another epoch stops.
-    pub writer: String,
-    pub epoch: u64,
+    /// Each writer's epoch: a process that opens the store as writer `name` takes the next
+    /// epoch of `name`; an older process under that name that then finds it stops.
+    pub writers: BTreeMap<String, u64>,
     /// The next part sequence number free for a writer.
     pub next_sequence: u64,
     /// The store's sort key: the fields parts are sorted by, then time.
@@ -67,6 +67,9 @@ pub struct ManifestPart {
     /// Its key under the prefix: `p=<partition start>/<name>`.
     pub key: String,
     pub name: String,
+    /// The writer that wrote it (and alone merges or drops it).
+    #[serde(default)]
+    pub writer: String,
     pub partition_start: i64,
     pub sequence: u64,
     pub level: u32,
@@ -104,7 +107,7 @@ pub struct RetiredPart {
 pub enum Committed {
     /// This version is now the newest.
     Version(u64),
-    /// Another writer owns the store now (a newer epoch): nothing was written.
+    /// Another process took this writer's name (a newer epoch): nothing was written.
     Fenced { writer: String, epoch: u64 },
 }
 
@@ -180,9 +183,9 @@ impl Manifest {
         let mut current = base.clone();
         for _ in 0..COMMIT_TRIES {
             if let Some((writer, epoch)) = owner {
-                if current.epoch != epoch || current.writer != writer {
-                    let fenced =
-                        Committed::Fenced { writer: current.writer.clone(), epoch: current.epoch };
+                let now = current.writers.get(writer).copied().unwrap_or(0);
+                if now != epoch {
+                    let fenced = Committed::Fenced { writer: writer.to_owned(), epoch: now };
                     return Ok((fenced, current));
                 }
             }
@@ -239,6 +242,7 @@ mod tests {
         ManifestPart {
             key: format!("p=0/{name}"),
             name: name.into(),
+            writer: "w".into(),
             partition_start: 0,
             sequence: 0,
             level: 0,
@@ -284,24 +288,23 @@ mod tests {
     }
 
     #[test]
-    fn a_writer_of_an_older_epoch_is_fenced() {
+    fn a_writer_of_an_older_epoch_is_fenced_and_other_writers_are_not() {
         let (_dir, bucket) = bucket();
-        let (_, a) = Manifest::commit(&bucket, &Manifest::empty(), None, |m| {
-            m.writer = "a".into();
-            m.epoch = 1;
-        })
-        .unwrap();
-        let (_, _b) = Manifest::commit(&bucket, &a, None, |m| {
-            m.writer = "b".into();
-            m.epoch = 2;
-        })
-        .unwrap();
+        let take = |m: &mut Manifest, name: &str| *m.writers.entry(name.into()).or_default() += 1;
+        let (_, a) = Manifest::commit(&bucket, &Manifest::empty(), None, |m| take(m, "a")).unwrap();
+        // another writer's commits do not fence a
+        let (_, b) = Manifest::commit(&bucket, &a, None, |m| take(m, "b")).unwrap();
         let (c, _) =
             Manifest::commit(&bucket, &a, Some(("a", 1)), |m| m.parts.push(part("x"))).unwrap();
-        // a's base is version 1 (its own epoch): it commits over it only after a reload, which
-        // shows b's epoch
-        assert!(matches!(c, Committed::Fenced { ref writer, epoch: 2 } if writer == "b"), "{c:?}");
-        assert!(Manifest::load(&bucket).unwrap().parts.is_empty());
+        assert_eq!(c, Committed::Version(3));
+        // a second process under a's name: the first is fenced
+        let (_, _) = Manifest::commit(&bucket, &b, None, |m| take(m, "a")).unwrap();
+        let (c, _) =
+            Manifest::commit(&bucket, &a, Some(("a", 1)), |m| m.parts.push(part("y"))).unwrap();
+        assert!(matches!(c, Committed::Fenced { ref writer, epoch: 2 } if writer == "a"), "{c:?}");
+        let names: Vec<String> =
+            Manifest::load(&bucket).unwrap().parts.into_iter().map(|p| p.name).collect();
+        assert_eq!(names, ["x"]);
     }
 
     #[test]

@@ -128,7 +128,7 @@ fn merge_planned(
 }
 
 fn writer_path(dir: &Path, header: &PartHeader) -> std::path::PathBuf {
-    dir.join(crate::part::file_name(header.sequence, header.level))
+    dir.join(crate::part::file_name(header.sequence, header.level, header.writer.as_deref()))
 }
 
 /// Takes the rows `picks` names from `sources`, as one batch of `schema`.

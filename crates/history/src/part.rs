@@ -49,6 +49,8 @@ pub const META_REPLACES: &str = "needle.replaces";
 pub const META_POSITION: &str = "needle.position";
 /// The part's sequence number (its name's, kept for readers of the files alone).
 pub const META_SEQUENCE: &str = "needle.sequence";
+/// The writer that wrote the part, in a store on object storage that several write.
+pub const META_WRITER: &str = "needle.writer";
 
 /// Rows a column-at-a-time read decodes at once. A whole 131,072-row block at once made each
 /// column's buffer a megabyte that the allocator mapped, zeroed and unmapped per block (page
@@ -114,11 +116,18 @@ pub(crate) struct PartHeader {
     pub level: u32,
     pub replaces: Vec<String>,
     pub position: Option<String>,
+    /// The writer's name, in a store on object storage (several writers share one).
+    pub writer: Option<String>,
 }
 
-/// The file name of a part.
-pub(crate) fn file_name(sequence: u64, level: u32) -> String {
-    format!("part-{sequence:010}-L{level}.parquet")
+/// The file name of a part: `part-<sequence>-L<level>.parquet`, with the writer's name before
+/// the level in a store that several write (`part-<sequence>-<writer>-L<level>.parquet`), so
+/// two writers' parts never share a name.
+pub(crate) fn file_name(sequence: u64, level: u32, writer: Option<&str>) -> String {
+    match writer {
+        Some(writer) => format!("part-{sequence:010}-{writer}-L{level}.parquet"),
+        None => format!("part-{sequence:010}-L{level}.parquet"),
+    }
 }
 
 /// Sorts rows as a part stores them: by the `sort_by` fields, then time (stable: records of
@@ -197,7 +206,7 @@ impl PartWriter {
         layouts: &[Vec<String>],
         json_columns: &[String],
     ) -> Result<Self, HistoryError> {
-        let name = file_name(header.sequence, header.level);
+        let name = file_name(header.sequence, header.level, header.writer.as_deref());
         let path = dir.join(&name);
         let temporary = dir.join(format!(".tmp-{name}"));
         let mut metadata = vec![
@@ -209,6 +218,9 @@ impl PartWriter {
         ];
         if let Some(position) = &header.position {
             metadata.push(KeyValue::new(META_POSITION.into(), position.clone()));
+        }
+        if let Some(writer) = &header.writer {
+            metadata.push(KeyValue::new(META_WRITER.into(), writer.clone()));
         }
         let block_rows = config.block_rows.max(1);
         let mut props = WriterProperties::builder()
@@ -356,6 +368,8 @@ pub struct Part {
     pub sequence: u64,
     pub replaces: Vec<String>,
     pub position: Option<String>,
+    /// Who wrote it, in a store on object storage.
+    pub writer: Option<String>,
     pub rows: u64,
     pub bytes: u64,
     /// The earliest and latest record time in the part.
@@ -419,6 +433,7 @@ impl Part {
         let level = kv.get(META_LEVEL).and_then(|v| v.parse().ok()).unwrap_or(0);
         let sequence = kv.get(META_SEQUENCE).and_then(|v| v.parse().ok()).unwrap_or(0);
         let position = kv.get(META_POSITION).map(|v| v.to_string());
+        let writer = kv.get(META_WRITER).map(|v| v.to_string());
         let schema = meta.schema();
         let time_index = schema
             .index_of(TIME_COLUMN)
@@ -452,6 +467,7 @@ impl Part {
             sequence,
             replaces,
             position,
+            writer,
             rows,
             bytes,
             time_range,

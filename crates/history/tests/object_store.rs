@@ -200,23 +200,84 @@ fn an_outage_keeps_every_record_and_the_position_waits_for_the_upload() {
 }
 
 #[test]
-fn a_second_writer_fences_the_first_out() {
+fn a_second_process_under_a_writers_name_fences_the_first_out() {
     let bucket = tempfile::tempdir().unwrap();
     let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let mut a_remote = file_remote(bucket.path());
-    a_remote.writer = "a".into();
-    let a = Store::open(config(a_dir.path(), a_remote)).unwrap();
-    a.append((0..10).map(|i| (record(i), 0)), None).unwrap();
-    a.flush().unwrap();
-    let mut b_remote = file_remote(bucket.path());
-    b_remote.writer = "b".into();
-    let b = Store::open(config(b_dir.path(), b_remote)).unwrap();
-    a.append((10..20).map(|i| (record(i), 0)), None).unwrap();
-    let _ = a.flush();
-    let Health::WritesStopped { reason } = a.health() else { panic!("{:?}", a.health()) };
-    assert!(reason.contains("another writer (b at epoch 2)"), "{reason}");
-    // b sees what a committed before b took over, and nothing a wrote after
-    assert_eq!(ids(&everything(&b)), (0..10).collect::<Vec<_>>());
+    let mut remote = file_remote(bucket.path());
+    remote.writer = "a".into();
+    let first = Store::open(config(a_dir.path(), remote.clone())).unwrap();
+    first.append((0..10).map(|i| (record(i), 0)), None).unwrap();
+    first.flush().unwrap();
+    let second = Store::open(config(b_dir.path(), remote)).unwrap();
+    first.append((10..20).map(|i| (record(i), 0)), None).unwrap();
+    let _ = first.flush();
+    let Health::WritesStopped { reason } = first.health() else { panic!("{:?}", first.health()) };
+    assert!(reason.contains("writer name a (epoch 2)"), "{reason}");
+    // the second sees what the first committed before it took over, and nothing after
+    assert_eq!(ids(&everything(&second)), (0..10).collect::<Vec<_>>());
+}
+
+/// Three writers share a store; one is gone. Each live writer's own scan holds its own records
+/// only, and the live writers' shared scans hold, between them, every record once: the gone
+/// writer's parts are dealt out among them.
+fn writers_share_a_store_and_the_gone_ones_parts_are_read_once(bucket: RemoteConfig) {
+    let names = ["w-a", "w-b", "w-c"];
+    let dirs: Vec<tempfile::TempDir> = names.iter().map(|_| tempfile::tempdir().unwrap()).collect();
+    let stores: Vec<Store> = names
+        .iter()
+        .zip(&dirs)
+        .map(|(name, dir)| {
+            let mut remote = bucket.clone();
+            remote.writer = (*name).into();
+            Store::open(config(dir.path(), remote)).unwrap()
+        })
+        .collect();
+    for (w, store) in stores.iter().enumerate() {
+        for round in 0..4 {
+            let from = (w as i64) * 10_000 + round * 500;
+            store.append((from..from + 500).map(|i| (record(i), 0)), None).unwrap();
+            store.flush().unwrap();
+        }
+        store.maintain().unwrap();
+    }
+    for (w, store) in stores.iter().enumerate() {
+        let own = ids(&everything(store));
+        let from = (w as i64) * 10_000;
+        assert_eq!(own, (from..from + 2_000).collect::<Vec<_>>(), "{}", names[w]);
+    }
+    // w-c is gone; w-a keeps one record in its write buffer
+    stores[0].append(std::iter::once((record(99_999), 0)), None).unwrap();
+    let roster: Vec<String> = names[..2].iter().map(|n| n.to_string()).collect();
+    let everything_request =
+        ScanRequest { from_ms: i64::MIN, to_ms: i64::MAX, filter: None, fields: None };
+    let mut read = Vec::new();
+    let mut shares = Vec::new();
+    for store in &stores[..2] {
+        let scan = store.scan_shared(&everything_request, &roster).unwrap();
+        let mut got = scan.buffered;
+        for block in &scan.blocks {
+            got.extend(block.read().unwrap());
+        }
+        shares.push(got.len());
+        read.extend(got);
+    }
+    let mut want: Vec<i64> = (0..2_000).chain(10_000..12_000).chain(20_000..22_000).collect();
+    want.push(99_999);
+    assert_eq!(ids(&read), want, "shares {shares:?}");
+    assert!(shares.iter().all(|n| *n > 2_000), "both took a share of w-c's: {shares:?}");
+}
+
+#[test]
+fn writers_share_a_store_on_a_file_url() {
+    let bucket = tempfile::tempdir().unwrap();
+    writers_share_a_store_and_the_gone_ones_parts_are_read_once(file_remote(bucket.path()));
+}
+
+#[test]
+fn writers_share_a_store_on_minio() {
+    writers_share_a_store_and_the_gone_ones_parts_are_read_once(
+        Minio::shared().remote("shared-writers"),
+    );
 }
 
 #[test]

@@ -687,6 +687,7 @@ impl Store {
                 level: 0,
                 replaces: Vec::new(),
                 position: if i + 1 == count { position.clone() } else { None },
+                writer: self.writer(),
             };
             let rows = encoded.batch.num_rows() as u64;
             let part = part::write(&dir, &encoded, config, &header)?;
@@ -755,6 +756,11 @@ impl Store {
                 (time_ms, std::borrow::Cow::Owned(Record::from_map(fields)))
             }
         }
+    }
+
+    /// This process's name as a writer of a store on object storage (in its parts' names).
+    fn writer(&self) -> Option<String> {
+        self.inner.config.remote.as_ref().map(|r| r.writer.clone())
     }
 
     fn take_sequence(&self) -> u64 {
@@ -926,6 +932,7 @@ impl Store {
                 .filter(|p| p.position.is_some())
                 .max_by_key(|p| p.sequence)
                 .and_then(|p| p.position.clone()),
+            writer: self.writer(),
         };
         let dir = partition_dir(&config.dir, start);
         std::fs::create_dir_all(&dir).map_err(|e| HistoryError::io(&dir, e))?;
@@ -1043,8 +1050,31 @@ impl Store {
 
     /// The blocks a query reads and the buffered records in its range, after pruning.
     pub fn scan(&self, request: &ScanRequest) -> Result<Scan, HistoryError> {
+        self.scan_with(request, Vec::new())
+    }
+
+    /// [`Store::scan`] on a store on object storage that several writers share: this writer's
+    /// own parts and write buffer, and its share of the parts of writers not in `roster` (the
+    /// live writers a query asks, this one among them; the others are gone). Each live writer
+    /// reads its own records, and the gone writers' parts are dealt out among the live ones by
+    /// a hash of their keys, so between them they read every part once. On another store, or
+    /// when this writer is not in `roster`, the same as [`Store::scan`].
+    pub fn scan_shared(
+        &self,
+        request: &ScanRequest,
+        roster: &[String],
+    ) -> Result<Scan, HistoryError> {
+        let extra = self.share_of_gone_writers(roster)?;
+        self.scan_with(request, extra)
+    }
+
+    fn scan_with(
+        &self,
+        request: &ScanRequest,
+        extra: Vec<(i64, Part)>,
+    ) -> Result<Scan, HistoryError> {
         let config = &self.inner.config;
-        let (partitions, mut buffered, lease) = {
+        let (mut partitions, mut buffered, lease) = {
             let state = self.state();
             // taken with the view: a merge that changes the view after this sees the lease
             self.inner.leases.fetch_add(1, Ordering::SeqCst);
@@ -1070,6 +1100,16 @@ impl Store {
                 .collect();
             (parts, buffered, lease)
         };
+        for (start, part) in extra {
+            let (lo, hi) = part.time_range;
+            if hi < request.from_ms || lo >= request.to_ms {
+                continue;
+            }
+            match partitions.iter_mut().find(|(s, _)| *s == start) {
+                Some((_, parts)) => parts.push(part),
+                None => partitions.push((start, vec![part])),
+            }
+        }
         if let Some(fields) = &request.fields {
             for r in &mut buffered {
                 let map: needle_record::Map = std::mem::take(&mut r.record)

@@ -9,8 +9,13 @@
 //! - **Faults**: an upload or a commit that fails leaves its parts waiting on the local disk
 //!   (they are read from there meanwhile) and is tried again at the next flush; past
 //!   `max_pending_bytes` waiting, flushes stop writing parts ([`Health::WritesStopped`]) and
-//!   records wait in the write buffer, bounded as on a full disk. A writer that finds another
-//!   writer's epoch in the manifest stops writing for good: it was fenced out.
+//!   records wait in the write buffer, bounded as on a full disk. A process that finds a newer
+//!   epoch of its writer name in the manifest stops writing for good: another process took the
+//!   name over.
+//! - **Several writers** (the workers of the distributed mode) share one store, each under its
+//!   own name: a writer's view holds its own parts only (it alone merges and drops them), and
+//!   [`Store::scan_shared`] adds a share of the parts of writers that are gone, so the live
+//!   writers between them read every part once. A store opened read-only sees every part.
 //! - **Opening**: the parts the manifest names, read from the local disk where this machine
 //!   still has them and by range from the object store otherwise (the footer now, pages when a
 //!   query needs them); local parts it does not name are uploads a crash interrupted (kept, to
@@ -39,6 +44,9 @@ pub(super) struct Remote {
     pub manifest: Mutex<Manifest>,
     /// This writer's epoch (0 when read-only).
     pub epoch: u64,
+    /// Parts of other writers opened by [`Store::scan_shared`] (their footers read once), by
+    /// key.
+    pub others: Mutex<HashMap<String, Part>>,
     /// Held by a sync: one upload round at a time.
     pub syncing: Mutex<()>,
     /// Another writer took the store over.
@@ -67,8 +75,11 @@ pub struct RemoteCounters {
 pub struct RemoteInfo {
     pub url: String,
     pub manifest_version: u64,
+    /// This process's writer name and epoch (0 when read-only).
     pub writer: String,
     pub epoch: u64,
+    /// Writers the manifest knows.
+    pub writers: u64,
     pub parts_waiting_for_upload: u64,
     pub bytes_waiting_for_upload: u64,
     pub retired_parts: u64,
@@ -101,10 +112,9 @@ impl Remote {
         if !read_only {
             let writer = config.writer.clone();
             let (_, taken) = Manifest::commit(&bucket, &manifest, None, |m| {
-                m.writer = writer.clone();
-                m.epoch += 1;
+                *m.writers.entry(writer.clone()).or_default() += 1;
             })?;
-            epoch = taken.epoch;
+            epoch = taken.writers.get(&config.writer).copied().unwrap_or_default();
             manifest = taken;
         }
         Ok(Remote {
@@ -113,6 +123,7 @@ impl Remote {
             cache,
             manifest: Mutex::new(manifest),
             epoch,
+            others: Mutex::new(HashMap::new()),
             syncing: Mutex::new(()),
             fenced: AtomicBool::new(false),
             pending_bytes: AtomicU64::new(0),
@@ -135,11 +146,11 @@ impl Remote {
     pub fn stopped(&self) -> Option<String> {
         if self.fenced.load(Ordering::Relaxed) {
             let m = Self::lock(&self.manifest);
+            let epoch = m.writers.get(&self.config.writer).copied().unwrap_or_default();
             return Some(format!(
-                "another writer ({} at epoch {}) took over the store at {}; this one stopped \
-                 writing",
-                m.writer,
-                m.epoch,
+                "another process took the writer name {} (epoch {epoch}) of the store at {}; \
+                 this one stopped writing",
+                self.config.writer,
                 self.bucket.url()
             ));
         }
@@ -161,8 +172,9 @@ impl Remote {
         RemoteInfo {
             url: self.bucket.url().to_owned(),
             manifest_version: m.version,
-            writer: m.writer.clone(),
-            epoch: m.epoch,
+            writer: self.config.writer.clone(),
+            epoch: self.epoch,
+            writers: m.writers.len() as u64,
             parts_waiting_for_upload: pending_parts,
             bytes_waiting_for_upload: self.pending_bytes.load(Ordering::Relaxed),
             retired_parts: m.retired.len() as u64,
@@ -178,13 +190,24 @@ impl Remote {
     }
 }
 
+/// Which of `count` readers reads the part `key`: FNV-1a of the key, the same in every
+/// process of every version.
+fn share_of(key: &str, count: usize) -> usize {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in key.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    (hash % count.max(1) as u64) as usize
+}
+
 /// A part's key under the store's prefix.
 pub(super) fn key_of(start: i64, name: &str) -> String {
     format!("p={start}/{name}")
 }
 
 /// What the manifest says of a part: its place, size, time range and column statistics.
-fn describe(start: i64, part: &Part) -> ManifestPart {
+fn describe(start: i64, part: &Part, writer: &str) -> ManifestPart {
     let mut columns: BTreeMap<String, ColumnSummary> = BTreeMap::new();
     let schema = part.meta.schema();
     let parquet = part.parquet();
@@ -217,6 +240,7 @@ fn describe(start: i64, part: &Part) -> ManifestPart {
     ManifestPart {
         key: key_of(start, &part.name),
         name: part.name.clone(),
+        writer: writer.to_owned(),
         partition_start: start,
         sequence: part.sequence,
         level: part.level,
@@ -274,7 +298,9 @@ impl Store {
                 .collect()
         };
         let mut view: BTreeMap<i64, Vec<Part>> = BTreeMap::new();
-        for entry in &manifest.parts {
+        let mine =
+            |entry: &ManifestPart| self.inner.read_only || entry.writer == remote.config.writer;
+        for entry in manifest.parts.iter().filter(|e| mine(e)) {
             let path = partition_dir(dir, entry.partition_start).join(&entry.name);
             let object = remote.object(&entry.key, entry.bytes);
             let part = match local.remove(&entry.name) {
@@ -365,8 +391,10 @@ impl Store {
         }
         let retire: Vec<String> = Remote::lock(&remote.to_retire).clone();
         if !uploaded.is_empty() || !retire.is_empty() {
-            let entries: Vec<ManifestPart> =
-                uploaded.iter().map(|(start, part)| describe(*start, part)).collect();
+            let entries: Vec<ManifestPart> = uploaded
+                .iter()
+                .map(|(start, part)| describe(*start, part, &remote.config.writer))
+                .collect();
             // every record flushed so far is in the object store once nothing waits: the
             // last flush's position is durable then (a merged part's own position may be
             // older than one already committed)
@@ -424,8 +452,8 @@ impl Store {
                     remote.fenced.store(true, Ordering::Relaxed);
                     *Remote::lock(&remote.manifest) = manifest;
                     let reason = format!(
-                        "another writer ({writer} at epoch {epoch}) took over the store at {}; \
-                         this one stopped writing",
+                        "another process took the writer name {writer} (epoch {epoch}) of the \
+                         store at {}; this one stopped writing",
                         remote.bucket.url()
                     );
                     eprintln!("needle: history: {reason}");
@@ -528,6 +556,51 @@ impl Store {
         remote.counters.objects_deleted.fetch_add(deleted.len() as u64, Ordering::Relaxed);
         *Remote::lock(&remote.manifest) = manifest;
         Ok(deleted.len() as u64)
+    }
+
+    /// The parts of writers not in `roster` that are this writer's to read: those whose key's
+    /// hash falls on this writer's place in the sorted roster. Read from the newest manifest;
+    /// each part's footer is fetched once and kept.
+    pub(super) fn share_of_gone_writers(
+        &self,
+        roster: &[String],
+    ) -> Result<Vec<(i64, Part)>, HistoryError> {
+        let Some(remote) = self.remote() else { return Ok(Vec::new()) };
+        let me = &remote.config.writer;
+        let mut live: Vec<&String> = roster.iter().collect();
+        live.sort();
+        live.dedup();
+        let Some(index) = live.iter().position(|w| *w == me) else { return Ok(Vec::new()) };
+        let manifest = Manifest::load(&remote.bucket)?;
+        let mut shared = Vec::new();
+        let mut opened = Remote::lock(&remote.others);
+        let gone = |e: &&ManifestPart| e.writer != *me && !live.iter().any(|w| **w == e.writer);
+        for entry in manifest.parts.iter().filter(gone) {
+            if share_of(&entry.key, live.len()) != index {
+                continue;
+            }
+            let part = match opened.get(&entry.key) {
+                Some(part) => part.clone(),
+                None => {
+                    // never a file here: reads go to the object store
+                    let path = self.inner.config.dir.join(".others").join(&entry.key);
+                    match Part::open_remote(&path, remote.object(&entry.key, entry.bytes)) {
+                        Ok(part) => {
+                            opened.insert(entry.key.clone(), part.clone());
+                            part
+                        }
+                        Err(error) => {
+                            self.corrupt(&path, &error);
+                            continue;
+                        }
+                    }
+                }
+            };
+            shared.push((entry.partition_start, part));
+        }
+        let live_keys: HashSet<&str> = manifest.parts.iter().map(|p| p.key.as_str()).collect();
+        opened.retain(|key, _| live_keys.contains(key.as_str()));
+        Ok(shared)
     }
 
     /// The object store side of the store, when it has one.
