@@ -65,6 +65,9 @@ impl Node {
         let outlet = Arc::new(outlet);
         let query_topic = config.kafka.query_topic.clone();
         let history = config.history.is_on();
+        // the node's name is its name as a writer of a history store that workers share
+        let mut config = config;
+        config.kafka.node_id = name.clone();
         let runtime = Runtime::start_role(config, Role::Worker(outlet.clone()), metrics)?;
         let follower = QueryFollower::start(&connection, &query_topic, runtime.clone(), owners)
             .inspect_err(|_| runtime.shutdown())?;

@@ -419,7 +419,8 @@ impl Following {
         let (received_ms, ends_ms, compiled) =
             (notice.received_ms, notice.ends_ms, Arc::new(compiled));
         if plan.history.is_some() {
-            self.runtime.adopt_history(id, &plan, compiled, owner, received_ms, ends_ms);
+            let roster = &notice.history_workers;
+            self.runtime.adopt_history(id, &plan, compiled, owner, (received_ms, ends_ms), roster);
         } else {
             self.runtime.adopt(id, compiled, owner, received_ms, ends_ms);
         }

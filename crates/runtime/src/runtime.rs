@@ -680,15 +680,17 @@ impl Runtime {
     /// here, this node reads its store and sends what it read to the outlet (its plan, its
     /// pieces in time order, its end); for `SINCE` it first makes the seam that starts the live
     /// part right after the last stored record. Without history, a `SINCE` query runs live only
-    /// and a `HISTORY` query is not this node's to answer.
+    /// and a `HISTORY` query is not this node's to answer. `roster`: the worker nodes the api
+    /// node asked; on a store on object storage that the workers share, this node also reads
+    /// its share of the parts of writers not among them (workers that are gone).
     pub fn adopt_history(
         &self,
         id: &str,
         plan: &Plan,
         query: Arc<CompiledQuery>,
         owner: &str,
-        received_ms: i64,
-        ends_ms: i64,
+        (received_ms, ends_ms): (i64, i64),
+        roster: &[String],
     ) {
         let (Role::Worker(outlet), Some(past)) = (&self.role, &plan.history) else { return };
         let Some(history) = &self.history else {
@@ -723,7 +725,7 @@ impl Runtime {
             }
         }
         // (the plan has a range: this is only called for plans that read history)
-        let replay = match Replay::of_plan(store, plan, &query).transpose() {
+        let replay = match Replay::of_plan_shared(store, plan, &query, roster).transpose() {
             Ok(replay) => replay,
             Err(error) => {
                 eprintln!("needle: query {id}: history could not be read: {error}");

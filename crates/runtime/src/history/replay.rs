@@ -128,13 +128,26 @@ impl Replay {
         from_ms: i64,
         to_ms: Option<i64>,
     ) -> Result<Self, needle_history::HistoryError> {
+        Self::plan_shared(store, query, filter, explodes, (from_ms, to_ms), &[])
+    }
+
+    /// [`Replay::plan`] on a worker node whose store the workers share: its own records and
+    /// its share of the parts of writers not in `roster` ([`HistoryStore::scan_shared`]).
+    pub fn plan_shared(
+        store: &HistoryStore,
+        query: &CompiledQuery,
+        filter: Option<&Expr>,
+        explodes: bool,
+        (from_ms, to_ms): (i64, Option<i64>),
+        roster: &[String],
+    ) -> Result<Self, needle_history::HistoryError> {
         let request = ScanRequest {
             from_ms,
             to_ms: to_ms.unwrap_or(i64::MAX),
             filter: if explodes { None } else { filter.cloned() },
             fields: query.fields_read(),
         };
-        let scan = store.scan(&request)?;
+        let scan = store.scan_shared(&request, roster)?;
         let mut first = i64::MAX;
         let mut last = i64::MIN;
         for block in &scan.blocks {
@@ -165,14 +178,24 @@ impl Replay {
         plan: &needle_query::Plan,
         query: &CompiledQuery,
     ) -> Option<Result<Self, needle_history::HistoryError>> {
+        Self::of_plan_shared(store, plan, query, &[])
+    }
+
+    /// [`Replay::of_plan`] with [`Replay::plan_shared`]'s `roster`.
+    pub fn of_plan_shared(
+        store: &HistoryStore,
+        plan: &needle_query::Plan,
+        query: &CompiledQuery,
+        roster: &[String],
+    ) -> Option<Result<Self, needle_history::HistoryError>> {
         let past = plan.history?;
-        Some(Self::plan(
+        Some(Self::plan_shared(
             store,
             query,
             plan.stage.filter.as_ref(),
             !plan.stage.explode.is_empty(),
-            past.from_ms,
-            past.to_ms,
+            (past.from_ms, past.to_ms),
+            roster,
         ))
     }
 
