@@ -107,7 +107,7 @@ tokens = [
 ]
 
 [kafka.properties]
-"security.protocol" = "SASL_SSL"
+"security.protocol" = "SASL_PLAINTEXT"
 "sasl.mechanism" = "PLAIN"
 "sasl.username" = "planted-sasl-username-06"
 "sasl.password" = "planted-sasl-password-07"
