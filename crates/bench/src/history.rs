@@ -14,15 +14,21 @@
 //!    blocks it read), an hourly downsample of one sensor, and a one-hour `COUNT(*)`. Each
 //!    query's answers are checked equal between needle and DuckDB before timing counts.
 //!
+//! 5. `--store s3` (the default is `local`, the above alone): the same records a second time in
+//!    a store on a real S3 server started for the run, its figures beside the local store's
+//!    (ingest, bytes per point, each query warm and cold, bytes fetched; [`crate::history_s3`]).
+//!
 //! `--peer none` skips DuckDB and streams the records straight from the generator into the
 //! store (no NDJSON file): the way to take the billion-point run on a small disk.
 
+use crate::history_s3::{ColdOpen, ObjectStoreFigures, ObjectStoreQuery, ObjectStoreSide};
 use crate::{Outcome, Output};
 use needle::ingest;
-use needle_engine::exec::CompiledQuery;
+use needle_engine::exec::{CompiledQuery, Emission};
+use needle_query::ast::Expr;
 use needle_query::QueryConfig;
 use needle_runtime::config::HistoryConfig;
-use needle_runtime::history::replay::{run_local, Replay};
+use needle_runtime::history::replay::{run_local, Replay, ReplayReport};
 use needle_workload::{Generator, WorkloadKind, WorkloadSpec};
 use serde::Serialize;
 use std::io::{BufWriter, Read, Write};
@@ -60,6 +66,10 @@ pub struct Args {
     /// none: needle alone, the records streamed from the generator (no NDJSON file).
     #[arg(long, default_value = "duckdb", value_parser = ["duckdb", "none"])]
     peer: String,
+    /// local: the store on the local disk alone; s3: also the same records in a store on a
+    /// MinIO server started for the run, read warm and cold, beside the local store's figures.
+    #[arg(long, default_value = "local", value_parser = ["local", "s3"])]
+    store: String,
     /// Where the records, the store and DuckDB's files go (default: a temporary directory,
     /// removed afterwards).
     #[arg(long)]
@@ -81,6 +91,9 @@ pub struct HistoryBench {
     duckdb_bytes_per_point: Option<f64>,
     queries: Vec<QueryFigures>,
     duckdb_version: Option<String>,
+    /// `--store s3`: the store on the object store, beside the local one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    s3: Option<ObjectStoreFigures>,
 }
 
 #[derive(Debug, Serialize)]
@@ -110,6 +123,15 @@ struct QueryFigures {
     records_read: u64,
     /// Share of the store's records read.
     records_read_share: f64,
+    /// `--store s3`: this query read from the object store, warm and cold.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    s3: Option<ObjectStoreQuery>,
+    /// The object store's warm time over the local store's (target ≤ 1.2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    s3_warm_ratio_to_local: Option<f64>,
+    /// The object store's cold time over the local store's warm one (target ≤ 3).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    s3_cold_ratio_to_local: Option<f64>,
 }
 
 impl Outcome for HistoryBench {
@@ -169,6 +191,65 @@ impl Outcome for HistoryBench {
                 q.rows.to_string(),
                 format!("{} / {}", q.blocks_read, q.blocks_total),
                 format!("{:.2}%", q.records_read_share * 100.0),
+            ]);
+        }
+        println!("{table}");
+        if let Some(s3) = &self.s3 {
+            self.print_object_store(s3);
+        }
+    }
+}
+
+impl HistoryBench {
+    /// The store on the object store beside the local one: the ratios and their targets.
+    fn print_object_store(&self, s3: &ObjectStoreFigures) {
+        println!("s3: {} ({}), beside the local store in this run", s3.server, s3.url);
+        let i = &s3.ingest;
+        println!(
+            "s3 ingest: {:.2} M points per CPU-second ({:.2} CPU-s, {:.2} s wall), {:.2} of local (target ≥ 0.8)",
+            i.points_per_cpu_second / 1e6,
+            i.cpu_seconds,
+            i.seconds,
+            s3.ingest_ratio_to_local
+        );
+        println!(
+            "s3 size: {:.4} bytes per point ({} bytes the manifest names){}",
+            s3.bytes_per_point,
+            s3.bytes,
+            s3.bytes_ratio_to_duckdb.map_or(String::new(), |r| format!(
+                ", {r:.2} of DuckDB's sorted zstd Parquet (target ≤ 1)"
+            ))
+        );
+        println!(
+            "s3 cold open: {:.2} ms, {} bytes fetched in {} requests (the manifest, footers and page indexes)",
+            s3.cold_open.ms, s3.cold_open.fetched_bytes, s3.cold_open.fetch_requests
+        );
+        let mut table = comfy_table::Table::new();
+        table.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+        table.set_header(vec![
+            "query",
+            "local ms",
+            "s3 warm ms",
+            "warm / local (≤ 1.2)",
+            "s3 cold ms",
+            "cold / local (≤ 3)",
+            "cold bytes fetched",
+            "cold requests",
+            "warm bytes fetched a run",
+        ]);
+        let ratio = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{r:.2}"));
+        for q in &self.queries {
+            let Some(o) = &q.s3 else { continue };
+            table.add_row(vec![
+                q.name.clone(),
+                format!("{:.2}", q.needle_ms),
+                format!("{:.2}", o.warm_ms),
+                ratio(q.s3_warm_ratio_to_local),
+                format!("{:.2}", o.cold_ms),
+                ratio(q.s3_cold_ratio_to_local),
+                o.cold_fetched_bytes.to_string(),
+                o.cold_fetch_requests.to_string(),
+                o.warm_fetched_bytes_per_run.to_string(),
             ]);
         }
         println!("{table}");
@@ -236,13 +317,15 @@ fn measure(args: &Args) -> Result<HistoryBench, String> {
         page_rows: args.page_rows.unwrap_or(history.page_rows),
         ..history
     };
-    let reader: Box<dyn Read + Send> = if with_duckdb {
-        Box::new(std::fs::File::open(&input).map_err(|e| e.to_string())?)
-    } else {
-        Box::new(GeneratorReader::new(&spec)?)
+    let open_input = || -> Result<Box<dyn Read + Send>, String> {
+        Ok(if with_duckdb {
+            Box::new(std::fs::File::open(&input).map_err(|e| e.to_string())?)
+        } else {
+            Box::new(GeneratorReader::new(&spec)?)
+        })
     };
     let cpu_before = process_cpu_seconds();
-    let summary = ingest::ingest(&history, reader, args.threads, &|_| {})?;
+    let summary = ingest::ingest(&history, open_input()?, args.threads, &|_| {})?;
     let cpu_seconds = process_cpu_seconds() - cpu_before;
     if summary.records != records {
         return Err(format!("ingested {} records of {records}", summary.records));
@@ -254,6 +337,15 @@ fn measure(args: &Args) -> Result<HistoryBench, String> {
         records_per_second: summary.records_per_second,
         bytes: summary.bytes,
         duckdb_load_seconds: None,
+    };
+    // the same records into the store on the object store, right after the local ingest
+    let mut object_store = match args.store.as_str() {
+        "s3" => {
+            let mut side = ObjectStoreSide::start(work.path(), &history)?;
+            let ingest = side.ingest(open_input()?, args.threads, records, points)?;
+            Some((side, ingest))
+        }
+        _ => None,
     };
     let store =
         needle_history::Store::open_read_only(history.store_config()).map_err(|e| e.to_string())?;
@@ -282,36 +374,29 @@ fn measure(args: &Args) -> Result<HistoryBench, String> {
     let mut figures = Vec::new();
     let mut answers = Vec::new();
     for (name, text) in &queries {
-        let plan = needle_query::compile(text, &config).map_err(|e| e.render(text))?;
-        let past = plan.history.ok_or("a history query")?;
-        let query = Arc::new(CompiledQuery::compile(&plan).map_err(|e| e.to_string())?);
+        let query = PreparedQuery::compile(name, text, &config)?;
         let mut times = Vec::new();
         let mut last = None;
         for run in 0..=args.runs {
-            let started = Instant::now();
-            let replay = Replay::plan(
-                &store,
-                &query,
-                plan.stage.filter.as_ref(),
-                false,
-                past.from_ms,
-                past.to_ms,
-            )
-            .map_err(|e| e.to_string())?;
-            let (emissions, report) =
-                run_local(replay, query.clone(), "bench", 0, threads).map_err(|e| e.to_string())?;
+            let QueryRun { ms, emissions, report } = query.run(&store, threads)?;
             if run > 0 {
-                times.push(started.elapsed().as_secs_f64() * 1000.0);
+                times.push(ms);
             }
             last = Some((emissions, report));
         }
         let (emissions, report) = last.ok_or("no run")?;
         let rows: u64 = emissions.iter().map(|e| e.records.len() as u64).sum();
-        answers.push(answer(name, &emissions));
+        let answer = query.answer(&emissions);
+        let needle_ms = median(&mut times);
+        let s3 = match &object_store {
+            Some((side, _)) => Some(side.time_query(&query, args.runs, threads, &answer)?),
+            None => None,
+        };
+        answers.push(answer);
         figures.push(QueryFigures {
             name: name.to_string(),
             query: text.clone(),
-            needle_ms: median(&mut times),
+            needle_ms,
             duckdb_table_ms: None,
             duckdb_own_parquet_ms: None,
             duckdb_needle_files_ms: None,
@@ -321,8 +406,35 @@ fn measure(args: &Args) -> Result<HistoryBench, String> {
             blocks_total: report.scan.blocks_in_range,
             records_read: report.records_read,
             records_read_share: report.records_read as f64 / records.max(1) as f64,
+            s3_warm_ratio_to_local: s3.as_ref().map(|o| o.warm_ms / needle_ms),
+            s3_cold_ratio_to_local: s3.as_ref().map(|o| o.cold_ms / needle_ms),
+            s3,
         });
     }
+    let s3 = match object_store.take() {
+        Some((side, ingest)) => {
+            let bytes = side.manifest_bytes()?;
+            let mut open_ms: Vec<f64> =
+                figures.iter().filter_map(|q| q.s3.as_ref().map(|o| o.cold_open.ms)).collect();
+            let first_open = figures.iter().find_map(|q| q.s3.as_ref().map(|o| &o.cold_open));
+            Some(ObjectStoreFigures {
+                server: side.server(),
+                url: side.url().to_owned(),
+                ingest_ratio_to_local: ingest.points_per_cpu_second
+                    / ingest_figures.points_per_cpu_second,
+                ingest,
+                bytes,
+                bytes_per_point: bytes as f64 / points as f64,
+                bytes_ratio_to_duckdb: None,
+                cold_open: ColdOpen {
+                    ms: median(&mut open_ms),
+                    fetched_bytes: first_open.map_or(0, |o| o.fetched_bytes),
+                    fetch_requests: first_open.map_or(0, |o| o.fetch_requests),
+                },
+            })
+        }
+        None => None,
+    };
     let mut bench = HistoryBench {
         scenario: "history",
         machine: machine(),
@@ -335,27 +447,102 @@ fn measure(args: &Args) -> Result<HistoryBench, String> {
         ingest: ingest_figures,
         queries: figures,
         duckdb_version: None,
+        s3,
     };
     if with_duckdb {
         duckdb(args, work.path(), &input, &store_dir, &sensor, &answers, &mut bench)?;
+        if let (Some(s3), Some(duckdb)) = (bench.s3.as_mut(), bench.duckdb_bytes_per_point) {
+            s3.bytes_ratio_to_duckdb = Some(s3.bytes_per_point / duckdb);
+        }
     }
     Ok(bench)
 }
 
-/// What a query answered, to check against DuckDB: a row count and a checksum of the numbers.
-fn answer(name: &str, emissions: &[needle_engine::exec::Emission]) -> (String, u64, f64) {
-    let rows = emissions.iter().flat_map(|e| e.records.iter());
-    let mut count = 0;
-    let mut sum = 0.0;
-    for r in rows {
-        count += 1;
-        for (k, v) in r.iter() {
-            if k != "ts" {
-                sum += v.as_f64().unwrap_or(0.0);
+/// A bench query compiled once, run over any store (local or on the object store).
+pub(crate) struct PreparedQuery {
+    name: String,
+    from_ms: i64,
+    to_ms: Option<i64>,
+    filter: Option<Expr>,
+    query: Arc<CompiledQuery>,
+}
+
+/// One run of a [`PreparedQuery`]: its time, what it emitted and what it read.
+pub(crate) struct QueryRun {
+    pub ms: f64,
+    pub emissions: Vec<Emission>,
+    pub report: ReplayReport,
+}
+
+impl PreparedQuery {
+    fn compile(name: &str, text: &str, config: &QueryConfig) -> Result<Self, String> {
+        let plan = needle_query::compile(text, config).map_err(|e| e.render(text))?;
+        let past = plan.history.as_ref().ok_or("a history query")?;
+        let query = Arc::new(CompiledQuery::compile(&plan).map_err(|e| e.to_string())?);
+        Ok(Self {
+            name: name.to_owned(),
+            from_ms: past.from_ms,
+            to_ms: past.to_ms,
+            filter: plan.stage.filter.clone(),
+            query,
+        })
+    }
+
+    /// Plans the read over `store` and runs it on `threads` readers, timed whole.
+    pub(crate) fn run(
+        &self,
+        store: &needle_history::Store,
+        threads: usize,
+    ) -> Result<QueryRun, String> {
+        let started = Instant::now();
+        let replay =
+            Replay::plan(store, &self.query, self.filter.as_ref(), false, self.from_ms, self.to_ms)
+                .map_err(|e| e.to_string())?;
+        let (emissions, report) = run_local(replay, self.query.clone(), "bench", 0, threads)
+            .map_err(|e| e.to_string())?;
+        Ok(QueryRun { ms: started.elapsed().as_secs_f64() * 1000.0, emissions, report })
+    }
+
+    /// What a run answered, to check against another store's or DuckDB's.
+    pub(crate) fn answer(&self, emissions: &[Emission]) -> Answer {
+        let mut rows = 0;
+        let mut checksum = 0.0;
+        for r in emissions.iter().flat_map(|e| e.records.iter()) {
+            rows += 1;
+            for (k, v) in r.iter() {
+                if k != "ts" {
+                    checksum += v.as_f64().unwrap_or(0.0);
+                }
             }
         }
+        Answer { name: self.name.clone(), rows, checksum }
     }
-    (name.to_string(), count, sum)
+}
+
+/// What a query answered: a row count and a checksum of the numbers (in any row order).
+#[derive(Debug, Clone)]
+pub(crate) struct Answer {
+    name: String,
+    rows: u64,
+    checksum: f64,
+}
+
+impl Answer {
+    /// The same rows and numbers (up to the order the sum was taken in).
+    fn agrees(&self, rows: u64, checksum: f64) -> bool {
+        rows == self.rows && (checksum - self.checksum).abs() <= 1e-6 * self.checksum.abs().max(1.0)
+    }
+
+    /// An error naming `what` unless `self` agrees with `expected` (the local store's).
+    pub(crate) fn check_same(&self, expected: &Answer, what: &str) -> Result<(), String> {
+        if expected.agrees(self.rows, self.checksum) {
+            return Ok(());
+        }
+        Err(format!(
+            "{}: the local store answered {} rows (checksum {}), {what} {} ({})",
+            self.name, expected.rows, expected.checksum, self.rows, self.checksum
+        ))
+    }
 }
 
 /// Runs the DuckDB peer and puts its figures beside needle's (after checking the answers).
@@ -365,7 +552,7 @@ fn duckdb(
     input: &Path,
     store: &Path,
     sensor: &str,
-    answers: &[(String, u64, f64)],
+    answers: &[Answer],
     bench: &mut HistoryBench,
 ) -> Result<(), String> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/peers/duckdb/iot.py");
@@ -390,8 +577,8 @@ fn duckdb(
     bench.duckdb_version = peer["duckdb_version"].as_str().map(String::from);
     bench.duckdb_bytes_per_point = peer["parquet_bytes"].as_f64().map(|b| b / bench.points as f64);
     bench.ingest.duckdb_load_seconds = peer["load_seconds"].as_f64();
-    for (q, (name, count, sum)) in bench.queries.iter_mut().zip(answers) {
-        let figures = &peer["queries"][name];
+    for (q, answer) in bench.queries.iter_mut().zip(answers) {
+        let figures = &peer["queries"][&answer.name];
         let source = |s: &str| figures[s]["ms"].as_f64();
         q.duckdb_table_ms = source("table");
         q.duckdb_own_parquet_ms = source("own parquet");
@@ -399,9 +586,10 @@ fn duckdb(
         q.ratio_to_duckdb_table = q.duckdb_table_ms.map(|d| q.needle_ms / d);
         let peer_rows = figures["table"]["rows"].as_u64().unwrap_or(u64::MAX);
         let peer_sum = figures["table"]["sum"].as_f64().unwrap_or(f64::NAN);
-        if peer_rows != *count || (peer_sum - sum).abs() > 1e-6 * sum.abs().max(1.0) {
+        if !answer.agrees(peer_rows, peer_sum) {
             return Err(format!(
-                "{name}: needle answered {count} rows (checksum {sum}), DuckDB {peer_rows} ({peer_sum})"
+                "{}: needle answered {} rows (checksum {}), DuckDB {peer_rows} ({peer_sum})",
+                answer.name, answer.rows, answer.checksum
             ));
         }
     }
@@ -457,13 +645,13 @@ impl Read for GeneratorReader {
     }
 }
 
-fn median(values: &mut [f64]) -> f64 {
+pub(crate) fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 /// CPU seconds the whole process has used (user + system).
-fn process_cpu_seconds() -> f64 {
+pub(crate) fn process_cpu_seconds() -> f64 {
     let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
     // SAFETY: `usage` is a valid, writable rusage; RUSAGE_SELF is a constant the kernel knows.
     let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };

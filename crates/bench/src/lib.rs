@@ -14,6 +14,7 @@ pub mod data_scaling;
 pub mod eps;
 pub mod harness;
 pub mod history;
+mod history_s3;
 pub mod kafka_scaling;
 pub mod latency;
 pub mod live;

@@ -384,4 +384,47 @@ fn history_checks_needle_and_duckdb_agree_then_reports_both() {
     let _ = std::fs::remove_dir_all(&out_dir);
     exits_2(&["history", "--sensors", "0"]);
     exits_2(&["history", "--page-rows", "0"]);
+    exits_2(&["history", "--store", "gcs"]);
+}
+
+#[test]
+fn history_on_s3_reports_the_object_store_beside_the_local_store() {
+    // MinIO started by the bench itself; every answer read from it, warm and cold, was
+    // checked equal to the local store's before these figures were kept
+    let (rows, out_dir) = bench_json(
+        "history-s3",
+        &["history", "--store", "s3", "--peer", "none", "--sensors", "50", "--minutes", "120"]
+            .into_iter()
+            .chain(["--runs", "1", "--block-rows", "2048", "--page-rows", "512"])
+            .collect::<Vec<_>>(),
+    );
+    let result = &rows[0];
+    let s3 = &result["s3"];
+    assert!(s3["url"].as_str().is_some_and(|u| u.starts_with("s3://")), "{result}");
+    assert!(s3["ingest"]["points_per_cpu_second"].as_f64() > Some(0.0), "{s3}");
+    assert!(s3["ingest_ratio_to_local"].as_f64() > Some(0.0), "{s3}");
+    // the same records in the same layout: the manifest names as many bytes as the local disk holds
+    assert_eq!(s3["bytes"], result["ingest"]["bytes"], "{result}");
+    // a store opened afresh fetches at least the manifest and the footers
+    assert!(s3["cold_open"]["fetched_bytes"].as_u64() > Some(0), "{s3}");
+    assert!(s3["cold_open"]["fetch_requests"].as_u64() > Some(0), "{s3}");
+    let queries = result["queries"].as_array().unwrap();
+    assert_eq!(queries.len(), 4);
+    for q in queries {
+        let o = &q["s3"];
+        assert!(o["warm_ms"].as_f64() > Some(0.0) && o["cold_ms"].as_f64() > Some(0.0), "{q}");
+        assert!(q["s3_warm_ratio_to_local"].as_f64().is_some(), "{q}");
+        assert!(q["s3_cold_ratio_to_local"].as_f64().is_some(), "{q}");
+        // the warm-up filled the cache: the timed warm runs fetch nothing
+        assert_eq!(o["warm_fetched_bytes_per_run"], 0, "{q}");
+    }
+    let _ = std::fs::remove_dir_all(&out_dir);
+    // without --store s3, the figures are the local store's alone
+    let (rows, out_dir) = bench_json(
+        "history-local",
+        &["history", "--peer", "none", "--sensors", "10", "--minutes", "60", "--runs", "1"],
+    );
+    assert!(rows[0].get("s3").is_none(), "{}", rows[0]);
+    assert!(rows[0]["queries"][0].get("s3").is_none(), "{}", rows[0]);
+    let _ = std::fs::remove_dir_all(&out_dir);
 }
