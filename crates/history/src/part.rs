@@ -578,7 +578,14 @@ impl Part {
         let file = self.file()?;
         let descriptor = meta.metadata().file_metadata().schema_descr_ptr();
         let indices = meta.schema().fields().iter().enumerate();
-        let indices = indices.filter(|(_, f)| keep(f.name())).map(|(i, _)| i);
+        let indices: Vec<usize> = indices.filter(|(_, f)| keep(f.name())).map(|(i, _)| i).collect();
+        if let PartFile::Remote(object) = &file {
+            // the block's column chunks in a few parallel requests, not page by page
+            let row_group = meta.metadata().row_group(index);
+            let ranges: Vec<(u64, u64)> =
+                indices.iter().map(|i| row_group.column(*i).byte_range()).collect();
+            object.cache.prefetch(&object.bucket, &object.key, object.size, &ranges)?;
+        }
         let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, meta.clone())
             .with_row_groups(vec![index])
             .with_projection(ProjectionMask::roots(&descriptor, indices))

@@ -20,8 +20,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// The size of one cached range, aligned in the object.
-pub const CHUNK_BYTES: u64 = 128 << 10;
+/// The size of one cached range, aligned in the object: small, so a column chunk of a few
+/// kilobytes costs a few kilobytes ([`Cache::prefetch`] fetches runs of chunks in one request).
+pub const CHUNK_BYTES: u64 = 32 << 10;
 /// Chunks also kept in memory (the newest read).
 const CHUNKS_IN_MEMORY: usize = 32;
 
@@ -138,6 +139,70 @@ impl Cache {
             out.extend_from_slice(&chunk[lo..hi]);
         }
         Ok(out.freeze())
+    }
+
+    /// Makes sure the byte ranges `(start, length)` of `object` are cached: the chunks missing
+    /// are fetched, a run of consecutive chunks a request, the requests in parallel (a block's
+    /// column chunks before its reader asks for their pages one by one).
+    pub fn prefetch(
+        &self,
+        bucket: &Bucket,
+        object: &str,
+        size: u64,
+        ranges: &[(u64, u64)],
+    ) -> Result<(), HistoryError> {
+        let mut missing: Vec<u64> = Vec::new();
+        for &(start, length) in ranges {
+            let end = (start + length).min(size);
+            if start >= end {
+                continue;
+            }
+            for index in start / CHUNK_BYTES..=(end - 1) / CHUNK_BYTES {
+                let key = Key::Chunk(object.to_owned(), index);
+                if !self.state().entries.contains_key(&key) {
+                    missing.push(index);
+                }
+            }
+        }
+        missing.sort_unstable();
+        missing.dedup();
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for index in missing {
+            match runs.last_mut() {
+                Some((_, last)) if *last + 1 == index => *last = index,
+                _ => runs.push((index, index)),
+            }
+        }
+        if runs.is_empty() {
+            return Ok(());
+        }
+        let requests: Vec<std::ops::Range<u64>> = runs
+            .iter()
+            .map(|(first, last)| first * CHUNK_BYTES..((last + 1) * CHUNK_BYTES).min(size))
+            .collect();
+        let fetched = bucket.get_ranges(object, requests.clone())?;
+        for ((range, bytes), (first, _)) in requests.iter().zip(fetched).zip(&runs) {
+            if (bytes.len() as u64) < range.end - range.start {
+                return Err(HistoryError::Object {
+                    location: format!("{}/{object}", bucket.url()),
+                    message: format!(
+                        "the object is shorter than its {size} bytes (truncated or replaced)"
+                    ),
+                });
+            }
+            self.counters.requests.fetch_add(1, Ordering::Relaxed);
+            self.counters.fetched_bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            let mut index = *first;
+            let mut offset = 0;
+            while offset < bytes.len() {
+                let chunk = bytes.slice(offset..(offset + CHUNK_BYTES as usize).min(bytes.len()));
+                self.counters.misses.fetch_add(1, Ordering::Relaxed);
+                self.keep(object, index, &chunk);
+                offset += CHUNK_BYTES as usize;
+                index += 1;
+            }
+        }
+        Ok(())
     }
 
     /// Chunks `first..=last` of `object`: those missing fetched, a run at a time.
@@ -340,6 +405,24 @@ mod tests {
         cache.read(&bucket, "p/y", data.len() as u64, data.len() as u64 - 8, 8).unwrap();
         assert_eq!(cache.counters().fetched_bytes.load(Ordering::Relaxed), CHUNK_BYTES);
         assert_eq!(cache.counters().requests.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn a_prefetch_fetches_each_run_of_missing_chunks_once_and_reads_then_hit() {
+        let data: Vec<u8> = (0..(CHUNK_BYTES * 10)).map(|i| (i % 253) as u8).collect();
+        let (dir, bucket) = bucket_with("p/w", &data);
+        let cache = Cache::open(&dir.path().join("cache"), 1 << 30).unwrap();
+        let size = data.len() as u64;
+        cache.read(&bucket, "p/w", size, CHUNK_BYTES * 2, 1).unwrap();
+        // chunks 0-1 (2 is cached) and 7-8: two requests, after the first read's one
+        let ranges = [(10, CHUNK_BYTES * 2), (CHUNK_BYTES * 7 + 5, CHUNK_BYTES + 3)];
+        cache.prefetch(&bucket, "p/w", size, &ranges).unwrap();
+        assert_eq!(cache.counters().requests.load(Ordering::Relaxed), 1 + 2);
+        let fetched = cache.counters().fetched_bytes.load(Ordering::Relaxed);
+        assert_eq!(fetched, CHUNK_BYTES * 5);
+        let got = cache.read(&bucket, "p/w", size, CHUNK_BYTES * 7 + 5, 100).unwrap();
+        assert_eq!(&got[..], &data[(CHUNK_BYTES * 7 + 5) as usize..][..100]);
+        assert_eq!(cache.counters().fetched_bytes.load(Ordering::Relaxed), fetched);
     }
 
     #[test]

@@ -232,6 +232,27 @@ impl Bucket {
             .map_err(|e| self.error(key, e))
     }
 
+    /// The byte ranges `[start, end)` of object `key`, fetched at once (one request each, in
+    /// parallel).
+    pub fn get_ranges(
+        &self,
+        key: &str,
+        ranges: Vec<std::ops::Range<u64>>,
+    ) -> Result<Vec<Bytes>, HistoryError> {
+        let (store, path) = (self.store.clone(), self.path(key));
+        let fetched = self.run(async move {
+            let requests = ranges.into_iter().map(|range| {
+                let (store, path) = (store.clone(), path.clone());
+                async move { store.get_range(&path, range).await }
+            });
+            futures_util::future::join_all(requests)
+                .await
+                .into_iter()
+                .collect::<Result<Vec<Bytes>, object_store::Error>>()
+        });
+        fetched.map_err(|e| self.error(key, e))
+    }
+
     /// The whole object `key`, or `None` when there is none.
     pub fn get(&self, key: &str) -> Result<Option<Bytes>, HistoryError> {
         let (store, path) = (self.store.clone(), self.path(key));
