@@ -1203,6 +1203,50 @@ fn the_kafka_scaling_bench_reports_needle_and_the_bare_consumer() {
     assert_eq!(bad.status.code(), Some(2));
 }
 
+/// A needle.toml keeping history in MinIO under `prefix`, this process's cache in `cache`,
+/// with `kafka` as its `[kafka]` section's settings (quick failure detection added).
+fn minio_history_config(
+    prefix: &str,
+    cache: &std::path::Path,
+    kafka: &str,
+) -> tempfile::NamedTempFile {
+    let minio = needle_history::testing::Minio::shared();
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    write!(
+        f,
+        r#"
+[runtime]
+tick_ms = 50
+
+[kafka]
+{kafka}
+
+[kafka.properties]
+"session.timeout.ms" = 6000
+"heartbeat.interval.ms" = 500
+
+[history]
+dir = "{url}"
+cache_dir = "{cache}"
+flush_ms = 200
+
+[history.object_store]
+endpoint = "{endpoint}"
+region = "us-east-1"
+access_key_id = "{key}"
+secret_access_key = "{secret}"
+allow_http = true
+"#,
+        url = minio.url(prefix),
+        cache = cache.display(),
+        endpoint = minio.endpoint,
+        key = minio.access_key,
+        secret = minio.secret_key,
+    )
+    .unwrap();
+    f
+}
+
 /// The distinct `ts` of the records a store on object storage holds (each `small` record's
 /// `ts` is its own), and how many records it holds in all (a record read again after a kill is
 /// kept twice: at-least-once).
@@ -1242,41 +1286,11 @@ fn a_process_killed_mid_ingest_into_an_object_store_loses_no_record() {
     gen(&broker.bootstrap, "s3hist", &["small", "--count", &RECORDS.to_string()]);
     let remote = minio.remote("kill-9-mid-ingest");
     let config = |cache: &std::path::Path| {
-        let mut f = tempfile::NamedTempFile::new().unwrap();
-        write!(
-            f,
-            r#"
-[runtime]
-tick_ms = 50
-
-[kafka]
-group = "s3hist-readers"
-start = "earliest"
-
-[kafka.properties]
-"session.timeout.ms" = 6000
-"heartbeat.interval.ms" = 500
-
-[history]
-dir = "{url}"
-cache_dir = "{cache}"
-flush_ms = 200
-
-[history.object_store]
-endpoint = "{endpoint}"
-region = "us-east-1"
-access_key_id = "{key}"
-secret_access_key = "{secret}"
-allow_http = true
-"#,
-            url = minio.url("kill-9-mid-ingest"),
-            cache = cache.display(),
-            endpoint = minio.endpoint,
-            key = minio.access_key,
-            secret = minio.secret_key,
+        minio_history_config(
+            "kill-9-mid-ingest",
+            cache,
+            "group = \"s3hist-readers\"\nstart = \"earliest\"",
         )
-        .unwrap();
-        f
     };
     let source = format!("kafka://{}/s3hist", broker.bootstrap);
     let (cache_a, cache_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -1328,46 +1342,12 @@ fn workers_sharing_a_store_on_minio_answer_for_a_killed_workers_past() {
     let api_config = kafka_config(&broker.bootstrap, "shist");
     let api = Serve::start(&["--role", "api", "--config", api_config.path().to_str().unwrap()]);
     let worker_config = |name: &str, cache: &std::path::Path| {
-        let mut f = tempfile::NamedTempFile::new().unwrap();
-        write!(
-            f,
-            r#"
-[runtime]
-tick_ms = 50
-
-[kafka]
-brokers = "{broker}"
-data_topic = "shist"
-query_topic = "shist-queries"
-results_topic = "shist-results"
-group = "shist-workers"
-node_id = "{name}"
-
-[kafka.properties]
-"session.timeout.ms" = 6000
-"heartbeat.interval.ms" = 500
-
-[history]
-dir = "{url}"
-cache_dir = "{cache}"
-flush_ms = 200
-
-[history.object_store]
-endpoint = "{endpoint}"
-region = "us-east-1"
-access_key_id = "{key}"
-secret_access_key = "{secret}"
-allow_http = true
-"#,
-            broker = broker.bootstrap,
-            url = minio.url("shared-workers"),
-            cache = cache.display(),
-            endpoint = minio.endpoint,
-            key = minio.access_key,
-            secret = minio.secret_key,
-        )
-        .unwrap();
-        f
+        let kafka = format!(
+            "brokers = \"{}\"\ndata_topic = \"shist\"\nquery_topic = \"shist-queries\"\n\
+             results_topic = \"shist-results\"\ngroup = \"shist-workers\"\nnode_id = \"{name}\"",
+            broker.bootstrap
+        );
+        minio_history_config("shared-workers", cache, &kafka)
     };
     let (cache_a, cache_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let (config_a, config_b) =
