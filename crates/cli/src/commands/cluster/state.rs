@@ -42,6 +42,10 @@ pub struct Started {
     /// A needle node's HTTP base URL (or the broker's address, the S3 endpoint).
     pub url: Option<String>,
     pub log: PathBuf,
+    /// The broker's or the S3 server's watchdog (the script's process that stops it when
+    /// `up` is gone), stopped first.
+    #[serde(default)]
+    pub watchdog: Option<u32>,
 }
 
 impl ClusterState {
@@ -95,6 +99,10 @@ impl ClusterState {
                 .filter(|p| kinds.contains(&p.kind.as_str()) && self.running(p))
                 .collect();
             for p in &group {
+                let watchdog = p.watchdog.filter(|&w| command_line(w).contains("watchdog"));
+                if let Some(watchdog) = watchdog.filter(|&w| process_alive(w)) {
+                    signal(watchdog, libc::SIGTERM);
+                }
                 eprintln!("needle cluster: stopping {} (pid {})", p.name, p.pid);
                 signal(p.pid, libc::SIGTERM);
             }
@@ -164,6 +172,7 @@ mod tests {
             pid: me,
             url: None,
             log: PathBuf::new(),
+            watchdog: None,
         };
         let state = |dir: &str| ClusterState { dir: dir.into(), ..ClusterState::default() };
         // the test binary's command line names itself, not this directory

@@ -333,16 +333,17 @@ fn record_script_process(
     log: &str,
     url: &str,
 ) -> Result<(), String> {
-    let pid = std::fs::read_to_string(dir.join("pid"))
-        .ok()
-        .and_then(|p| p.trim().parse().ok())
-        .ok_or_else(|| format!("no process id in {}", dir.join("pid").display()))?;
+    let read_pid = |file: &str| {
+        std::fs::read_to_string(dir.join(file)).ok().and_then(|p| p.trim().parse().ok())
+    };
+    let pid = read_pid("pid").ok_or_else(|| format!("no process id in {}", dir.display()))?;
     state.processes.push(Started {
         kind: kind.into(),
         name: kind.into(),
         pid,
         url: Some(url.to_owned()),
         log: dir.join(log),
+        watchdog: read_pid("watchdog.pid"),
     });
     state.save()
 }
@@ -362,6 +363,7 @@ fn record_child(
         pid: child.id(),
         url,
         log,
+        watchdog: None,
     });
     children.push((name.to_owned(), child));
     state.save()
