@@ -212,7 +212,7 @@ fn print_summary(state: &ClusterState, args: &UpArgs) {
     for p in &state.processes {
         let url = p.url.as_deref().unwrap_or("");
         let what = match p.kind.as_str() {
-            "api" => format!("{url}  (the web UI; its Cluster page: {url}/#cluster)"),
+            "api" => format!("{url}  (the web UI; its Cluster page: {url}/#/cluster)"),
             "worker" => format!("{url}  (/metrics, /healthz, /api/v1/queries)"),
             "gen" => format!(
                 "{} records/s of generated bullet records to {}",
