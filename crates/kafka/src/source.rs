@@ -405,7 +405,8 @@ impl ClientContext for SourceContext {
     }
 
     /// librdkafka's statistics (every `statistics.interval.ms`): the consumer lag of each
-    /// partition read, for `needle_kafka_consumer_lag` and the cluster view.
+    /// partition read (high watermark minus committed offset), for `needle_kafka_consumer_lag`
+    /// and the cluster view.
     fn stats(&self, statistics: Statistics) {
         let Some(topic) = statistics.topics.get(&self.topic) else { return };
         for (number, partition) in &topic.partitions {

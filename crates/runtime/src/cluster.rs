@@ -52,8 +52,9 @@ pub struct NodeReport {
 pub struct PartitionReport {
     pub topic: String,
     pub partition: i32,
-    /// Messages in the partition not read yet (its high watermark minus the node's position),
-    /// as librdkafka last reported it; `None` until it has.
+    /// Messages of the partition the group has not committed yet (its high watermark minus
+    /// the committed offset: needle commits a record's offset once its results went out,
+    /// every second), as librdkafka last reported it; `None` until it has.
     pub lag: Option<i64>,
 }
 

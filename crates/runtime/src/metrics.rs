@@ -49,8 +49,8 @@ pub struct Metrics {
     pub partials_remote: Counter,
     /// Partitions of a partitioned source (Kafka) assigned to this process now.
     pub source_partitions: Gauge,
-    /// Per partition read now (labels `topic`, `partition`): messages not read yet, brought
-    /// up to date from [`Metrics::cluster`] at each rendering.
+    /// Per partition read now (labels `topic`, `partition`): messages not committed yet,
+    /// brought up to date from [`Metrics::cluster`] at each rendering.
     kafka_consumer_lag: Family<Vec<(String, String)>, Gauge>,
     /// What the source and the node wiring tell of this process for the cluster view
     /// (partitions and their lag, rebalances, adoptions).
@@ -253,8 +253,8 @@ impl Metrics {
         );
         registry.register(
             "kafka_consumer_lag",
-            "Messages of a Kafka partition this process reads not read yet (high watermark \
-             minus position, from librdkafka's statistics)",
+            "Messages of a Kafka partition this process reads that the group has not committed \
+             yet (high watermark minus committed offset, from librdkafka's statistics)",
             m.kafka_consumer_lag.clone(),
         );
         Self { registry, ..metrics }
