@@ -308,7 +308,7 @@ await test('the cluster page renders the nodes, partitions and events /api/v1/cl
   const cluster = {
     node: 'api-1',
     nodes: [node('api-1', 'api', true), node('api-2', 'api', false), node('worker-1', 'worker', true, [0, 1, 2, 3], { parts: 12, bytes: 3_400_000, records: 9000 }), node('worker-2', 'worker', false)],
-    partitions: [0, 1, 2, 3].map((p) => ({ topic: 'clicks', partition: p, worker: 'worker-1', lag: p * 10 })),
+    partitions: [0, 1, 2, 3].map((p) => ({ topic: 'clicks', partition: p, worker: p === 3 ? 'worker-2' : 'worker-1', worker_alive: p !== 3, lag: p * 10 })),
     events: [{ at_ms: now - 1000, node: 'api-1', kind: 'adoption', text: 'adopted query api-2-1f-3 of api node api-2' }, { at_ms: now - 2000, node: 'worker-1', kind: 'rebalance', text: 'reading partitions 0, 1, 2, 3 of clicks' }],
   };
   await page.route('**/api/v1/cluster', (route) => route.fulfill({ json: cluster }));
@@ -320,7 +320,8 @@ await test('the cluster page renders the nodes, partitions and events /api/v1/cl
   const w1 = await page.locator('tr[data-node=worker-1]').textContent();
   expect(/12 parts, 3\.4 MB/.test(w1) && /partitions 0, 1, 2, 3/.test(w1), `worker-1: ${w1}`);
   expect((await page.locator('[data-testid=cluster-partitions] tr[data-partition]').count()) === 4, 'four partitions');
-  expect((await page.locator('[data-testid=cluster-partitions] tr[data-partition="3"]').textContent()).includes('30'), 'partition 3 lags 30');
+  const p3 = await page.locator('[data-testid=cluster-partitions] tr[data-partition="3"] td').allTextContents();
+  expect(p3[2] === 'worker-2 (gone: not moved yet)' && p3[3] === '30', `partition 3: ${p3}`);
   const adoption = await page.locator('[data-testid=cluster-events] tr[data-kind=adoption]').textContent();
   expect(adoption.includes('adopted query api-2-1f-3'), `events: ${adoption}`);
   expect(/4 node\(s\), 2 alive, as api-1/.test(await page.locator('[data-testid=cluster-summary]').textContent()), 'the summary');

@@ -228,6 +228,6 @@ export interface ClusterEvent {
 export interface Cluster {
   node: string;
   nodes: ClusterNode[];
-  partitions: { topic: string; partition: number; worker: string; lag: number | null }[];
+  partitions: { topic: string; partition: number; worker: string; worker_alive: boolean; lag: number | null }[];
   events: ClusterEvent[];
 }

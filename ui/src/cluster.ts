@@ -51,7 +51,7 @@ export function clusterPage(h: H): HTMLElement {
     } else {
       const t = h('table', { class: 'list' });
       t.append(h('tr', {}, ...['topic', 'partition', 'worker', 'consumer lag'].map((k) => h('th', {}, k))));
-      for (const p of c.partitions) t.append(h('tr', { 'data-partition': String(p.partition) }, h('td', {}, p.topic), h('td', {}, String(p.partition)), h('td', {}, p.worker), h('td', {}, p.lag === null ? '…' : String(p.lag))));
+      for (const p of c.partitions) t.append(h('tr', { 'data-partition': String(p.partition) }, h('td', {}, p.topic), h('td', {}, String(p.partition)), h('td', {}, p.worker_alive ? p.worker : `${p.worker} (gone: not moved yet)`), h('td', {}, p.lag === null ? '…' : String(p.lag))));
       partitions.replaceChildren(t);
     }
     if (c.events.length === 0) {

@@ -87,6 +87,9 @@ pub struct PartitionView {
     pub partition: i32,
     /// The worker node that reads it.
     pub worker: String,
+    /// False when that node is gone and no live node reads the partition yet (until the
+    /// group moves it, `session.timeout.ms` after the death).
+    pub worker_alive: bool,
     pub lag: Option<i64>,
 }
 
@@ -98,7 +101,8 @@ pub struct ClusterView {
     /// Every node it knows of, itself first, then api nodes and workers by name; nodes not
     /// heard from lately stay listed (not alive) for ten minutes.
     pub nodes: Vec<NodeReport>,
-    /// The data partitions read by live nodes, by topic and number.
+    /// The data partitions read by live nodes, by topic and number; and those a node that is
+    /// gone read last, while no live node reads them.
     pub partitions: Vec<PartitionView>,
     /// Recent events of every node, newest first.
     pub events: Vec<ClusterEvent>,
@@ -112,18 +116,34 @@ impl ClusterView {
         others.sort_by(|a, b| (role_rank(&a.role), &a.name).cmp(&(role_rank(&b.role), &b.name)));
         let node = me.name.clone();
         let nodes: Vec<NodeReport> = std::iter::once(me).chain(others).collect();
-        let mut partitions: Vec<PartitionView> = nodes
-            .iter()
-            .filter(|n| n.alive)
-            .flat_map(|n| {
+        let read = |alive: bool| {
+            nodes.iter().filter(move |n| n.alive == alive).flat_map(|n| {
                 n.partitions.iter().map(|p| PartitionView {
                     topic: p.topic.clone(),
                     partition: p.partition,
                     worker: n.name.clone(),
+                    worker_alive: n.alive,
                     lag: p.lag,
                 })
             })
+        };
+        let mut partitions: Vec<PartitionView> = read(true).collect();
+        let mut orphans: Vec<PartitionView> = read(false)
+            .filter(|o| {
+                !partitions.iter().any(|p| (&p.topic, p.partition) == (&o.topic, o.partition))
+            })
             .collect();
+        // (two dead nodes that read the same partition: the one heard from last)
+        orphans.sort_by_key(|o| {
+            let heard = nodes.iter().find(|n| n.name == o.worker).map_or(0, |n| n.last_heard_ms);
+            std::cmp::Reverse(heard)
+        });
+        for orphan in orphans {
+            let key = (&orphan.topic, orphan.partition);
+            if !partitions.iter().any(|p| (&p.topic, p.partition) == key) {
+                partitions.push(orphan);
+            }
+        }
         partitions.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
         let mut events: Vec<ClusterEvent> =
             nodes.iter().flat_map(|n| n.events.iter().cloned()).collect();
@@ -242,9 +262,20 @@ mod tests {
         let view = ClusterView::assemble(me, others);
         let names: Vec<&str> = view.nodes.iter().map(|n| n.name.as_str()).collect();
         assert_eq!(names, ["api-2", "api-1", "w-1", "w-2", "w-3"]);
-        let read: Vec<(i32, &str)> =
-            view.partitions.iter().map(|p| (p.partition, p.worker.as_str())).collect();
-        assert_eq!(read, [(0, "w-3"), (1, "w-2"), (2, "w-3"), (3, "w-2")]);
+        let read: Vec<(i32, &str, bool)> = view
+            .partitions
+            .iter()
+            .map(|p| (p.partition, p.worker.as_str(), p.worker_alive))
+            .collect();
+        assert_eq!(read, [(0, "w-3", true), (1, "w-2", true), (2, "w-3", true), (3, "w-2", true)]);
+        let others = vec![node("w-1", "worker", false, &[0, 1]), node("w-2", "worker", true, &[2])];
+        let view = ClusterView::assemble(node("api-1", "api", true, &[]), others);
+        let read: Vec<(i32, &str, bool)> = view
+            .partitions
+            .iter()
+            .map(|p| (p.partition, p.worker.as_str(), p.worker_alive))
+            .collect();
+        assert_eq!(read, [(0, "w-1", false), (1, "w-1", false), (2, "w-2", true)], "not moved yet");
         assert_eq!(view.events.first().map(|e| e.at_ms), Some(2), "newest first");
     }
 
