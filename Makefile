@@ -4,7 +4,7 @@
 CARGO ?= cargo
 NEEDLE := target/release/needle
 
-.PHONY: demo test test-kafka build ui test-ui lint fmt bench fuzz soak clean
+.PHONY: demo demo-cluster test test-kafka build ui test-ui lint fmt bench fuzz soak clean
 
 build:
 	$(CARGO) build --release --bin needle
@@ -12,6 +12,12 @@ build:
 # The web UI first: the binary embeds ui/dist when it is compiled.
 demo: ui build
 	bash scripts/demo.sh
+
+# The distributed mode on this machine: a Kafka broker, 2 worker nodes, 2 api nodes and a
+# generated stream, in the foreground until Ctrl-C (`needle cluster up`, see docs/kafka.md).
+demo-cluster: ui build
+	bash scripts/kafka/broker.sh fetch
+	$(NEEDLE) cluster up --workers 2 --api 2
 
 test:
 	bash scripts/test.sh

@@ -286,6 +286,47 @@ await test('the schema page lists fields, types and nested keys', async (page) =
   await shot(page, 'schema');
 });
 
+await test('the cluster page shows the single process as its one node', async (page) => {
+  await page.goto(base + '/#/cluster');
+  await page.waitForSelector('[data-testid=cluster-nodes] tr[data-node]', { timeout: 10000 });
+  const rows = await page.locator('[data-testid=cluster-nodes] tr[data-node]').count();
+  expect(rows === 1, `one node, not ${rows}`);
+  const [name, role, state, url] = await page.locator('tr[data-node=local] td').allTextContents();
+  expect(name === 'local (this one)' && role === 'all' && state === 'up' && url === base, `the node row says ${[name, role, state, url]}`);
+  const parts = await page.locator('[data-testid=cluster-partitions]').textContent();
+  expect(/No partitioned source/.test(parts), `partitions: ${parts}`);
+  expect((await page.locator('nav a[aria-current=true]').textContent()) === 'Cluster', 'the nav marks the page');
+});
+
+await test('the cluster page renders the nodes, partitions and events /api/v1/cluster gives', async (page) => {
+  const now = Date.now();
+  const node = (name, role, alive, partitions = [], history = null) => ({
+    name, role, url: `http://10.0.0.${name.length}:9900`, version: '0.1.0', up_since_ms: now - 3_600_000,
+    last_heard_ms: alive ? now : now - 20_000, alive, queries: role === 'api' ? 2 : 1, records_read: 1234,
+    partitions: partitions.map((p) => ({ topic: 'clicks', partition: p, lag: 7 })), history, events: [],
+  });
+  const cluster = {
+    node: 'api-1',
+    nodes: [node('api-1', 'api', true), node('api-2', 'api', false), node('worker-1', 'worker', true, [0, 1, 2, 3], { parts: 12, bytes: 3_400_000, records: 9000 }), node('worker-2', 'worker', false)],
+    partitions: [0, 1, 2, 3].map((p) => ({ topic: 'clicks', partition: p, worker: p === 3 ? 'worker-2' : 'worker-1', worker_alive: p !== 3, lag: p * 10 })),
+    events: [{ at_ms: now - 1000, node: 'api-1', kind: 'adoption', text: 'adopted query api-2-1f-3 of api node api-2' }, { at_ms: now - 2000, node: 'worker-1', kind: 'rebalance', text: 'reading partitions 0, 1, 2, 3 of clicks' }],
+  };
+  await page.route('**/api/v1/cluster', (route) => route.fulfill({ json: cluster }));
+  await page.goto(base + '/#/cluster');
+  await page.waitForSelector('tr[data-node=worker-2]', { timeout: 10000 });
+  expect((await page.locator('tr[data-alive=false]').count()) === 2, 'two nodes gone');
+  const api2 = await page.locator('tr[data-node=api-2]').textContent();
+  expect(/gone/.test(api2) && /20 s ago/.test(api2), `api-2: ${api2}`);
+  const w1 = await page.locator('tr[data-node=worker-1]').textContent();
+  expect(/12 parts, 3\.4 MB/.test(w1) && /partitions 0, 1, 2, 3/.test(w1), `worker-1: ${w1}`);
+  expect((await page.locator('[data-testid=cluster-partitions] tr[data-partition]').count()) === 4, 'four partitions');
+  const p3 = await page.locator('[data-testid=cluster-partitions] tr[data-partition="3"] td').allTextContents();
+  expect(p3[2] === 'worker-2 (gone: not moved yet)' && p3[3] === '30', `partition 3: ${p3}`);
+  const adoption = await page.locator('[data-testid=cluster-events] tr[data-kind=adoption]').textContent();
+  expect(adoption.includes('adopted query api-2-1f-3'), `events: ${adoption}`);
+  expect(/4 node\(s\), 2 alive, as api-1/.test(await page.locator('[data-testid=cluster-summary]').textContent()), 'the summary');
+});
+
 // A third server whose stream is fast enough to give one query 100,000 records at once: the
 // table stays smooth (sorting, scrolling) with all of them.
 {

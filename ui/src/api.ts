@@ -203,3 +203,31 @@ export class Socket {
     }
   }
 }
+
+/** `GET /api/v1/cluster`: the nodes, partitions and recent events the answering node knows. */
+export interface ClusterNode {
+  name: string;
+  role: string;
+  url: string;
+  version: string;
+  up_since_ms: number;
+  last_heard_ms: number;
+  alive: boolean;
+  queries: number;
+  records_read: number;
+  partitions: { topic: string; partition: number; lag: number | null }[];
+  history: { parts: number; bytes: number; records: number } | null;
+  events: ClusterEvent[];
+}
+export interface ClusterEvent {
+  at_ms: number;
+  node: string;
+  kind: string;
+  text: string;
+}
+export interface Cluster {
+  node: string;
+  nodes: ClusterNode[];
+  partitions: { topic: string; partition: number; worker: string; worker_alive: boolean; lag: number | null }[];
+  events: ClusterEvent[];
+}

@@ -1,4 +1,4 @@
-// needle's web UI: pages (query, queries, schema), the editor, the builder and results.
+// needle's web UI: pages (query, queries, schema, cluster), the editor, the builder and results.
 
 import './style.css';
 import 'uplot/dist/uPlot.min.css';
@@ -14,6 +14,7 @@ import { VirtualTable, Chart, download, toCsv, type Row } from './results';
 import { past, saved, uid } from './store';
 import { mountBuilder } from './builderView';
 import { fromBql } from './builderParse';
+import { clusterPage } from './cluster';
 import type { BuilderState } from './builder';
 
 const app = document.getElementById('app')!;
@@ -541,9 +542,9 @@ async function loadSchema(): Promise<Schema> {
 // ---------------------------------------------------------------- routing and start
 
 function route(): void {
-  const page = (location.hash.match(/^#\/(\w+)/)?.[1] ?? 'query') as 'query' | 'queries' | 'schema';
+  const page = (location.hash.match(/^#\/(\w+)/)?.[1] ?? 'query') as 'query' | 'queries' | 'schema' | 'cluster';
   document.querySelectorAll<HTMLAnchorElement>('nav a').forEach((a) => a.setAttribute('aria-current', String(a.dataset.page === page)));
-  const el = page === 'queries' ? queriesPage() : page === 'schema' ? schemaPage() : queryPage();
+  const el = page === 'queries' ? queriesPage() : page === 'schema' ? schemaPage() : page === 'cluster' ? clusterPage(h) : queryPage();
   if (app.firstChild !== el) app.replaceChildren(el);
   if (page === 'query') {
     const { query: q, id } = linked();

@@ -65,6 +65,9 @@ enum Command {
     Queries(commands::queries::Args),
     /// Kill a query running on a server.
     Kill(commands::kill::Args),
+    /// A whole cluster on this machine: a Kafka broker, worker nodes, api nodes and a generated
+    /// stream (up), what runs (status), stop it all (down).
+    Cluster(commands::cluster::Args),
     /// Run a benchmark scenario (see docs/workloads.md), with a same-run baseline.
     Bench(needle_bench::Args),
 }
@@ -84,6 +87,7 @@ fn main() -> ExitCode {
         Command::Config(args) => commands::config::run(args),
         Command::Queries(args) => commands::queries::run(args),
         Command::Kill(args) => commands::kill::run(args),
+        Command::Cluster(args) => commands::cluster::run(args),
         Command::Bench(args) => needle_bench::run(args),
     }
 }

@@ -137,6 +137,20 @@ impl Connection {
         })
     }
 
+    /// Waits (at most `timeout`) until `topic` exists, for example while another process
+    /// creates it; its partitions.
+    pub fn wait_for_topic(&self, topic: &str, timeout: Duration) -> Result<Vec<i32>, KafkaError> {
+        let probe = self.probe("topic check")?;
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            match self.partitions(probe.client(), topic, "") {
+                Ok(partitions) => return Ok(partitions),
+                Err(e) if std::time::Instant::now() > deadline => return Err(e),
+                Err(_) => std::thread::sleep(Duration::from_millis(200)),
+            }
+        }
+    }
+
     /// The partitions of `topic`, or [`KafkaError::NoTopic`] with `hint`.
     pub fn partitions<C: ClientContext>(
         &self,

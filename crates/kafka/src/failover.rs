@@ -64,23 +64,29 @@ const ADOPT_AFTER_END_MS: i64 = 600_000;
 /// How often the orphans are looked for.
 const CHECK: Duration = Duration::from_millis(500);
 
-/// Says once a second on the results topic that this api node is up.
+/// Says once a second on the results topic that this api node (`runtime`, named already) is
+/// up, followed by its report for the cluster view.
 pub fn heartbeat(
     connection: &Connection,
     topic: &str,
-    node: &str,
+    runtime: &Arc<Runtime>,
 ) -> Result<Background, KafkaError> {
     let writer = Writer::new(connection, "api heartbeat", &[("linger.ms", "0")])?;
-    let (topic, node) = (topic.to_owned(), node.to_owned());
+    let (topic, runtime) = (topic.to_owned(), runtime.clone());
     let log = Throttled::new("api heartbeat", Duration::from_secs(30));
     Background::spawn("needle-api-heartbeat", move |stop| {
+        let node = runtime.cluster_report().name;
         let value = ResultsMessage::Api { name: &node }.encode();
         while !stopped(stop) {
-            let record = BaseRecord::with_opaque_to(&topic, Riders::default())
-                .partition(0)
-                .payload(value.as_slice());
-            if let Err(e) = writer.send(record, |_| false) {
-                log.say(format_args!("saying this api node is up: {e}"));
+            let json = serde_json::to_vec(&runtime.cluster_report()).unwrap_or_default();
+            let report = ResultsMessage::Report { json: &json }.encode();
+            for value in [value.as_slice(), report.as_slice()] {
+                let record = BaseRecord::with_opaque_to(&topic, Riders::default())
+                    .partition(0)
+                    .payload(value);
+                if let Err(e) = writer.send(record, |_| false) {
+                    log.say(format_args!("saying this api node is up: {e}"));
+                }
             }
             std::thread::sleep(HEARTBEAT);
         }
@@ -310,6 +316,8 @@ impl Watching {
             "needle: kafka: adopted query {id} of api node {}, which stopped answering",
             notice.owner
         );
+        let event = format!("adopted query {id} of api node {}", notice.owner);
+        self.adopting.runtime.metrics().cluster.event(now_ms(), "adoption", event);
         Ok(())
     }
 }

@@ -69,14 +69,15 @@ impl Node {
         let mut config = config;
         config.kafka.node_id = name.clone();
         let runtime = Runtime::start_role(config, Role::Worker(outlet.clone()), metrics)?;
+        runtime.name_as(name.clone());
         let follower = QueryFollower::start(&connection, &query_topic, runtime.clone(), owners)
             .inspect_err(|_| runtime.shutdown())?;
         runtime.run_source(source).inspect_err(|_| runtime.shutdown())?;
         let heartbeat = {
-            let outlet = outlet.clone();
+            let (outlet, reporting) = (outlet.clone(), runtime.clone());
             Background::spawn("needle-heartbeat", move |stop| {
                 while !stopped(stop) {
-                    outlet.heartbeat(history);
+                    outlet.heartbeat(history, &reporting.cluster_report());
                     std::thread::sleep(HEARTBEAT);
                 }
             })
@@ -111,7 +112,7 @@ impl Node {
         let role = Role::Api { announcer: publisher.clone(), node: node.clone() };
         let runtime = Runtime::start_role(config, role, metrics)?;
         let (rewinds, rewound) = std::sync::mpsc::channel();
-        let hearing = Hearing { workers, apis: apis.clone() };
+        let hearing = Hearing { workers, apis: apis.clone(), reports: shared.reports.clone() };
         let reader = ResultsReader::start(
             &connection,
             &kafka.results_topic,
@@ -122,7 +123,8 @@ impl Node {
             rewound,
         )
         .inspect_err(|_| runtime.shutdown())?;
-        let heartbeat = crate::failover::heartbeat(&connection, &kafka.results_topic, &node)
+        runtime.name_as(node.clone());
+        let heartbeat = crate::failover::heartbeat(&connection, &kafka.results_topic, &runtime)
             .inspect_err(|_| runtime.shutdown())?;
         let adopting =
             Adopting { runtime: runtime.clone(), publisher: publisher.clone(), shared, rewinds };

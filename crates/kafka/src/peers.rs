@@ -10,9 +10,13 @@
 //! - [`Holders`] (api node): which api node holds each running query, and the URL clients
 //!   reach it at, learned from the query topic's notices: a client asking another api node for
 //!   the query is sent there;
+//! - [`Reports`] (api node): the last report of every node heard from on the results topic
+//!   (role, URL, version, partitions and their lag, history, recent events), for the cluster
+//!   view (`GET /api/v1/cluster`);
 //! - [`Positions`] (api node): per partition of the results topic, the offset its reader has
 //!   handed everything before on (a query admitted now has all its partials at or after it).
 
+use needle_runtime::cluster::NodeReport;
 use needle_runtime::remote::Holder;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -102,6 +106,32 @@ impl Roster {
     /// True once the roster has listened long enough that a node it has not heard from is gone.
     pub fn settled(&self) -> bool {
         self.since.elapsed() >= SILENCE
+    }
+}
+
+/// How long a node not heard from stays in the cluster view (shown as not alive).
+pub const FORGOTTEN: Duration = Duration::from_secs(600);
+
+/// The last report of every node heard from, with when it was heard (ms since the epoch).
+#[derive(Debug, Clone, Default)]
+pub struct Reports(Arc<Mutex<HashMap<String, NodeReport>>>);
+
+impl Reports {
+    /// `report` was heard at `now_ms`.
+    pub fn heard(&self, mut report: NodeReport, now_ms: i64) {
+        report.last_heard_ms = now_ms;
+        let mut reports = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        reports.insert(report.name.clone(), report);
+    }
+
+    /// Every node heard from within [`FORGOTTEN`], each alive when heard from within
+    /// [`SILENCE`] of `now_ms`.
+    pub fn at(&self, now_ms: i64) -> Vec<NodeReport> {
+        let mut reports = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let age = |r: &NodeReport| now_ms.saturating_sub(r.last_heard_ms);
+        reports.retain(|_, r| age(r) < FORGOTTEN.as_millis() as i64);
+        let silence = SILENCE.as_millis() as i64;
+        reports.values().map(|r| NodeReport { alive: age(r) < silence, ..r.clone() }).collect()
     }
 }
 
@@ -262,6 +292,23 @@ mod tests {
         assert_eq!(holders.answering("b-1", "api_c", "http://b:9900", &apis), None, "my URL");
         holders.remove("b-1");
         assert_eq!(at("b-1"), None);
+    }
+
+    #[test]
+    fn a_node_silent_for_a_while_is_not_alive_and_then_forgotten() {
+        let reports = Reports::default();
+        let report = |name: &str| NodeReport { name: name.into(), ..NodeReport::default() };
+        reports.heard(report("w-1"), 1_000);
+        reports.heard(report("w-2"), 5_000);
+        let alive = |now| {
+            let mut nodes: Vec<_> =
+                reports.at(now).into_iter().map(|r| (r.name, r.alive)).collect();
+            nodes.sort();
+            nodes
+        };
+        assert_eq!(alive(6_000), [("w-1".into(), true), ("w-2".into(), true)]);
+        assert_eq!(alive(8_000), [("w-1".into(), false), ("w-2".into(), true)]);
+        assert_eq!(alive(1_000 + 600_000), [("w-2".into(), false)]);
     }
 
     #[test]

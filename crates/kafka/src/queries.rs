@@ -17,7 +17,7 @@
 
 use crate::background::{stopped, Background};
 use crate::client::{Connection, Start, Throttled};
-use crate::peers::{Holders, Mine, Owners, Positions, Roster};
+use crate::peers::{Holders, Mine, Owners, Positions, Reports, Roster};
 use crate::produce::{Patience, Riders, Writer};
 use crate::wire::{plan_hash, QueryNotice, ResultsMessage};
 use crate::KafkaError;
@@ -82,6 +82,8 @@ pub struct Shared {
     pub holders: Holders,
     /// The api nodes heard from (on the results topic).
     pub apis: Roster,
+    /// The last report of every node heard from (on the results topic).
+    pub reports: Reports,
 }
 
 impl Shared {
@@ -94,6 +96,7 @@ impl Shared {
             orphans: Arc::default(),
             holders: Holders::default(),
             apis,
+            reports: Reports::default(),
         }
     }
 }
@@ -152,6 +155,10 @@ impl QueryPublisher {
 }
 
 impl QueryAnnouncer for QueryPublisher {
+    fn cluster(&self) -> Vec<needle_runtime::cluster::NodeReport> {
+        self.shared.reports.at(now_ms())
+    }
+
     fn started(&self, query: &Announcement<'_>) -> Result<(), String> {
         // every partial of the query comes after what the results reader has handed on now
         let partition = partition_of(query.id, self.shared.partitions);

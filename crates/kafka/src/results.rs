@@ -25,11 +25,13 @@
 
 use crate::background::{stopped, Background};
 use crate::client::{Connection, Quiet, Throttled, CONNECT_TIMEOUT};
-use crate::peers::{Owners, Roster};
+use crate::peers::{Owners, Reports, Roster};
 use crate::produce::{Riders, Writer};
+use crate::queries::now_ms;
 use crate::queries::{partition_of, Shared};
 use crate::wire::{HistoryWire, ReadReport, ResultsMessage};
 use crate::KafkaError;
+use needle_runtime::cluster::NodeReport;
 use needle_runtime::framing::Receipt;
 use needle_runtime::history::WorkerHistory;
 use needle_runtime::remote::{Cut, PartialOutlet};
@@ -84,9 +86,13 @@ impl ResultsOutlet {
         })
     }
 
-    /// Says this worker node is up (and whether it keeps history).
-    pub fn heartbeat(&self, history: bool) {
+    /// Says this worker node is up (and whether it keeps history), and how it is (`report`,
+    /// for the api nodes' cluster view).
+    pub fn heartbeat(&self, history: bool, report: &NodeReport) {
         let value = ResultsMessage::Worker { name: &self.worker, history }.encode();
+        self.send(FIRST, "", &value, Riders::default());
+        let json = serde_json::to_vec(report).unwrap_or_default();
+        let value = ResultsMessage::Report { json: &json }.encode();
         self.send(FIRST, "", &value, Riders::default());
     }
 
@@ -189,6 +195,8 @@ pub struct Hearing {
     pub workers: Roster,
     /// The api nodes.
     pub apis: Roster,
+    /// Every node's last report, for the cluster view.
+    pub reports: Reports,
 }
 
 impl ResultsReader {
@@ -383,6 +391,12 @@ impl Reading {
                 self.hearing.workers.heard(name, history)
             }
             Ok(ResultsMessage::Api { name }) => self.hearing.apis.heard(name, false),
+            Ok(ResultsMessage::Report { json }) => match serde_json::from_slice(json) {
+                Ok(report) => self.hearing.reports.heard(report, now_ms()),
+                Err(e) => self.log.say(format_args!(
+                    "skipped message {offset} of the results topic: not a node's report: {e}"
+                )),
+            },
             Ok(ResultsMessage::History { .. }) => {} // another api node's
             Err(e) => {
                 self.log.say(format_args!("skipped message {offset} of the results topic: {e}"))

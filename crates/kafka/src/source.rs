@@ -44,6 +44,7 @@ use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
 use rdkafka::error::{KafkaError as RdKafkaError, RDKafkaErrorCode as ErrorCode};
 use rdkafka::message::Message as _;
+use rdkafka::statistics::Statistics;
 use rdkafka::types::{RDKafkaErrorCode, RDKafkaRespErr};
 use rdkafka::{Offset, TopicPartitionList};
 use std::collections::{BTreeMap, VecDeque};
@@ -104,6 +105,11 @@ impl KafkaSource {
             .set("enable.partition.eof", "false");
         if !properties.contains_key("auto.commit.interval.ms") {
             config.set("auto.commit.interval.ms", "1000");
+        }
+        // librdkafka's statistics once a second: each partition's consumer lag
+        // (`needle_kafka_consumer_lag`, the cluster view)
+        if !properties.contains_key("statistics.interval.ms") {
+            config.set("statistics.interval.ms", "1000");
         }
         for (key, value) in SOURCE_DEFAULTS {
             if !properties.contains_key(*key) {
@@ -397,6 +403,18 @@ impl ClientContext for SourceContext {
     fn error(&self, error: RdKafkaError, reason: &str) {
         self.log.librdkafka_error(&error, reason);
     }
+
+    /// librdkafka's statistics (every `statistics.interval.ms`): the consumer lag of each
+    /// partition read (high watermark minus committed offset), for `needle_kafka_consumer_lag`
+    /// and the cluster view.
+    fn stats(&self, statistics: Statistics) {
+        let Some(topic) = statistics.topics.get(&self.topic) else { return };
+        for (number, partition) in &topic.partitions {
+            if *number >= 0 && partition.consumer_lag >= 0 {
+                self.metrics.cluster.lag(&self.topic, *number, partition.consumer_lag);
+            }
+        }
+    }
 }
 
 impl ConsumerContext for SourceContext {
@@ -425,6 +443,10 @@ impl ConsumerContext for SourceContext {
                     self.log.say(format_args!("resuming partitions {}: {e}", partitions(list)));
                 }
                 self.metrics.source_partitions.set(list.count() as i64);
+                let numbers: Vec<i32> = list.elements().iter().map(|e| e.partition()).collect();
+                self.metrics.cluster.assigned(&self.topic, &numbers);
+                let text = format!("reading partitions {} of {}", partitions(list), self.topic);
+                self.metrics.cluster.event(crate::queries::now_ms(), "rebalance", text);
                 eprintln!(
                     "needle: kafka source {}: reading partitions {}",
                     self.topic,
@@ -441,6 +463,7 @@ impl ConsumerContext for SourceContext {
                 self.log.say(format_args!("rebalance error: {other:?}"));
                 self.tracker.reset();
                 self.metrics.source_partitions.set(0);
+                self.metrics.cluster.released(&self.topic);
                 let _ = consumer.unassign();
             }
         }
@@ -475,6 +498,9 @@ impl SourceContext {
         }
         self.tracker.reset();
         self.metrics.source_partitions.set(0);
+        self.metrics.cluster.released(&self.topic);
+        let text = format!("partitions {} of {} handed back", partitions(list), self.topic);
+        self.metrics.cluster.event(crate::queries::now_ms(), "rebalance", text);
         let note = if idle {
             ""
         } else {

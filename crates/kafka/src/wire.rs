@@ -55,6 +55,7 @@ const HISTORY: u8 = 3;
 const WORKER: u8 = 4;
 const API: u8 = 5;
 const CUT: u8 = 6;
+const REPORT: u8 = 7;
 const PLANNED: u8 = 1;
 const PIECE: u8 = 2;
 const DONE: u8 = 3;
@@ -137,6 +138,12 @@ pub enum ResultsMessage<'a> {
     /// An api node is up.
     Api {
         name: &'a str,
+    },
+    /// A node's report of itself for the cluster view
+    /// ([`needle_runtime::cluster::NodeReport`] as JSON), sent with its heartbeat. A kind of
+    /// its own: nodes of older builds skip it (logged) and read the heartbeats as before.
+    Report {
+        json: &'a [u8],
     },
     /// Where an api node cut an emission of a windowed query.
     Cut {
@@ -236,6 +243,10 @@ impl<'a> ResultsMessage<'a> {
                 out.push(API);
                 put_str(&mut out, name);
             }
+            ResultsMessage::Report { json } => {
+                out.push(REPORT);
+                out.extend_from_slice(json);
+            }
             ResultsMessage::Cut { id, emission, through, at_ms } => {
                 out.push(CUT);
                 put_str(&mut out, id);
@@ -307,6 +318,7 @@ impl<'a> ResultsMessage<'a> {
                 }
                 Ok(ResultsMessage::Api { name })
             }
+            REPORT => Ok(ResultsMessage::Report { json: rest }),
             CUT => {
                 let id = take_str(&mut rest)?;
                 if rest.len() != 24 {
@@ -386,6 +398,8 @@ mod tests {
         }
         let api = ResultsMessage::Api { name: "api_2" };
         assert_eq!(ResultsMessage::decode(&api.encode()).unwrap(), api);
+        let report = ResultsMessage::Report { json: br#"{"name":"w1"}"# };
+        assert_eq!(ResultsMessage::decode(&report.encode()).unwrap(), report);
         assert!(ResultsMessage::decode(&[api.encode().as_slice(), b"x"].concat()).is_err());
     }
 
@@ -401,7 +415,7 @@ mod tests {
         other_version[4] = 9;
         assert!(ResultsMessage::decode(&other_version).unwrap_err().contains("version 9"));
         let mut other_kind = good;
-        other_kind[5] = 7;
+        other_kind[5] = 8;
         assert!(ResultsMessage::decode(&other_kind).is_err());
         let short_progress = [b"NDLM".as_slice(), &[1, 2, 0, 0]].concat();
         assert!(ResultsMessage::decode(&short_progress).is_err());

@@ -8,6 +8,7 @@
 //! `needle-kafka` crate connects the halves.
 
 mod clock;
+pub mod cluster;
 pub mod columns;
 pub mod config;
 pub mod error;

@@ -6,6 +6,7 @@
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
@@ -48,6 +49,12 @@ pub struct Metrics {
     pub partials_remote: Counter,
     /// Partitions of a partitioned source (Kafka) assigned to this process now.
     pub source_partitions: Gauge,
+    /// Per partition read now (labels `topic`, `partition`): messages not committed yet,
+    /// brought up to date from [`Metrics::cluster`] at each rendering.
+    kafka_consumer_lag: Family<Vec<(String, String)>, Gauge>,
+    /// What the source and the node wiring tell of this process for the cluster view
+    /// (partitions and their lag, rebalances, adoptions).
+    pub cluster: crate::cluster::Local,
     /// Records the history tap appended to the store's write buffer.
     pub history_records_appended: Counter,
     /// Records `history.filter` kept out of history.
@@ -111,6 +118,8 @@ impl Metrics {
             raw_records_rate_limited: Counter::default(),
             partials_remote: Counter::default(),
             source_partitions: Gauge::default(),
+            kafka_consumer_lag: Family::default(),
+            cluster: crate::cluster::Local::default(),
             history_records_appended: Counter::default(),
             history_records_filtered: Counter::default(),
             history_records_lost: Counter::default(),
@@ -242,6 +251,12 @@ impl Metrics {
              data (0 when it cannot tell)",
             m.heap_resident_bytes.clone(),
         );
+        registry.register(
+            "kafka_consumer_lag",
+            "Messages of a Kafka partition this process reads that the group has not committed \
+             yet (high watermark minus committed offset, from librdkafka's statistics)",
+            m.kafka_consumer_lag.clone(),
+        );
         Self { registry, ..metrics }
     }
 
@@ -285,6 +300,16 @@ impl Metrics {
             self.heap_allocated_bytes.set(gauge(allocated));
             self.heap_resident_bytes.set(gauge(resident));
         }
+        self.kafka_consumer_lag.clear();
+        for p in self.cluster.partitions() {
+            if let Some(lag) = p.lag {
+                let labels = vec![
+                    ("topic".to_owned(), p.topic.clone()),
+                    ("partition".to_owned(), p.partition.to_string()),
+                ];
+                self.kafka_consumer_lag.get_or_create(&labels).set(lag);
+            }
+        }
         let mut out = String::new();
         encode(&mut out, &self.registry).expect("writing to a String cannot fail");
         out
@@ -301,10 +326,15 @@ mod tests {
         m.records_read.inc_by(41);
         m.records_read.inc();
         m.queries_active.set(3);
+        m.cluster.assigned("clicks", &[3, 4]);
+        m.cluster.lag("clicks", 3, 12);
         Metrics::observe(&m.read_to_match_seconds, Duration::from_micros(300));
         let text = m.render();
         assert!(text.contains("needle_records_read_total 42"), "{text}");
         assert!(text.contains("needle_queries_active 3"), "{text}");
+        let lag = "needle_kafka_consumer_lag{topic=\"clicks\",partition=\"3\"} 12";
+        assert!(text.contains(lag), "{text}");
+        assert!(!text.contains("partition=\"4\""), "no lag reported yet: {text}");
         assert!(text.contains("needle_read_to_match_seconds_count 1"), "{text}");
         assert!(text.contains("# HELP needle_results_dropped"), "{text}");
         assert!(text.ends_with("# EOF\n"), "{text}");

@@ -99,6 +99,11 @@ pub trait QueryAnnouncer: Send + Sync {
     fn cut(&self, _id: &str, _cut: Cut, deliver: Box<dyn FnOnce() + Send>) {
         deliver();
     }
+    /// The last report of every other node heard from (each marked alive or not): the cluster
+    /// view of `GET /api/v1/cluster` ([`crate::Runtime::cluster`]). The default knows of none.
+    fn cluster(&self) -> Vec<crate::cluster::NodeReport> {
+        Vec::new()
+    }
 }
 
 /// An api node holding a query, as [`QueryAnnouncer::holder`] names it.

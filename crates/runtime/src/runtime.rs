@@ -78,6 +78,8 @@ pub struct QueryHandle {
     pub ends_ms: i64,
 }
 
+use crate::cluster::{ClusterEvent, ClusterView, HistoryReport, NodeReport};
+
 pub struct Runtime {
     config: NeedleConfig,
     metrics: Arc<Metrics>,
@@ -89,6 +91,10 @@ pub struct Runtime {
     stop: StopSignal,
     source_counters: Arc<SourceCounters>,
     source_description: OnceLock<String>,
+    /// This node's name in the cluster view ([`Runtime::name_as`]).
+    node_name: OnceLock<String>,
+    /// When the runtime started (ms since the epoch).
+    up_since_ms: i64,
     /// The workers' queue, until a source takes it ([`Runtime::run_source`]).
     batches: Mutex<Option<Sender<Batch>>>,
     role: Role,
@@ -271,6 +277,8 @@ impl Runtime {
             stop,
             source_counters,
             source_description: OnceLock::new(),
+            node_name: OnceLock::new(),
+            up_since_ms: now_ms(),
             batches: Mutex::new((workers > 0).then_some(batch_tx)),
             role,
             next_id: AtomicU64::new(1),
@@ -324,6 +332,48 @@ impl Runtime {
     /// partials come from). Ignored once set.
     pub fn describe_as(&self, description: impl Into<String>) {
         let _ = self.source_description.set(description.into());
+    }
+
+    /// This node's name in the cluster view (a node of the distributed mode: its
+    /// `kafka.node_id`, or the name made up for it). Ignored once set; `local` until then.
+    pub fn name_as(&self, name: impl Into<String>) {
+        let _ = self.node_name.set(name.into());
+    }
+
+    /// This node as it describes itself to the others (see [`crate::cluster`]).
+    pub fn cluster_report(&self) -> NodeReport {
+        let now = now_ms();
+        let name = self.node_name.get().map_or("local", String::as_str).to_owned();
+        let local = &self.metrics.cluster;
+        let events = local.events().into_iter().map(|e| ClusterEvent { node: name.clone(), ..e });
+        let history = self.history_store().map(|store| {
+            let (parts, bytes, records) = store.totals();
+            HistoryReport { parts, bytes, records }
+        });
+        NodeReport {
+            role: self.role.name().to_owned(),
+            url: self.config.server.advertised_url.clone(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            up_since_ms: self.up_since_ms,
+            last_heard_ms: now,
+            alive: true,
+            queries: u64::try_from(self.metrics.queries_active.get()).unwrap_or(0),
+            records_read: self.metrics.records_read.get(),
+            partitions: local.partitions(),
+            history,
+            events: events.collect(),
+            name,
+        }
+    }
+
+    /// The cluster as this node knows it: itself, and on an api node every node heard from on
+    /// the results topic (see [`crate::cluster`]).
+    pub fn cluster(&self) -> ClusterView {
+        let others = match &self.role {
+            Role::Api { announcer, .. } => announcer.cluster(),
+            _ => Vec::new(),
+        };
+        ClusterView::assemble(self.cluster_report(), others)
     }
 
     /// What part of needle this runtime is.

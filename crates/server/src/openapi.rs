@@ -16,6 +16,7 @@ use utoipa::OpenApi;
         crate::routes::queries::query_events,
         crate::routes::validate::validate,
         crate::routes::schema::schema,
+        crate::routes::cluster::cluster,
         crate::routes::ws::websocket,
         crate::routes::health::healthz,
         crate::routes::metrics::metrics,
@@ -29,7 +30,13 @@ use utoipa::OpenApi;
         crate::routes::queries::Urls,
         crate::routes::queries::QueryProgress,
         crate::routes::queries::Elsewhere,
-        crate::routes::ws::WsElsewhere
+        crate::routes::ws::WsElsewhere,
+        needle_runtime::cluster::ClusterView,
+        needle_runtime::cluster::NodeReport,
+        needle_runtime::cluster::PartitionReport,
+        needle_runtime::cluster::HistoryReport,
+        needle_runtime::cluster::ClusterEvent,
+        needle_runtime::cluster::PartitionView
     )),
     tags(
         (name = "queries", description = "Run, follow, list and kill queries"),

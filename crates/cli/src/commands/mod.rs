@@ -1,6 +1,7 @@
 //! One module per subcommand; each has its clap `Args` and a `run` returning the exit code.
 
 pub mod client;
+pub mod cluster;
 pub mod config;
 pub mod explain;
 pub mod gen;

@@ -1180,6 +1180,15 @@ impl Store {
         Ok(Scan { blocks, buffered, stats })
     }
 
+    /// The parts the store holds, their bytes and records: [`Store::info`]'s totals without
+    /// reading any part's metadata (cheap enough to ask every second).
+    pub fn totals(&self) -> (u64, u64, u64) {
+        let state = self.state();
+        let parts = state.parts.values().flatten();
+        parts
+            .fold((0, 0, 0), |(n, bytes, rows), part| (n + 1, bytes + part.bytes, rows + part.rows))
+    }
+
     /// What the store holds.
     pub fn info(&self) -> Result<StoreInfo, HistoryError> {
         let (parts, buffered) = {

@@ -1,5 +1,6 @@
 //! The routes, one file per area.
 
+pub mod cluster;
 pub mod health;
 pub mod metrics;
 pub mod queries;
@@ -23,6 +24,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/queries/{id}/events", get(queries::query_events))
         .route("/api/v1/validate", post(validate::validate))
         .route("/api/v1/schema", get(schema::schema))
+        .route("/api/v1/cluster", get(cluster::cluster))
         .route("/api/v1/ws", get(ws::websocket))
         .route("/", get(ui::index))
         .route("/assets/{*path}", get(ui::asset))
