@@ -20,8 +20,8 @@ pub struct UpArgs {
     /// Api nodes (each serves the HTTP API and the web UI).
     #[arg(long, default_value_t = 1)]
     api: usize,
-    /// Where the workers keep history: local (a directory each under DIR) or s3 (an
-    /// S3-compatible server started for the cluster, a prefix per worker).
+    /// Where the workers keep history: local (a directory each under DIR) or s3 (one store
+    /// the workers share, on an S3-compatible server started for the cluster).
     #[arg(long, value_parser = ["local", "s3"], default_value = "local")]
     history: String,
     /// The state directory: logs, data, the needle.toml, what runs.
@@ -154,11 +154,10 @@ fn start_all(
             .env("NEEDLE_KAFKA__NODE_ID", &name);
         if role == "worker" {
             match &object_store {
-                Some(store) => {
+                Some(_) => {
+                    // the store (history.dir) is the workers' to share; the cache is each one's
                     let cache = dir.join("history-cache").join(&name);
-                    serve
-                        .args(["--history", &format!("s3://{}/{name}", store.bucket)])
-                        .env("NEEDLE_HISTORY__CACHE_DIR", cache);
+                    serve.env("NEEDLE_HISTORY__CACHE_DIR", cache);
                 }
                 None => {
                     let local = dir.join("history").join(&name);
@@ -246,7 +245,8 @@ struct ObjectStore {
 fn needle_toml(bootstrap: &str, object_store: Option<&ObjectStore>) -> String {
     let mut toml = format!(
         r#"# written by needle cluster up: the nodes of this cluster read it
-# (each worker also gets --history and NEEDLE_KAFKA__NODE_ID; each api node NEEDLE_KAFKA__NODE_ID)
+# (each worker also gets NEEDLE_KAFKA__NODE_ID and either --history DIR or, with history on
+# object storage, NEEDLE_HISTORY__CACHE_DIR; each api node NEEDLE_KAFKA__NODE_ID)
 
 [kafka]
 brokers = "{bootstrap}"
@@ -265,8 +265,7 @@ group = "needle-workers"
         toml.push_str(&format!(
             r#"
 [history]
-# each worker keeps its own prefix (s3://{bucket}/worker-N): a store shared by several
-# writers is not there yet
+# one store the workers share, each writing under its node name (each its own cache_dir)
 dir = "s3://{bucket}/cluster"
 
 [history.object_store]
