@@ -90,6 +90,11 @@ impl Cache {
         })
     }
 
+    /// The bytes the cache holds at most.
+    pub fn budget(&self) -> u64 {
+        self.budget
+    }
+
     pub fn counters(&self) -> &Arc<CacheCounters> {
         &self.counters
     }

@@ -28,6 +28,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Range requests [`Bucket::get_ranges`] has in flight at once.
+pub const PARALLEL_REQUESTS: usize = 16;
 /// Parts at least this large are uploaded in pieces (a multipart upload).
 const MULTIPART_BYTES: u64 = 32 << 20;
 
@@ -232,23 +234,24 @@ impl Bucket {
             .map_err(|e| self.error(key, e))
     }
 
-    /// The byte ranges `[start, end)` of object `key`, fetched at once (one request each, in
-    /// parallel).
+    /// The byte ranges `[start, end)` of object `key`, in order: one request each,
+    /// [`PARALLEL_REQUESTS`] at a time.
     pub fn get_ranges(
         &self,
         key: &str,
         ranges: Vec<std::ops::Range<u64>>,
     ) -> Result<Vec<Bytes>, HistoryError> {
+        use futures_util::{StreamExt, TryStreamExt};
         let (store, path) = (self.store.clone(), self.path(key));
         let fetched = self.run(async move {
-            let requests = ranges.into_iter().map(|range| {
-                let (store, path) = (store.clone(), path.clone());
-                async move { store.get_range(&path, range).await }
-            });
-            futures_util::future::join_all(requests)
+            futures_util::stream::iter(ranges)
+                .map(|range| {
+                    let (store, path) = (store.clone(), path.clone());
+                    async move { store.get_range(&path, range).await }
+                })
+                .buffered(PARALLEL_REQUESTS)
+                .try_collect::<Vec<Bytes>>()
                 .await
-                .into_iter()
-                .collect::<Result<Vec<Bytes>, object_store::Error>>()
         });
         fetched.map_err(|e| self.error(key, e))
     }

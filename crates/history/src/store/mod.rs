@@ -298,6 +298,47 @@ impl Block {
     }
 }
 
+/// Fetches ahead, in parallel, the column chunks (of their scan's fields) of the blocks in
+/// `blocks` that are read from an object store, into its cache: a cold read of many blocks then
+/// waits for one round of requests, not a request per block in turn. Blocks on this machine's
+/// disk are left alone, and so is a set of blocks larger than half the cache. A failure here
+/// only costs the blocks their own fetches.
+pub fn prefetch(blocks: &[&Block]) -> Result<(), HistoryError> {
+    let mut by_object: BTreeMap<String, (crate::object::reader::RemoteObject, Vec<(u64, u64)>)> =
+        BTreeMap::new();
+    for block in blocks {
+        let Some(object) = block.part.remote() else { continue };
+        if block.part.path.exists() {
+            continue;
+        }
+        let schema = block.part.meta.schema();
+        let row_group = block.part.parquet().row_group(block.index);
+        let wanted = |name: &str| match &block.fields {
+            None => true,
+            Some(fields) => {
+                name == crate::columns::TIME_COLUMN
+                    || name == crate::columns::LAYOUT_COLUMN
+                    || fields.iter().any(|f| crate::columns::column_name(f) == name)
+            }
+        };
+        let entry =
+            by_object.entry(object.key.clone()).or_insert_with(|| (object.clone(), Vec::new()));
+        for (i, field) in schema.fields().iter().enumerate() {
+            if wanted(field.name()) {
+                entry.1.push(row_group.column(i).byte_range());
+            }
+        }
+    }
+    for (object, ranges) in by_object.into_values() {
+        let bytes: u64 = ranges.iter().map(|(_, length)| length).sum();
+        if bytes > object.cache.budget() / 2 {
+            continue;
+        }
+        object.cache.prefetch(&object.bucket, &object.key, object.size, &ranges)?;
+    }
+    Ok(())
+}
+
 /// A block's zone map, with the part's file open for bloom filters when a filter needs them.
 struct BlockZone<'a> {
     part: &'a Part,

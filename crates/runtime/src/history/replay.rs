@@ -284,6 +284,19 @@ impl Replay {
             }
             Ok(Some(out))
         };
+        // blocks in an object store: their columns fetched at once, in parallel, before the
+        // threads read them block by block (a cold read waited for a request a block, in
+        // turn); not for RAW queries, whose LIMIT may stop the read early, nor for blocks
+        // their statistics answer
+        if !raw {
+            let to_read: Vec<&Block> =
+                self.blocks.iter().filter(|b| summarized(b).is_none()).collect();
+            if let Err(error) = needle_history::store::prefetch(&to_read) {
+                eprintln!(
+                    "needle: history: fetching ahead failed (each block fetches its own): {error}"
+                );
+            }
+        }
         // the write buffer's records are one more unit of work, after the blocks
         let units = self.blocks.len() + usize::from(!self.buffered.is_empty());
         let next = AtomicUsize::new(0);
