@@ -16,7 +16,7 @@
 //!
 //! 5. `--store s3` (the default is `local`, the above alone): the same records a second time in
 //!    a store on a real S3 server started for the run, its figures beside the local store's
-//!    (ingest, bytes per point, each query warm and cold, bytes fetched; [`crate::history_s3`]).
+//!    (ingest, bytes per point, each query warm and cold, bytes fetched; the `history_s3` module).
 //!
 //! `--peer none` skips DuckDB and streams the records straight from the generator into the
 //! store (no NDJSON file): the way to take the billion-point run on a small disk.
