@@ -403,8 +403,11 @@ fn history_on_s3_reports_the_object_store_beside_the_local_store() {
     assert!(s3["url"].as_str().is_some_and(|u| u.starts_with("s3://")), "{result}");
     assert!(s3["ingest"]["points_per_cpu_second"].as_f64() > Some(0.0), "{s3}");
     assert!(s3["ingest_ratio_to_local"].as_f64() > Some(0.0), "{s3}");
-    // the same records in the same layout: the manifest names as many bytes as the local disk holds
-    assert_eq!(s3["bytes"], result["ingest"]["bytes"], "{result}");
+    // the same records in the same layout: the manifest names as many bytes as the local disk
+    // holds, but for each part's writer name in its metadata (a few dozen bytes a part)
+    let (s3_bytes, local_bytes) =
+        (s3["bytes"].as_u64().unwrap(), result["ingest"]["bytes"].as_u64().unwrap());
+    assert!(s3_bytes.abs_diff(local_bytes) <= 64 * 8, "{s3_bytes} against {local_bytes}: {result}");
     // a store opened afresh fetches at least the manifest and the footers
     assert!(s3["cold_open"]["fetched_bytes"].as_u64() > Some(0), "{s3}");
     assert!(s3["cold_open"]["fetch_requests"].as_u64() > Some(0), "{s3}");
