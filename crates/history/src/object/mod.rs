@@ -111,40 +111,21 @@ impl Bucket {
             setting: "history.object_store".into(),
             message: format!("{url}: {e}"),
         };
+        // one cloud back end's builder: the URL, the client options first (settings such as
+        // `allow_http` go into them), then each setting by its name, the retries
+        macro_rules! cloud {
+            ($builder:ty) => {{
+                let mut b = <$builder>::from_env().with_url(url).with_client_options(client);
+                for (key, value) in &options.settings {
+                    b = b.with_config(key.parse().map_err(bad)?, value);
+                }
+                Arc::new(b.with_retry(retry).build().map_err(bad)?)
+            }};
+        }
         let store: Arc<dyn ObjectStore> = match parsed.scheme() {
-            "s3" | "s3a" => {
-                // the client options first: settings such as `allow_http` go into them
-                let mut b = object_store::aws::AmazonS3Builder::from_env()
-                    .with_url(url)
-                    .with_client_options(client);
-                for (key, value) in &options.settings {
-                    let key = key.parse().map_err(bad)?;
-                    b = b.with_config(key, value);
-                }
-                Arc::new(b.with_retry(retry).build().map_err(bad)?)
-            }
-            "gs" => {
-                // the client options first: settings such as `allow_http` go into them
-                let mut b = object_store::gcp::GoogleCloudStorageBuilder::from_env()
-                    .with_url(url)
-                    .with_client_options(client);
-                for (key, value) in &options.settings {
-                    let key = key.parse().map_err(bad)?;
-                    b = b.with_config(key, value);
-                }
-                Arc::new(b.with_retry(retry).build().map_err(bad)?)
-            }
-            "az" | "azure" | "abfs" | "abfss" => {
-                // the client options first: settings such as `allow_http` go into them
-                let mut b = object_store::azure::MicrosoftAzureBuilder::from_env()
-                    .with_url(url)
-                    .with_client_options(client);
-                for (key, value) in &options.settings {
-                    let key = key.parse().map_err(bad)?;
-                    b = b.with_config(key, value);
-                }
-                Arc::new(b.with_retry(retry).build().map_err(bad)?)
-            }
+            "s3" | "s3a" => cloud!(object_store::aws::AmazonS3Builder),
+            "gs" => cloud!(object_store::gcp::GoogleCloudStorageBuilder),
+            "az" | "azure" | "abfs" | "abfss" => cloud!(object_store::azure::MicrosoftAzureBuilder),
             "file" => {
                 let path = parsed.to_file_path().map_err(|()| HistoryError::Config {
                     setting: "history.dir".into(),
