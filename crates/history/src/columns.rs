@@ -119,6 +119,19 @@ pub(crate) fn as_json_column(array: &dyn Array, kind: Kind) -> Result<ArrayRef, 
     Ok(Arc::new(builder.finish()))
 }
 
+/// Whether a read of the top-level fields `wanted` (`None`: whole records) reads the column
+/// `name`: its fields' columns, and the time and layout, which every record needs.
+pub(crate) fn reads_column(name: &str, wanted: Option<&[String]>) -> bool {
+    match wanted {
+        None => true,
+        Some(fields) => {
+            name == TIME_COLUMN
+                || name == LAYOUT_COLUMN
+                || fields.iter().any(|f| column_name(f) == name)
+        }
+    }
+}
+
 /// The column a field is stored in.
 pub(crate) fn column_name(field: &str) -> std::borrow::Cow<'_, str> {
     if field.starts_with(RESERVED) {

@@ -533,14 +533,7 @@ impl Part {
         wanted: Option<&[String]>,
         selection: Option<RowSelection>,
     ) -> Result<Batches, HistoryError> {
-        let keep = |name: &str| match wanted {
-            None => true,
-            Some(fields) => {
-                name == TIME_COLUMN
-                    || name == LAYOUT_COLUMN
-                    || fields.iter().any(|f| columns::column_name(f) == name)
-            }
-        };
+        let keep = |name: &str| columns::reads_column(name, wanted);
         self.reader(index, &self.meta, keep, 8192, selection)
     }
 

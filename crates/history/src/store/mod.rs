@@ -313,14 +313,8 @@ pub fn prefetch(blocks: &[&Block]) -> Result<(), HistoryError> {
         }
         let schema = block.part.meta.schema();
         let row_group = block.part.parquet().row_group(block.index);
-        let wanted = |name: &str| match &block.fields {
-            None => true,
-            Some(fields) => {
-                name == crate::columns::TIME_COLUMN
-                    || name == crate::columns::LAYOUT_COLUMN
-                    || fields.iter().any(|f| crate::columns::column_name(f) == name)
-            }
-        };
+        let fields = block.fields.as_deref().map(Vec::as_slice);
+        let wanted = |name: &str| crate::columns::reads_column(name, fields);
         let entry =
             by_object.entry(object.key.clone()).or_insert_with(|| (object.clone(), Vec::new()));
         for (i, field) in schema.fields().iter().enumerate() {
