@@ -20,6 +20,7 @@ pub mod error;
 pub mod manifest;
 mod merge;
 pub mod object;
+pub mod offsets;
 mod pages;
 pub mod part;
 pub mod prune;
@@ -30,6 +31,7 @@ pub mod vector;
 pub use columns::{ColumnBuffer, StoredRecord};
 pub use config::{RemoteConfig, StoreConfig};
 pub use error::HistoryError;
+pub use offsets::{OffsetRange, OffsetRanges};
 pub use prune::ColumnStats;
 pub use store::{
     Background, Block, BlockRows, ColumnInfo, Counters, FlushReport, Health, MaintainReport,

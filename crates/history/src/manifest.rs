@@ -16,10 +16,12 @@
 //!   (a reader that planned from an older version still finds them until then); each writer's
 //!   epoch (a process that opens the store as a writer takes its name's next epoch, and an
 //!   older process under that name that then finds it stops writing: it was fenced); the
-//!   source position each writer's uploaded parts reach.
+//!   source position each writer's uploaded parts reach; per source stream (a Kafka
+//!   partition), the offset after the last record uploaded and who uploaded it.
 //! - **Old versions** are removed by the writer, keeping the last [`KEEP_VERSIONS`].
 
 use crate::object::Bucket;
+use crate::offsets::KeptOffset;
 use crate::HistoryError;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -59,6 +61,10 @@ pub struct Manifest {
     pub retired: Vec<RetiredPart>,
     /// Per writer, the source position its uploaded parts reach.
     pub positions: BTreeMap<String, String>,
+    /// Per source stream (`topic/partition`), the offset after the last record uploaded and
+    /// the writer that uploaded it ([`crate::offsets`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub offsets: BTreeMap<String, KeptOffset>,
 }
 
 /// A live part, as a planner sees it without opening it.

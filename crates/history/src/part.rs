@@ -11,14 +11,15 @@
 //!   delta-encoded: sorted by series then time, a sensor's tags repeat and compress to almost
 //!   nothing, and its timestamps are a constant step.
 //! - Key-value metadata: the record layouts and JSON columns ([`crate::columns`]), the block
-//!   sums, the part's merge level, the parts it replaces (a merge) and the source position
-//!   after its last record.
+//!   sums, the part's merge level, the parts it replaces (a merge), the source position
+//!   after its last record and the source offsets its records came from.
 
 use crate::columns::{
     self, Encoded, Kind, StoredRecord, LAYOUT_COLUMN, META_JSON_COLUMNS, META_LAYOUTS, TIME_COLUMN,
 };
 use crate::config::StoreConfig;
 use crate::object::reader::{PartFile, RemoteObject};
+use crate::offsets::OffsetRanges;
 use crate::{pages, vector, HistoryError};
 use arrow_array::RecordBatch;
 use needle_query::ast::Expr;
@@ -47,6 +48,10 @@ pub const META_LEVEL: &str = "needle.level";
 pub const META_REPLACES: &str = "needle.replaces";
 /// The source position after the part's last record (opaque to the store).
 pub const META_POSITION: &str = "needle.position";
+/// JSON: per source stream, the offsets the records of the flush that wrote the part came
+/// from (`{"topic/3": {"first": 10, "next": 99}}`; a merge: its inputs' union). See
+/// [`crate::offsets`].
+pub const META_OFFSETS: &str = "needle.offsets";
 /// The part's sequence number (its name's, kept for readers of the files alone).
 pub const META_SEQUENCE: &str = "needle.sequence";
 /// The writer that wrote the part, in a store on object storage that several write.
@@ -118,6 +123,8 @@ pub(crate) struct PartHeader {
     pub position: Option<String>,
     /// The writer's name, in a store on object storage (several writers share one).
     pub writer: Option<String>,
+    /// The source offsets its records came from ([`crate::offsets`]).
+    pub offsets: OffsetRanges,
 }
 
 /// The file name of a part: `part-<sequence>-L<level>.parquet`, with the writer's name before
@@ -221,6 +228,9 @@ impl PartWriter {
         }
         if let Some(writer) = &header.writer {
             metadata.push(KeyValue::new(META_WRITER.into(), writer.clone()));
+        }
+        if !header.offsets.is_empty() {
+            metadata.push(KeyValue::new(META_OFFSETS.into(), json(&header.offsets)));
         }
         let block_rows = config.block_rows.max(1);
         let mut props = WriterProperties::builder()
@@ -370,6 +380,8 @@ pub struct Part {
     pub position: Option<String>,
     /// Who wrote it, in a store on object storage.
     pub writer: Option<String>,
+    /// The source offsets its records came from ([`crate::offsets`]).
+    pub offsets: OffsetRanges,
     pub rows: u64,
     pub bytes: u64,
     /// The earliest and latest record time in the part.
@@ -434,6 +446,8 @@ impl Part {
         let sequence = kv.get(META_SEQUENCE).and_then(|v| v.parse().ok()).unwrap_or(0);
         let position = kv.get(META_POSITION).map(|v| v.to_string());
         let writer = kv.get(META_WRITER).map(|v| v.to_string());
+        let offsets: OffsetRanges =
+            kv.get(META_OFFSETS).and_then(|v| serde_json::from_str(v).ok()).unwrap_or_default();
         let schema = meta.schema();
         let time_index = schema
             .index_of(TIME_COLUMN)
@@ -468,6 +482,7 @@ impl Part {
             replaces,
             position,
             writer,
+            offsets,
             rows,
             bytes,
             time_range,

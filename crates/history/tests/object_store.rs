@@ -323,3 +323,73 @@ fn wrong_credentials_or_bucket_name_the_setting() {
     let error = Store::open(config(dir.path(), remote)).unwrap_err().to_string();
     assert!(error.contains("history.object_store") && error.contains("no-such-bucket"), "{error}");
 }
+
+fn offsets(stream: &str, first: i64, next: i64) -> needle_history::OffsetRanges {
+    [(stream.to_owned(), needle_history::OffsetRange { first, next })].into()
+}
+
+/// A writer dies with a flush waiting for upload; another takes its source stream over from the
+/// last committed offset and keeps those records again. The first, restarted under its name,
+/// drops the waiting part instead of uploading it: every record once, and the offsets the
+/// store says it keeps are where a source must go on from.
+#[test]
+fn a_part_left_by_a_crash_is_not_uploaded_once_another_writer_kept_its_records() {
+    let minio = Minio::start().unwrap();
+    let mut remote = minio.remote("takeover");
+    remote.options.request_timeout_ms = 1_000;
+    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut a_remote = remote.clone();
+    a_remote.writer = "a".into();
+    let a = Store::open(config(a_dir.path(), a_remote.clone())).unwrap();
+    let batch = |from: i64, to: i64| (from..to).map(|i| (record(i), 0)).collect::<Vec<_>>();
+    a.append_from(batch(0, 100), None, &offsets("t/0", 0, 100)).unwrap();
+    a.flush().unwrap();
+    minio.stop().unwrap();
+    a.append_from(batch(100, 150), None, &offsets("t/0", 100, 150)).unwrap();
+    let _ = a.flush(); // written here, not uploaded: a dies with it waiting
+    assert_eq!(a.kept_offsets().ok(), None, "the manifest cannot be read during the outage");
+    drop(a);
+    minio.restart().unwrap();
+
+    let mut b_remote = remote.clone();
+    b_remote.writer = "b".into();
+    let b = Store::open(config(b_dir.path(), b_remote)).unwrap();
+    assert_eq!(b.kept_offsets().unwrap(), [("t/0".to_owned(), 100)].into());
+    b.append_from(batch(100, 180), None, &offsets("t/0", 100, 180)).unwrap();
+    b.flush().unwrap();
+
+    let a = Store::open(config(a_dir.path(), a_remote)).unwrap();
+    assert_eq!(a.kept_offsets().unwrap(), [("t/0".to_owned(), 180)].into());
+    a.append_from(batch(180, 200), None, &offsets("t/0", 180, 200)).unwrap();
+    a.flush().unwrap();
+    let reader_dir = tempfile::tempdir().unwrap();
+    let reader = Store::open_read_only(config(reader_dir.path(), remote)).unwrap();
+    assert_eq!(ids(&everything(&reader)), (0..200).collect::<Vec<_>>());
+}
+
+/// On a local disk, the offsets kept are those of the parts, across a restart and a merge.
+#[test]
+fn a_local_store_says_which_offsets_it_keeps_across_a_restart_and_a_merge() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path(), file_remote(dir.path()));
+    c.remote = None;
+    let store = Store::open(c.clone()).unwrap();
+    for round in 0..3 {
+        let from = round * 10;
+        store
+            .append_from(
+                (from..from + 10).map(|i| (record(i), 0)),
+                None,
+                &offsets(&format!("t/{}", round % 2), from, from + 10),
+            )
+            .unwrap();
+        store.flush().unwrap();
+    }
+    store.maintain().unwrap();
+    drop(store);
+    let store = Store::open(c).unwrap();
+    assert_eq!(
+        store.kept_offsets().unwrap(),
+        [("t/0".to_owned(), 30), ("t/1".to_owned(), 20)].into()
+    );
+}

@@ -28,6 +28,7 @@ pub use remote::{RemoteCounters, RemoteInfo};
 
 use crate::columns::{ColumnBuffer, StoredRecord};
 use crate::config::{partition_of, StoreConfig};
+use crate::offsets::OffsetRanges;
 use crate::part::{self, Part, PartHeader};
 use crate::prune::{self, ColumnStats, Zone};
 use crate::vector::{BucketSummary, Filter, GroupRequest};
@@ -148,6 +149,8 @@ struct State {
     flushing: Arc<Vec<StoredRecord>>,
     /// Position after the last appended records.
     position: Option<String>,
+    /// The source offsets the buffer's records came from ([`crate::offsets`]).
+    offsets: OffsetRanges,
     durable_position: Option<String>,
     /// The position after the records of the last flush that wrote parts (on a store on object
     /// storage: durable once no part written here waits for upload).
@@ -538,6 +541,25 @@ impl Store {
         self.state().durable_position.clone()
     }
 
+    /// Per source stream, the offset after the last record the store keeps: over this
+    /// writer's parts (written, if not all uploaded yet), and on object storage over the
+    /// newest manifest's record of every writer's uploads, read now. A source that takes a
+    /// stream over reads the records before it without keeping them again.
+    pub fn kept_offsets(&self) -> Result<BTreeMap<String, i64>, HistoryError> {
+        let mut kept = BTreeMap::new();
+        for part in self.state().parts.values().flatten() {
+            crate::offsets::raise(&mut kept, &part.offsets);
+        }
+        if let Some(remote) = self.remote() {
+            let manifest = crate::manifest::Manifest::load(&remote.bucket)?;
+            for (stream, k) in &manifest.offsets {
+                let slot = kept.entry(stream.clone()).or_insert(k.next);
+                *slot = (*slot).max(k.next);
+            }
+        }
+        Ok(kept)
+    }
+
     /// A record's time: its time field, or `arrival_ms` (counted).
     fn time_of(&self, record: &Record, arrival_ms: i64) -> i64 {
         let time = self.inner.config.time_field.as_ref().and_then(|f| record.get(f)).and_then(
@@ -566,6 +588,18 @@ impl Store {
         records: impl IntoIterator<Item = (Record, i64)>,
         position: Option<String>,
     ) -> Result<(), HistoryError> {
+        self.append_from(records, position, &OffsetRanges::new())
+    }
+
+    /// [`Store::append`], with the source offsets the records came from (per stream, their
+    /// range): the parts they are flushed into say so, and [`Store::kept_offsets`] tells a
+    /// source which of its records are kept already.
+    pub fn append_from(
+        &self,
+        records: impl IntoIterator<Item = (Record, i64)>,
+        position: Option<String>,
+        offsets: &OffsetRanges,
+    ) -> Result<(), HistoryError> {
         if self.inner.read_only {
             return Err(HistoryError::ReadOnly);
         }
@@ -593,6 +627,7 @@ impl Store {
                 self.inner.counters.dropped_records.fetch_add(dropped as u64, Ordering::Relaxed);
             }
             state.buffer.extend(incoming);
+            crate::offsets::widen(&mut state.offsets, offsets);
             if position.is_some() {
                 state.position = position;
             }
@@ -630,7 +665,7 @@ impl Store {
         }
         let durable_on_upload =
             self.inner.config.remote.as_ref().is_some_and(|r| r.durable_on_upload);
-        let (records, position) = {
+        let (records, position, offsets) = {
             let mut state = self.state();
             if state.buffer.is_empty() {
                 let all_uploaded = self.inner.remote.is_none()
@@ -646,9 +681,9 @@ impl Store {
             }
             let records = Arc::new(std::mem::take(&mut state.buffer));
             state.flushing = records.clone();
-            (records, state.position.clone())
+            (records, state.position.clone(), std::mem::take(&mut state.offsets))
         };
-        let result = self.write_parts(&records, position.clone());
+        let result = self.write_parts(&records, position.clone(), &offsets);
         let mut state = self.state();
         match result {
             Ok((parts, report)) => {
@@ -674,6 +709,7 @@ impl Store {
                     .unwrap_or_else(|a| (*a).clone());
                 kept.append(&mut state.buffer);
                 state.buffer = kept;
+                crate::offsets::widen(&mut state.offsets, &offsets);
                 drop(state);
                 self.inner.counters.flush_errors.fetch_add(1, Ordering::Relaxed);
                 *self.inner.health.lock().unwrap_or_else(|e| e.into_inner()) =
@@ -688,19 +724,22 @@ impl Store {
         &self,
         records: &[StoredRecord],
         position: Option<String>,
+        offsets: &OffsetRanges,
     ) -> Result<(Vec<(i64, Part)>, FlushReport), HistoryError> {
         let mut buffer = ColumnBuffer::new();
         for r in records {
             buffer.push(r.time_ms, &r.record);
         }
-        self.write_buffer(buffer, position)
+        self.write_buffer(buffer, position, offsets)
     }
 
-    /// Writes `buffer` as one sorted part per partition its records fall in.
+    /// Writes `buffer` as one sorted part per partition its records fall in; each part says
+    /// the source offsets of the whole flush (a part of it alone never reaches the manifest).
     fn write_buffer(
         &self,
         buffer: ColumnBuffer,
         position: Option<String>,
+        offsets: &OffsetRanges,
     ) -> Result<(Vec<(i64, Part)>, FlushReport), HistoryError> {
         let config = &self.inner.config;
         let by_partition = buffer
@@ -723,6 +762,7 @@ impl Store {
                 replaces: Vec::new(),
                 position: if i + 1 == count { position.clone() } else { None },
                 writer: self.writer(),
+                offsets: offsets.clone(),
             };
             let rows = encoded.batch.num_rows() as u64;
             let part = part::write(&dir, &encoded, config, &header)?;
@@ -745,7 +785,7 @@ impl Store {
             return Ok(FlushReport::default());
         }
         let _writing = self.inner.writing.lock().unwrap_or_else(|e| e.into_inner());
-        let (parts, report) = self.write_buffer(buffer, None)?;
+        let (parts, report) = self.write_buffer(buffer, None, &OffsetRanges::new())?;
         let mut state = self.state();
         for (start, part) in parts {
             state.parts.entry(start).or_default().push(part);
@@ -968,6 +1008,10 @@ impl Store {
                 .max_by_key(|p| p.sequence)
                 .and_then(|p| p.position.clone()),
             writer: self.writer(),
+            offsets: inputs.iter().fold(OffsetRanges::new(), |mut all, p| {
+                crate::offsets::widen(&mut all, &p.offsets);
+                all
+            }),
         };
         let dir = partition_dir(&config.dir, start);
         std::fs::create_dir_all(&dir).map_err(|e| HistoryError::io(&dir, e))?;

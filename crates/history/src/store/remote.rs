@@ -278,7 +278,7 @@ fn extreme(
 }
 
 impl Store {
-    fn remote(&self) -> Option<&Remote> {
+    pub(super) fn remote(&self) -> Option<&Remote> {
         self.inner.remote.as_ref()
     }
 
@@ -335,6 +335,28 @@ impl Store {
                 }
                 continue;
             }
+            // records whose offsets were never committed (they wait for this upload) that
+            // another writer has read again from the source and kept since
+            let conflict = remote
+                .config
+                .durable_on_upload
+                .then(|| {
+                    crate::offsets::conflicts(
+                        &manifest.offsets,
+                        &remote.config.writer,
+                        &part.offsets,
+                    )
+                })
+                .flatten();
+            if let Some((stream, by)) = conflict {
+                eprintln!(
+                    "needle: history: not uploading {name}, left by a crash: writer {} has kept \
+                     the records of {stream} since (up to offset {}), read again from the source",
+                    by.writer, by.next
+                );
+                let _ = std::fs::remove_file(&part.path);
+                continue;
+            }
             pending += part.bytes;
             view.entry(start).or_default().push(part);
         }
@@ -389,6 +411,11 @@ impl Store {
                 }
             }
         }
+        if failure.is_some() {
+            // a flush's parts join the manifest together, with their source offsets, or not at
+            // all: the ones uploaded are uploaded again next time
+            uploaded.clear();
+        }
         let retire: Vec<String> = Remote::lock(&remote.to_retire).clone();
         if !uploaded.is_empty() || !retire.is_empty() {
             let entries: Vec<ManifestPart> = uploaded
@@ -426,6 +453,9 @@ impl Store {
                     m.next_sequence = m.next_sequence.max(next_sequence);
                     if let Some(position) = &position {
                         m.positions.insert(writer.clone(), position.clone());
+                    }
+                    for (_, part) in &uploaded {
+                        crate::offsets::record_upload(&mut m.offsets, &writer, &part.offsets);
                     }
                 });
             match committed {
