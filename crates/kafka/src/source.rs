@@ -27,7 +27,13 @@
 //!   handed to the workers (the next owner reads them from the committed offset). So a clean
 //!   rebalance neither loses nor repeats a record. A process that dies without a rebalance (killed)
 //!   leaves its last second or so of records uncommitted: the next owner reads them again
-//!   (at-least-once). See `docs/kafka.md`.
+//!   (at-least-once for live queries). See `docs/kafka.md`.
+//! - **History, exactly once**: with history on, each batch tells the store which offsets its
+//!   records came from, and a partition taken over (after a kill, or a restart) starts from
+//!   the committed offset as always, but the records before the offset history keeps already
+//!   (by whichever process) go to the workers as [`Batch::kept_already`]: live queries read
+//!   them again, history does not keep them twice, and a query that reads the past and goes on
+//!   live waits until they are read ([`KeptAlready`]).
 
 use crate::client::{Connection, Throttled};
 use crate::fetch::{Message, MessageQueue, Messages};
@@ -36,6 +42,7 @@ use crate::spec::Endpoint;
 use crate::KafkaError;
 use needle_runtime::config::StartFrom;
 use needle_runtime::framing::{Batch, Receipt};
+use needle_runtime::history::{OffsetRange, OffsetRanges};
 use needle_runtime::metrics::Metrics;
 use needle_runtime::source::{BatchSink, Refused, Source, SourceOptions};
 use needle_runtime::RuntimeError;
@@ -48,7 +55,8 @@ use rdkafka::statistics::Statistics;
 use rdkafka::types::{RDKafkaErrorCode, RDKafkaRespErr};
 use rdkafka::{Offset, TopicPartitionList};
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 /// Bytes of messages gathered into one batch (at least, unless the queue runs dry).
@@ -127,6 +135,7 @@ impl KafkaSource {
             group: endpoint.group.clone(),
             start: endpoint.start,
             shared: OnceLock::new(),
+            kept: Arc::default(),
         };
         let consumer: BaseConsumer<SourceContext> = connection.create(&config, context)?;
         connection.check_reachable(consumer.client())?;
@@ -150,6 +159,8 @@ impl KafkaSource {
 struct Held {
     batch: Batch,
     round: RoundId,
+    /// Its records are kept in history already.
+    kept_already: bool,
 }
 
 /// Messages gathered for the next batch: taken from the message queue and kept as they are, or
@@ -159,6 +170,8 @@ struct Gathered {
     data: Vec<u8>,
     kept: Vec<Message>,
     kept_bytes: usize,
+    /// Per partition, the first offset gathered and the one after the last.
+    first: BTreeMap<i32, i64>,
     next: BTreeMap<i32, i64>,
     oversized: u64,
 }
@@ -179,6 +192,7 @@ impl Gathered {
             log.say(format_args!("reading: {}", ErrorCode::from(error)));
             return;
         }
+        self.first.entry(message.partition()).or_insert(message.offset());
         self.next.insert(message.partition(), message.offset() + 1);
         match message.payload().len() {
             0 => {}
@@ -188,6 +202,17 @@ impl Gathered {
                 self.kept.push(message);
             }
         }
+    }
+
+    /// The offsets gathered, per `topic/partition`, for history.
+    fn offsets(&self, topic: &str) -> OffsetRanges {
+        self.first
+            .iter()
+            .map(|(partition, first)| {
+                let next = self.next.get(partition).copied().unwrap_or(first + 1);
+                (format!("{topic}/{partition}"), OffsetRange { first: *first, next })
+            })
+            .collect()
     }
 
     /// The batch of what was gathered, with `receipt`; kept messages keep `alive` alive.
@@ -200,6 +225,7 @@ impl Gathered {
     }
 
     fn add(&mut self, partition: i32, offset: i64, payload: Option<&[u8]>, max_line_bytes: usize) {
+        self.first.entry(partition).or_insert(offset);
         self.next.insert(partition, offset + 1);
         match payload {
             None | Some([]) => {}
@@ -237,6 +263,7 @@ impl Source for KafkaSource {
                 std::io::Error::other(e),
             )
         })?;
+        let _ = context.kept.sink.set(sink.clone());
         let mut held: VecDeque<Held> = VecDeque::new();
         let mut paused = false;
         let mut generation = tracker.generation();
@@ -255,7 +282,7 @@ impl Source for KafkaSource {
                     Ok(()) => {}
                     Err(Refused::Full(batch)) => {
                         tracker.held_again(next.round);
-                        held.push_front(Held { batch, round: next.round });
+                        held.push_front(Held { batch, ..next });
                         break;
                     }
                     Err(Refused::Stopping(batch)) => {
@@ -271,33 +298,41 @@ impl Source for KafkaSource {
                 paused = !set_paused(consumer, false, &context.log);
             }
             store(consumer, &self.endpoint.topic, tracker.completed(), &context.log);
+            sink.set_catching_up(context.kept.pending() || held.iter().any(|h| h.kept_already));
             if sink.is_stopped() {
                 break;
             }
 
             // The group's events: rebalances (run inside poll), commits, errors; and the
-            // messages of a partition whose fetch queue could not be forwarded, copied.
+            // messages of a partition whose fetch queue could not be forwarded, copied. Records
+            // history keeps already are gathered apart (`again`).
             let mut gathered = Gathered::default();
+            let mut again = Gathered::default();
             while let Some(result) = consumer.poll(Duration::ZERO) {
                 if tracker.generation() != generation {
                     // A rebalance ran inside poll: what was gathered before it is not ours.
                     generation = tracker.generation();
                     gathered = Gathered::default();
+                    again = Gathered::default();
                     paused = false;
                 }
                 match result {
-                    Ok(message) => gathered.add(
-                        message.partition(),
-                        message.offset(),
-                        message.payload(),
-                        self.max_line_bytes,
-                    ),
+                    Ok(message) => {
+                        let (partition, offset) = (message.partition(), message.offset());
+                        let into = if context.kept.is_kept(partition, offset) {
+                            &mut again
+                        } else {
+                            &mut gathered
+                        };
+                        into.add(partition, offset, message.payload(), self.max_line_bytes);
+                    }
                     Err(error) => context.log.say(format_args!("reading: {error}")),
                 }
             }
             if tracker.generation() != generation {
                 generation = tracker.generation();
                 gathered = Gathered::default();
+                again = Gathered::default();
                 paused = false;
             }
             // The messages: wait for the first, then take what is there, many per call.
@@ -310,19 +345,31 @@ impl Source for KafkaSource {
                 let max = if wait.is_zero() { TAKE } else { 1 };
                 let got = queue.consume(wait, max, &mut taken);
                 for message in taken.drain(..) {
-                    gathered.keep(message, self.max_line_bytes, &context.log);
+                    let into = if context.kept.is_kept(message.partition(), message.offset()) {
+                        &mut again
+                    } else {
+                        &mut gathered
+                    };
+                    into.keep(message, self.max_line_bytes, &context.log);
                 }
-                if got < max || gathered.bytes() >= BATCH_BYTES {
+                if got < max || gathered.bytes() + again.bytes() >= BATCH_BYTES {
                     break;
                 }
                 wait = Duration::ZERO;
             }
-            if !gathered.is_empty() {
+            // what history keeps already first: in each partition, it comes before the rest
+            for (gathered, kept_already) in [(again, true), (gathered, false)] {
+                if gathered.is_empty() {
+                    continue;
+                }
                 sink.count_oversized(gathered.oversized);
-                let (token, round) =
-                    tracker.begin(std::mem::take(&mut gathered.next).into_iter().collect());
+                let offsets = gathered.offsets(&self.endpoint.topic);
+                let next = gathered.next.iter().map(|(p, o)| (*p, *o)).collect();
+                let (token, round) = tracker.begin(next);
                 let batch = gathered.into_batch(Receipt::new(token), shared);
-                held.push_back(Held { batch, round });
+                let batch =
+                    if kept_already { batch.kept_already() } else { batch.with_offsets(offsets) };
+                held.push_back(Held { batch, round, kept_already });
             }
         }
         // Stopping: drop what was not handed on (abandoned: the next owner reads it), let the
@@ -393,6 +440,84 @@ struct SourceContext {
     start: StartFrom,
     /// The source's consumer and message queue, to forward the partitions it is given to.
     shared: OnceLock<Weak<Shared>>,
+    /// Which records of the partitions read history keeps already.
+    kept: Arc<KeptAlready>,
+}
+
+/// Per partition read, the offset before which history keeps the records already (a partition
+/// taken over from a process that kept them and died before committing their offsets), found
+/// when the partition is assigned and forgotten once reading passes it.
+#[derive(Default)]
+struct KeptAlready {
+    /// The source's sink, through which the history store is asked.
+    sink: OnceLock<BatchSink>,
+    before: Mutex<BTreeMap<i32, i64>>,
+    /// Whether `before` has anything (read per message without the lock).
+    any: AtomicBool,
+}
+
+impl KeptAlready {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<i32, i64>> {
+        self.before.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Partitions assigned, each reading from its start offset (`None`: not known): those
+    /// whose records history keeps past their start are read as kept already up to there.
+    fn assigned(&self, topic: &str, starts: &BTreeMap<i32, Option<i64>>, log: &Throttled) {
+        let Some(sink) = self.sink.get() else { return };
+        let kept = match sink.kept_offsets() {
+            None => return,
+            Some(Ok(kept)) => kept,
+            Some(Err(e)) => {
+                log.say(format_args!(
+                    "asking history which offsets it keeps: {e}; records read again after a \
+                     takeover may be kept twice"
+                ));
+                return;
+            }
+        };
+        let mut before = self.lock();
+        before.clear();
+        for (partition, start) in starts {
+            let Some(&kept) = kept.get(&format!("{topic}/{partition}")) else { continue };
+            if start.is_none_or(|start| start < kept) {
+                before.insert(*partition, kept);
+            }
+        }
+        if !before.is_empty() {
+            let list: Vec<String> = before.iter().map(|(p, o)| format!("{p} (to {o})")).collect();
+            eprintln!(
+                "needle: kafka source {topic}: history keeps records past the committed \
+                 offsets of partitions {}: read again for live queries, not kept twice",
+                list.join(", ")
+            );
+        }
+        self.any.store(!before.is_empty(), Ordering::SeqCst);
+    }
+
+    /// Whether the record at `offset` of `partition` is kept in history already.
+    fn is_kept(&self, partition: i32, offset: i64) -> bool {
+        if !self.any.load(Ordering::Relaxed) {
+            return false;
+        }
+        let mut before = self.lock();
+        let Some(&end) = before.get(&partition) else { return false };
+        if offset + 1 >= end {
+            before.remove(&partition);
+            self.any.store(!before.is_empty(), Ordering::SeqCst);
+        }
+        offset < end
+    }
+
+    /// Some partition is still to be read up to what history keeps.
+    fn pending(&self) -> bool {
+        self.any.load(Ordering::Relaxed)
+    }
+
+    fn forget(&self) {
+        self.lock().clear();
+        self.any.store(false, Ordering::SeqCst);
+    }
 }
 
 impl ClientContext for SourceContext {
@@ -432,6 +557,7 @@ impl ConsumerContext for SourceContext {
                 if self.start == StartFrom::Latest {
                     self.resolve_latest(consumer, list);
                 }
+                self.find_kept_already(consumer, list);
                 self.forward_to_queue(list);
                 if let Err(e) = consumer.assign(list) {
                     self.log.say(format_args!("taking partitions {}: {e}", partitions(list)));
@@ -462,6 +588,7 @@ impl ConsumerContext for SourceContext {
             other => {
                 self.log.say(format_args!("rebalance error: {other:?}"));
                 self.tracker.reset();
+                self.kept.forget();
                 self.metrics.source_partitions.set(0);
                 self.metrics.cluster.released(&self.topic);
                 let _ = consumer.unassign();
@@ -488,9 +615,38 @@ impl SourceContext {
         }
     }
 
+    /// With history on, which records of the partitions about to be read history keeps
+    /// already ([`KeptAlready`]): from where each starts (the offset set on the list, else
+    /// the group's committed one).
+    fn find_kept_already(&self, consumer: &BaseConsumer<Self>, list: &TopicPartitionList) {
+        if self.kept.sink.get().is_none_or(|sink| sink.kept_offsets().is_none()) {
+            return;
+        }
+        let committed = consumer.committed_offsets(list.clone(), LOOKUP_WAIT).ok();
+        let starts: BTreeMap<i32, Option<i64>> = list
+            .elements()
+            .iter()
+            .map(|e| {
+                let of_list = match e.offset() {
+                    Offset::Offset(o) => Some(o),
+                    _ => None,
+                };
+                let of_group = committed.as_ref().and_then(|c| {
+                    match c.find_partition(e.topic(), e.partition())?.offset() {
+                        Offset::Offset(o) => Some(o),
+                        _ => None,
+                    }
+                });
+                (e.partition(), of_list.or(of_group))
+            })
+            .collect();
+        self.kept.assigned(&self.topic, &starts, &self.log);
+    }
+
     /// Before partitions go: waits for the workers to finish what they took, stores and commits
     /// it, and forgets the rest (see the module doc).
     fn hand_back(&self, consumer: &BaseConsumer<Self>, list: &TopicPartitionList) {
+        self.kept.forget();
         let idle = self.tracker.wait_idle(REVOKE_WAIT);
         store(consumer, &self.topic, self.tracker.completed(), &self.log);
         if !consumer.assignment_lost() {

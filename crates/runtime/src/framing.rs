@@ -21,6 +21,7 @@
 
 use crate::columns::ColumnBatch;
 use crossbeam_channel::Sender;
+use needle_history::OffsetRanges;
 use needle_record::Record;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -104,6 +105,12 @@ pub struct Batch {
     receipt: Option<Receipt>,
     /// With history on: counts the batch as held by the workers until it drops.
     held: Option<InWorkers>,
+    /// The source offsets the batch's records came from, for history (boxed: most sources
+    /// have none).
+    offsets: Option<Box<OffsetRanges>>,
+    /// Its records are in history already (a source reading again what a process before it
+    /// kept): the workers read them, history does not keep them twice.
+    kept_already: bool,
 }
 
 impl Batch {
@@ -115,7 +122,33 @@ impl Batch {
             read_at: Instant::now(),
             receipt: None,
             held: None,
+            offsets: None,
+            kept_already: false,
         }
+    }
+
+    /// Says which source offsets the batch's records came from (history keeps them with the
+    /// records: see `needle_history::offsets`).
+    pub fn with_offsets(mut self, offsets: OffsetRanges) -> Self {
+        self.offsets = (!offsets.is_empty()).then(|| Box::new(offsets));
+        self
+    }
+
+    /// Takes the source offsets the batch's records came from (none when the source has no
+    /// offsets).
+    pub fn take_offsets(&mut self) -> OffsetRanges {
+        self.offsets.take().map(|o| *o).unwrap_or_default()
+    }
+
+    /// Marks the batch's records as kept in history already: the workers read them, the
+    /// history tap passes them by.
+    pub fn kept_already(mut self) -> Self {
+        self.kept_already = true;
+        self
+    }
+
+    pub fn is_kept_already(&self) -> bool {
+        self.kept_already
     }
 
     /// A batch whose receipt the worker drops once it has handed on what it made of it.

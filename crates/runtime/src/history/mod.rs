@@ -24,7 +24,7 @@ pub mod gather;
 pub mod replay;
 
 pub use gather::{Gather, Gathered, WorkerHistory};
-pub use needle_history::{Store as HistoryStore, StoreConfig};
+pub use needle_history::{OffsetRange, OffsetRanges, Store as HistoryStore, StoreConfig};
 pub use replay::{Piece, Replay, ReplayReport};
 
 use crate::clock::now_ms;
@@ -33,14 +33,16 @@ use crate::metrics::Metrics;
 use crossbeam_channel::{Receiver, Sender};
 use needle_engine::{CompiledExpr, EvalContext};
 use needle_record::{Record, Value};
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Batches waiting between the source and the tap's thread.
 const TAP_QUEUE_BATCHES: usize = 64;
+/// How long a seam waits for the source to finish reading records kept in history already.
+pub const CATCH_UP_WAIT: Duration = Duration::from_secs(30);
 
 /// The source's side of history: see the module doc.
 pub struct HistoryTap {
@@ -54,6 +56,8 @@ pub struct HistoryTap {
     appended: Arc<(Mutex<u64>, Condvar)>,
     /// Batches the workers hold (queued or being read).
     in_workers: Arc<AtomicI64>,
+    /// The source is reading records kept in history already (see [`HistoryTap::seam`]).
+    catching_up: AtomicBool,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -61,6 +65,7 @@ struct TapBatch {
     bytes: Vec<u8>,
     arrival_ms: i64,
     receipt: Option<Arc<Receipt>>,
+    offsets: OffsetRanges,
 }
 
 impl HistoryTap {
@@ -87,6 +92,7 @@ impl HistoryTap {
             dispatched: AtomicU64::new(0),
             appended,
             in_workers: Arc::new(AtomicI64::new(0)),
+            catching_up: AtomicBool::new(false),
             thread: Mutex::new(Some(thread)),
         }))
     }
@@ -95,14 +101,33 @@ impl HistoryTap {
         &self.store
     }
 
+    /// Per source stream, the offset after the last record history keeps (see
+    /// [`needle_history::Store::kept_offsets`]).
+    pub fn kept_offsets(&self) -> Result<BTreeMap<String, i64>, needle_history::HistoryError> {
+        self.store.kept_offsets()
+    }
+
+    /// The source says whether it is reading records kept in history already (or holds some
+    /// not handed on yet): a seam waits until it is not.
+    pub fn set_catching_up(&self, catching_up: bool) {
+        self.catching_up.store(catching_up, Ordering::SeqCst);
+    }
+
     /// Hands `batch` on under the gate: `send` gives it to the workers (and says whether they
-    /// took it); when they did, a copy of it goes to the tap. Returns what `send` returned.
+    /// took it); when they did, a copy of it goes to the tap (unless its records are kept
+    /// already). Returns what `send` returned.
     pub(crate) fn dispatch<T>(
         &self,
         mut batch: Batch,
         send: impl FnOnce(Batch) -> Result<(), (Batch, T)>,
     ) -> Result<(), (Batch, T)> {
         let _shared = self.gate.read().unwrap_or_else(|e| e.into_inner());
+        if batch.is_kept_already() {
+            // the workers' alone; held, so a seam waits for it as for any batch before it
+            batch.hold(InWorkers::enter(&self.in_workers));
+            return send(batch);
+        }
+        let offsets = batch.take_offsets();
         let bytes = batch.to_ndjson();
         let receipt = batch.take_receipt().map(Arc::new);
         if let Some(shared) = &receipt {
@@ -112,7 +137,7 @@ impl HistoryTap {
         match send(batch) {
             Ok(()) => {
                 self.dispatched.fetch_add(1, Ordering::SeqCst);
-                let tap = TapBatch { bytes, arrival_ms: now_ms(), receipt };
+                let tap = TapBatch { bytes, arrival_ms: now_ms(), receipt, offsets };
                 if let Some(tx) = &*self.tx.lock().unwrap_or_else(|e| e.into_inner()) {
                     // blocks while the store is behind: backpressure up to the source
                     let _ = tx.send(tap);
@@ -137,14 +162,25 @@ impl HistoryTap {
     /// workers, then waits until the tap has appended every batch dispatched before it. After
     /// this returns, the store (parts and write buffer) holds exactly the records the query
     /// will not see live.
+    ///
+    /// While the source reads records kept in history already (a Kafka partition taken over
+    /// from a process that kept them before it died), the seam waits for it to be done (at
+    /// most [`CATCH_UP_WAIT`]): those records are in the past the query reads, and must not
+    /// reach it live as well.
     pub fn seam(&self, go_live: impl FnOnce()) {
-        let before = {
+        let patience = std::time::Instant::now() + CATCH_UP_WAIT;
+        let before = loop {
             let _alone = self.gate.write().unwrap_or_else(|e| e.into_inner());
+            if self.catching_up.load(Ordering::SeqCst) && std::time::Instant::now() < patience {
+                drop(_alone);
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
             while self.in_workers.load(Ordering::SeqCst) > 0 {
                 std::thread::sleep(Duration::from_micros(200));
             }
             go_live();
-            self.dispatched.load(Ordering::SeqCst)
+            break self.dispatched.load(Ordering::SeqCst);
         };
         self.wait_appended(before);
     }
@@ -227,7 +263,8 @@ fn run_tap(
             }
             count += 1;
             let kept = records.len() as u64;
-            match store.append(records.drain(..), Some((base + count).to_string())) {
+            let position = Some((base + count).to_string());
+            match store.append_from(records.drain(..), position, &batch.offsets) {
                 Ok(()) => {
                     metrics.history_records_appended.inc_by(kept);
                 }

@@ -171,6 +171,23 @@ impl BatchSink {
         self.stop.is_stopped()
     }
 
+    /// With history on, per source stream, the offset after the last record history keeps
+    /// (a source taking a stream over reads the records before it as
+    /// [`Batch::kept_already`]); `None` without history.
+    pub fn kept_offsets(
+        &self,
+    ) -> Option<Result<BTreeMap<String, i64>, needle_history::HistoryError>> {
+        self.tap.as_ref().map(|tap| tap.kept_offsets())
+    }
+
+    /// The source is (or is no longer) reading records kept in history already: a query that
+    /// reads the past then goes on live waits to start until it is done.
+    pub fn set_catching_up(&self, catching_up: bool) {
+        if let Some(tap) = &self.tap {
+            tap.set_catching_up(catching_up);
+        }
+    }
+
     pub fn count_oversized(&self, lines: u64) {
         if lines > 0 {
             self.counters.oversized_lines.fetch_add(lines, Ordering::Relaxed);
