@@ -393,3 +393,54 @@ fn a_local_store_says_which_offsets_it_keeps_across_a_restart_and_a_merge() {
         [("t/0".to_owned(), 30), ("t/1".to_owned(), 20)].into()
     );
 }
+
+/// A writer that never comes back does not keep its past forever: another writer's retention
+/// retires its parts once their records are all past `retention_ms`, and deletes their objects
+/// after the grace; its recent parts stay.
+#[test]
+fn retention_takes_the_expired_parts_of_a_writer_that_is_gone() {
+    let bucket = tempfile::tempdir().unwrap();
+    let (gone_dir, live_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let now =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()
+            as i64;
+    let at = |i: i64, ts: i64| {
+        let mut r = record(i).into_map();
+        r.insert("ts".into(), Value::Long(ts));
+        (Record::from_map(r), 0)
+    };
+    let mut remote = file_remote(bucket.path());
+    remote.writer = "gone".into();
+    let gone = Store::open(config(gone_dir.path(), remote.clone())).unwrap();
+    let day = 86_400_000;
+    gone.append((0..100).map(|i| at(i, now - 3 * day + i)), None).unwrap();
+    gone.flush().unwrap();
+    gone.append((100..150).map(|i| at(i, now - 60_000 + i)), None).unwrap();
+    gone.flush().unwrap();
+    drop(gone);
+
+    remote.writer = "live".into();
+    let mut c = config(live_dir.path(), remote.clone());
+    c.retention_ms = Some(day as u64);
+    let live = Store::open(c).unwrap();
+    live.maintain().unwrap();
+    live.maintain().unwrap(); // the objects go once retired (no grace here)
+    let reader_dir = tempfile::tempdir().unwrap();
+    let reader = Store::open_read_only(config(reader_dir.path(), remote)).unwrap();
+    assert_eq!(ids(&everything(&reader)), (100..150).collect::<Vec<_>>());
+    let objects = walk(bucket.path());
+    assert_eq!(objects.iter().filter(|p| p.ends_with(".parquet")).count(), 1, "{objects:?}");
+}
+
+fn walk(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path.display().to_string());
+        }
+    }
+    out
+}

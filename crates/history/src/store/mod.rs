@@ -13,7 +13,9 @@
 //!   names them in its metadata; then they are removed. A crash between the rename and the
 //!   removals leaves both: [`Store::open`] removes the parts a present part replaces, so every
 //!   record is there exactly once. Leftover temporary files are removed too.
-//! - **Retention**: whole partitions go, oldest first, past `retention_ms` or `max_bytes`.
+//! - **Retention**: whole partitions go, oldest first, past `retention_ms` or `max_bytes`; on
+//!   object storage, other writers' parts past `retention_ms` go too (a writer that never
+//!   comes back does not keep its past forever).
 //! - **Reads** ([`Store::scan`]): the parts of partitions that overlap the range, their blocks
 //!   whose time range overlaps it and whose statistics do not rule out the filter, and the
 //!   buffered records in range. A part that cannot be read is skipped, logged once and counted;
@@ -865,6 +867,7 @@ impl Store {
         }
         report.partitions_dropped = self.retain()?;
         if self.inner.remote.is_some() {
+            self.retire_expired_of_others()?;
             let _writing = self.inner.writing.lock().unwrap_or_else(|e| e.into_inner());
             self.sync_remote()?;
             self.delete_retired()?;

@@ -550,6 +550,32 @@ impl Store {
         }
     }
 
+    /// Retention over the parts of other writers: those of the newest manifest whose records
+    /// are all past `retention_ms` leave it at the next commit. Their writer, if it is alive,
+    /// drops them itself by the same rule; one that never comes back would keep them forever.
+    pub(super) fn retire_expired_of_others(&self) -> Result<u64, HistoryError> {
+        let Some(remote) = self.remote() else { return Ok(0) };
+        let Some(retention) = self.inner.config.retention_ms else { return Ok(0) };
+        if self.inner.read_only || remote.fenced.load(Ordering::Relaxed) {
+            return Ok(0);
+        }
+        let cutoff = crate::manifest::now_ms().saturating_sub(retention as i64);
+        let manifest = Manifest::load(&remote.bucket)?;
+        let me = &remote.config.writer;
+        let mut retire = Remote::lock(&remote.to_retire);
+        let mut others = Remote::lock(&remote.others);
+        let mut count = 0;
+        for entry in &manifest.parts {
+            if entry.writer == *me || entry.time_max >= cutoff || retire.contains(&entry.key) {
+                continue;
+            }
+            retire.push(entry.key.clone());
+            others.remove(&entry.key);
+            count += 1;
+        }
+        Ok(count)
+    }
+
     /// Deletes the objects of retired parts whose grace has passed, and drops them from the
     /// manifest.
     pub(super) fn delete_retired(&self) -> Result<u64, HistoryError> {
