@@ -835,6 +835,7 @@ fn a_query_its_adopter_cannot_run_is_ended_and_a_client_is_answered_at_once() {
         results_from: Some(0),
         url: String::new(),
         history_workers: Vec::new(),
+        history_version: None,
     };
     let message = [(Some(notice.id.as_str()), notice.to_bytes())];
     let message: Vec<(Option<&str>, &[u8])> =
@@ -1341,9 +1342,7 @@ fn workers_sharing_a_store_on_minio_answer_for_a_killed_workers_past() {
     let broker = Broker::shared();
     let minio = needle_history::testing::Minio::shared();
     broker.create_topic("shist", 4).unwrap();
-    let api_config = kafka_config(&broker.bootstrap, "shist");
-    let api = Serve::start(&["--role", "api", "--config", api_config.path().to_str().unwrap()]);
-    let worker_config = |name: &str, cache: &std::path::Path| {
+    let node_config = |name: &str, cache: &std::path::Path| {
         let kafka = format!(
             "brokers = \"{}\"\ndata_topic = \"shist\"\nquery_topic = \"shist-queries\"\n\
              results_topic = \"shist-results\"\ngroup = \"shist-workers\"\nnode_id = \"{name}\"",
@@ -1351,6 +1350,11 @@ fn workers_sharing_a_store_on_minio_answer_for_a_killed_workers_past() {
         );
         minio_history_config("shared-workers", cache, &kafka)
     };
+    // the api node reads the store's manifest to plan history queries from
+    let cache_api = tempfile::tempdir().unwrap();
+    let api_config = node_config("api-s", cache_api.path());
+    let api = Serve::start(&["--role", "api", "--config", api_config.path().to_str().unwrap()]);
+    let worker_config = node_config;
     let (cache_a, cache_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let (config_a, config_b) =
         (worker_config("w-a", cache_a.path()), worker_config("w-b", cache_b.path()));
@@ -1382,6 +1386,7 @@ fn workers_sharing_a_store_on_minio_answer_for_a_killed_workers_past() {
     let all = query(&api, "SELECT COUNT(*) AS n FROM HISTORY('-1h')");
     assert_eq!(all["records"][0]["n"], RECORDS, "{all}");
     assert_eq!(all["meta"]["History"]["workers"], 2, "{all}");
+    assert_eq!(all["meta"]["History"]["scan"]["planned"], 2, "planned from the manifest: {all}");
 
     // at once: the offsets of records made durable are committed within a second
     // (auto-commit), so the survivor reads the last of them again
@@ -1396,6 +1401,7 @@ fn workers_sharing_a_store_on_minio_answer_for_a_killed_workers_past() {
     let after =
         query(&api, "SELECT COUNT(*) AS n, MIN(ts) AS lo, MAX(ts) AS hi FROM HISTORY('-1h')");
     assert_eq!(after["records"][0]["n"], RECORDS, "the dead worker's past too: {after}");
+    assert!(after["meta"]["History"]["scan"]["parts_of_others"].as_u64() > Some(0), "{after}");
     let missing = &after["meta"]["History"]["workers_missing"];
     assert!(missing.as_array().is_none_or(|m| m.is_empty()), "{after}");
 

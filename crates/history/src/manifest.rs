@@ -86,6 +86,10 @@ pub struct ManifestPart {
     /// The names of the parts this one replaces (a merge's inputs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replaces: Vec<String>,
+    /// The whole of a cold span, compacted: never merged again, so any reader may read it for
+    /// any writer (see [`crate::Store::scan_shared`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub compacted: bool,
     /// Per column: min, max and null count over the part.
     #[serde(default)]
     pub columns: BTreeMap<String, ColumnSummary>,
@@ -224,6 +228,36 @@ impl Manifest {
     pub fn part(&self, name: &str) -> Option<&ManifestPart> {
         self.parts.iter().find(|p| p.name == name)
     }
+
+    /// Version `version` of the manifest in `bucket`, while it is kept (the newest
+    /// [`KEEP_VERSIONS`] are).
+    pub fn load_version(bucket: &Bucket, version: u64) -> Result<Option<Manifest>, HistoryError> {
+        match bucket.get(&version_key(version))? {
+            Some(bytes) => Self::parse(bucket, version, &bytes).map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+/// What an api node needs of a store on object storage to plan a query over it: the newest
+/// manifest version, which the worker nodes then all read by (see
+/// [`crate::Store::scan_shared`]).
+pub struct Planner {
+    bucket: Bucket,
+}
+
+impl Planner {
+    /// Reaches the store at `remote.url` (nothing is written).
+    pub fn open(remote: &crate::RemoteConfig) -> Result<Planner, HistoryError> {
+        let bucket = Bucket::open(&remote.url, &remote.options)?;
+        bucket.check()?;
+        Ok(Planner { bucket })
+    }
+
+    /// The newest committed version (0: none yet).
+    pub fn latest_version(&self) -> Result<u64, HistoryError> {
+        Manifest::load(&self.bucket).map(|m| m.version)
+    }
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -257,6 +291,7 @@ mod tests {
             time_min: 0,
             time_max: 0,
             replaces: Vec::new(),
+            compacted: false,
             columns: BTreeMap::new(),
         }
     }

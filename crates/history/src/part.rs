@@ -52,6 +52,8 @@ pub const META_POSITION: &str = "needle.position";
 /// from (`{"topic/3": {"first": 10, "next": 99}}`; a merge: its inputs' union). See
 /// [`crate::offsets`].
 pub const META_OFFSETS: &str = "needle.offsets";
+/// `true` on the part that compacted the whole of a cold span: it is never merged again.
+pub const META_COMPACTED: &str = "needle.compacted";
 /// The part's sequence number (its name's, kept for readers of the files alone).
 pub const META_SEQUENCE: &str = "needle.sequence";
 /// The writer that wrote the part, in a store on object storage that several write.
@@ -125,6 +127,8 @@ pub(crate) struct PartHeader {
     pub writer: Option<String>,
     /// The source offsets its records came from ([`crate::offsets`]).
     pub offsets: OffsetRanges,
+    /// It compacts the whole of a cold span (see [`META_COMPACTED`]).
+    pub compacted: bool,
 }
 
 /// The file name of a part: `part-<sequence>-L<level>.parquet`, with the writer's name before
@@ -228,6 +232,9 @@ impl PartWriter {
         }
         if let Some(writer) = &header.writer {
             metadata.push(KeyValue::new(META_WRITER.into(), writer.clone()));
+        }
+        if header.compacted {
+            metadata.push(KeyValue::new(META_COMPACTED.into(), "true".to_owned()));
         }
         if !header.offsets.is_empty() {
             metadata.push(KeyValue::new(META_OFFSETS.into(), json(&header.offsets)));
@@ -382,6 +389,8 @@ pub struct Part {
     pub writer: Option<String>,
     /// The source offsets its records came from ([`crate::offsets`]).
     pub offsets: OffsetRanges,
+    /// It compacts the whole of a cold span: never merged again.
+    pub compacted: bool,
     pub rows: u64,
     pub bytes: u64,
     /// The earliest and latest record time in the part.
@@ -446,6 +455,7 @@ impl Part {
         let sequence = kv.get(META_SEQUENCE).and_then(|v| v.parse().ok()).unwrap_or(0);
         let position = kv.get(META_POSITION).map(|v| v.to_string());
         let writer = kv.get(META_WRITER).map(|v| v.to_string());
+        let compacted = kv.get(META_COMPACTED).is_some_and(|v| *v == "true");
         let offsets: OffsetRanges =
             kv.get(META_OFFSETS).and_then(|v| serde_json::from_str(v).ok()).unwrap_or_default();
         let schema = meta.schema();
@@ -483,6 +493,7 @@ impl Part {
             position,
             writer,
             offsets,
+            compacted,
             rows,
             bytes,
             time_range,

@@ -253,7 +253,7 @@ fn writers_share_a_store_and_the_gone_ones_parts_are_read_once(bucket: RemoteCon
     let mut read = Vec::new();
     let mut shares = Vec::new();
     for store in &stores[..2] {
-        let scan = store.scan_shared(&everything_request, &roster).unwrap();
+        let scan = store.scan_shared(&everything_request, &roster, None).unwrap();
         let mut got = scan.buffered;
         for block in &scan.blocks {
             got.extend(block.read().unwrap());
@@ -443,4 +443,75 @@ fn walk(dir: &Path) -> Vec<String> {
         }
     }
     out
+}
+
+/// A read planned from a manifest version deals the parts no writer will change (the
+/// compacted cold spans of the live writers, every part of the gone ones) out among the live
+/// writers: a writer that just joined reads its share of the past at once. Each writer reads
+/// the rest of its own view, what it wrote since included (late records of a compacted span
+/// make parts of their own, never merged into the compacted one): every record once.
+#[test]
+fn a_read_planned_from_a_manifest_version_deals_out_the_cold_past() {
+    let bucket = tempfile::tempdir().unwrap();
+    let mut remote = file_remote(bucket.path());
+    remote.delete_grace_ms = 600_000; // a reader planning from an older version finds its parts
+    let names = ["p-a", "p-b", "p-c", "p-gone"];
+    let dirs: Vec<tempfile::TempDir> = names.iter().map(|_| tempfile::tempdir().unwrap()).collect();
+    let stores: Vec<Store> = names
+        .iter()
+        .zip(&dirs)
+        .map(|(name, dir)| {
+            let mut remote = remote.clone();
+            remote.writer = (*name).into();
+            let mut c = config(dir.path(), remote);
+            c.compact_after_ms = Some(1); // the records are of 2023: cold at once
+            Store::open(c).unwrap()
+        })
+        .collect();
+    // p-a, p-b and p-gone write and compact; p-c joins with nothing
+    for (w, store) in stores.iter().enumerate().filter(|(w, _)| *w != 2) {
+        for round in 0..3 {
+            let from = (w as i64) * 10_000 + round * 300;
+            store.append((from..from + 300).map(|i| (record(i), 0)), None).unwrap();
+            store.flush().unwrap();
+        }
+        store.maintain().unwrap();
+        let info = store.info().unwrap();
+        assert_eq!(info.partitions, 1, "a cold day, compacted: {info:?}");
+    }
+    let planner = needle_history::manifest::Planner::open(&remote).unwrap();
+    let version = planner.latest_version().unwrap();
+    // since: late records of p-a's compacted day, in parts of their own; p-b keeps records in
+    // its write buffer
+    stores[0].append((900..1_200).map(|i| (record(i), 0)), None).unwrap();
+    stores[0].flush().unwrap();
+    stores[0].maintain().unwrap();
+    assert_eq!(stores[0].info().unwrap().parts, 2, "the compacted part is not merged again");
+    stores[1].append((10_900..11_000).map(|i| (record(i), 0)), None).unwrap();
+
+    let roster: Vec<String> = names[..3].iter().map(|n| n.to_string()).collect();
+    let request = ScanRequest { from_ms: i64::MIN, to_ms: i64::MAX, filter: None, fields: None };
+    let read = |version: Option<u64>| {
+        let mut all = Vec::new();
+        let mut shares = Vec::new();
+        for store in &stores[..3] {
+            let scan = store.scan_shared(&request, &roster, version).unwrap();
+            let mut got = scan.buffered;
+            for block in &scan.blocks {
+                got.extend(block.read().unwrap());
+            }
+            shares.push(got.len());
+            all.extend(got);
+        }
+        (ids(&all), shares)
+    };
+    let expected: Vec<i64> = (0..1_200).chain(10_000..11_000).chain(30_000..30_900).collect();
+    let (planned, shares) = read(Some(version));
+    assert_eq!(planned, expected, "every record once; shares {shares:?}");
+    assert!(shares[2] > 0, "the writer that joined reads its share of the past: {shares:?}");
+    // by writers (no version, or one no longer kept): the same records, p-c reads only its
+    // share of p-gone's parts
+    for version in [None, Some(version + 1_000)] {
+        assert_eq!(read(version).0, expected, "{version:?}");
+    }
 }

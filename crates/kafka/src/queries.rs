@@ -25,6 +25,7 @@ use needle_engine::aggregate::codec::fnv1a64;
 use needle_engine::CompiledQuery;
 use needle_query::QueryConfig;
 use needle_runtime::framing::Receipt;
+use needle_runtime::history::SharedRead;
 use needle_runtime::remote::Cut;
 use needle_runtime::remote::{Announcement, Holder, QueryAnnouncer};
 use needle_runtime::Runtime;
@@ -179,6 +180,7 @@ impl QueryAnnouncer for QueryPublisher {
             results_from: Some(from),
             url: self.url.clone(),
             history_workers: query.history_workers.to_vec(),
+            history_version: query.history_version,
         };
         self.publish(&notice).map_err(|e| {
             self.shared.mine.remove(query.id);
@@ -426,8 +428,9 @@ impl Following {
         let (received_ms, ends_ms, compiled) =
             (notice.received_ms, notice.ends_ms, Arc::new(compiled));
         if plan.history.is_some() {
-            let roster = &notice.history_workers;
-            self.runtime.adopt_history(id, &plan, compiled, owner, (received_ms, ends_ms), roster);
+            let shared =
+                SharedRead { roster: &notice.history_workers, version: notice.history_version };
+            self.runtime.adopt_history(id, &plan, compiled, owner, (received_ms, ends_ms), &shared);
         } else {
             self.runtime.adopt(id, compiled, owner, received_ms, ends_ms);
         }

@@ -89,6 +89,11 @@ pub struct QueryNotice {
     /// (empty for a notice of an older build: such a query is not adopted).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history_workers: Vec<String>,
+    /// A query that looks back, over a store on object storage the workers share: the
+    /// manifest version its api node planned from (the workers deal that version's parts out
+    /// among themselves); none: each reads by writers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_version: Option<u64>,
 }
 
 impl QueryNotice {
@@ -445,11 +450,13 @@ mod tests {
             results_from: Some(42),
             url: "http://10.0.0.7:9900".into(),
             history_workers: vec!["worker_1".into(), "worker_2".into()],
+            history_version: Some(42),
         };
         assert_eq!(QueryNotice::from_bytes(&notice.to_bytes()).unwrap(), notice);
         let text = String::from_utf8(notice.to_bytes()).unwrap();
         assert!(text.contains(r#""url":"http://10.0.0.7:9900""#), "{text}");
         assert!(text.contains(r#""history_workers":["worker_1","worker_2"]"#), "{text}");
+        assert!(text.contains(r#""history_version":42"#), "{text}");
         let v2 = QueryNotice { v: 2, ..notice };
         assert!(QueryNotice::from_bytes(&v2.to_bytes()).unwrap_err().contains("version 2"));
         assert!(QueryNotice::from_bytes(b"garbage").is_err());
@@ -457,10 +464,10 @@ mod tests {
         let old = br#"{"v":1,"id":"n-1","owner":"n","query":"SELECT * FROM STREAM()","config":{},"plan":"00","received_ms":1,"ends_ms":2}"#;
         let old = QueryNotice::from_bytes(old).unwrap();
         assert_eq!((old.client.as_str(), old.results_from, old.url.as_str()), ("", None, ""));
-        assert!(old.history_workers.is_empty());
+        assert!(old.history_workers.is_empty() && old.history_version.is_none());
         // and without a URL or workers, written as the builds before it wrote it
         let unknown = QueryNotice { url: String::new(), ..old };
         let text = String::from_utf8(unknown.to_bytes()).unwrap();
-        assert!(!text.contains("url") && !text.contains("history_workers"), "{text}");
+        assert!(!text.contains("url") && !text.contains("history_"), "{text}");
     }
 }

@@ -119,6 +119,7 @@ fn write_the_kafka_wire_seeds() {
         results_from: Some(42),
         url: String::new(),
         history_workers: Vec::new(),
+        history_version: None,
     };
     write("notice", 1, &notice.to_bytes());
     let notice = QueryNotice {

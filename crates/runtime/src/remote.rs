@@ -66,6 +66,8 @@ pub struct Announcement<'a> {
     /// A query that looks back: the worker nodes whose reads of their stores it waits for (an
     /// api node that adopts it gathers the same reads).
     pub history_workers: &'a [String],
+    /// The manifest version of the shared store on object storage it was planned from.
+    pub history_version: Option<u64>,
 }
 
 /// Where an api node announces the queries it starts and ends (the query topic).

@@ -18,7 +18,9 @@
 use crate::clock::now_ms;
 use crate::config::NeedleConfig;
 use crate::framing::Batch;
-use crate::history::{Gather, HistoryStore, HistoryTap, Replay, ReplayReport, WorkerHistory};
+use crate::history::{
+    Gather, HistoryStore, HistoryTap, Replay, ReplayReport, SharedRead, WorkerHistory,
+};
 use crate::joiner::Joiner;
 use crate::messages::{EndReason, JoinerMessage, RemotePast};
 use crate::metrics::Metrics;
@@ -110,6 +112,9 @@ pub struct Runtime {
     schema: Arc<SchemaTracker>,
     /// History, when on: the store, the tap feeding it, and the store's background thread.
     history: Option<History>,
+    /// On an api node whose workers share a store on object storage: what reads its manifest
+    /// version, to plan history queries from.
+    planner: Option<needle_history::manifest::Planner>,
     /// Replays of the stored past under way, by query id: raised to stop one (a kill).
     replays: Arc<Mutex<HashMap<Arc<str>, Arc<AtomicBool>>>>,
     /// The bytes of results waiting for subscribers, over every query.
@@ -260,6 +265,22 @@ impl Runtime {
             (Role::All | Role::Worker(_), true) => Some(open_history(&config, &metrics)?),
             _ => None,
         };
+        let planner = match (&role, config.history.store_config().remote) {
+            (Role::Api { .. }, Some(remote)) => {
+                match needle_history::manifest::Planner::open(&remote) {
+                    Ok(planner) => Some(planner),
+                    Err(e) => {
+                        eprintln!(
+                            "needle: history.dir {}: {e}; history queries are read by writers, \
+                             each worker its own parts",
+                            config.history.dir
+                        );
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
         let started = format!("{:x}", now_ms() & 0xffff_ffff);
         let id_prefix = match &role {
             Role::Api { node, .. } => format!("{node}-{started}"),
@@ -289,6 +310,7 @@ impl Runtime {
             last_owner: Mutex::new(None),
             schema,
             history,
+            planner,
             replays: Arc::default(),
             result_budget,
             adopted: Mutex::default(),
@@ -612,6 +634,7 @@ impl Runtime {
                 ends_ms,
                 client: &owner,
                 history_workers,
+                history_version: past.and_then(|p| p.version),
             };
             if let Err(reason) = announcer.started(&announcement) {
                 self.abandon(&id);
@@ -653,6 +676,7 @@ impl Runtime {
             from_ms: past.from_ms,
             to_ms: past.to_ms,
             workers: None,
+            version: None,
         };
         let (handle, id, query) = self.admit(plan, compiled, owner, Some(&read))?;
         if past.live {
@@ -719,6 +743,7 @@ impl Runtime {
             from_ms: past.from_ms,
             to_ms: past.to_ms,
             workers: Some(workers),
+            version: self.plan_version(),
         };
         let (handle, _, _) = self.admit(plan, compiled, owner, Some(&read))?;
         self.metrics.queries_started.inc();
@@ -726,13 +751,28 @@ impl Runtime {
         Ok(handle)
     }
 
+    /// On an api node whose workers share a store on object storage: the newest manifest
+    /// version, for the workers to read a history query by (`None`: none, or unreadable now,
+    /// and they read by writers).
+    fn plan_version(&self) -> Option<u64> {
+        match self.planner.as_ref()?.latest_version() {
+            Ok(0) => None,
+            Ok(version) => Some(version),
+            Err(e) => {
+                eprintln!("needle: history: reading the manifest to plan a query: {e}");
+                None
+            }
+        }
+    }
+
     /// On a worker node: runs a query an api node announced that looks back. With history kept
     /// here, this node reads its store and sends what it read to the outlet (its plan, its
     /// pieces in time order, its end); for `SINCE` it first makes the seam that starts the live
     /// part right after the last stored record. Without history, a `SINCE` query runs live only
-    /// and a `HISTORY` query is not this node's to answer. `roster`: the worker nodes the api
-    /// node asked; on a store on object storage that the workers share, this node also reads
-    /// its share of the parts of writers not among them (workers that are gone).
+    /// and a `HISTORY` query is not this node's to answer. `shared`: the worker nodes the api
+    /// node asked and the manifest version it planned from; on a store on object storage that
+    /// the workers share, this node reads its share of it (see
+    /// [`needle_history::Store::scan_shared`]).
     pub fn adopt_history(
         &self,
         id: &str,
@@ -740,7 +780,7 @@ impl Runtime {
         query: Arc<CompiledQuery>,
         owner: &str,
         (received_ms, ends_ms): (i64, i64),
-        roster: &[String],
+        shared: &SharedRead<'_>,
     ) {
         let (Role::Worker(outlet), Some(past)) = (&self.role, &plan.history) else { return };
         let Some(history) = &self.history else {
@@ -775,7 +815,7 @@ impl Runtime {
             }
         }
         // (the plan has a range: this is only called for plans that read history)
-        let replay = match Replay::of_plan_shared(store, plan, &query, roster).transpose() {
+        let replay = match Replay::of_plan_shared(store, plan, &query, shared).transpose() {
             Ok(replay) => replay,
             Err(error) => {
                 eprintln!("needle: query {id}: history could not be read: {error}");
@@ -1105,6 +1145,9 @@ struct PastRead {
     to_ms: Option<i64>,
     /// On an api node: the worker nodes whose reads of their stores make up the past.
     workers: Option<Vec<String>>,
+    /// On an api node over a shared store on object storage: the manifest version the
+    /// workers read by.
+    version: Option<u64>,
 }
 
 /// Opens the store, starts its background work (flushes, merges, retention) and the tap.

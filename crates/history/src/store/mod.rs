@@ -185,6 +185,17 @@ pub struct ScanStats {
     pub blocks_to_read: u64,
     pub buffered_records: u64,
     pub corrupt_files: u64,
+    /// On a store several writers share: parts of other writers this scan read (dealt to it).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub parts_of_others: u64,
+    /// On a store several writers share: 1 for a scan planned from a manifest version (summed
+    /// over the workers of a distributed read).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub planned: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl ScanStats {
@@ -198,6 +209,8 @@ impl ScanStats {
         self.blocks_to_read += other.blocks_to_read;
         self.buffered_records += other.buffered_records;
         self.corrupt_files += other.corrupt_files;
+        self.parts_of_others += other.parts_of_others;
+        self.planned += other.planned;
     }
 }
 
@@ -765,6 +778,7 @@ impl Store {
                 position: if i + 1 == count { position.clone() } else { None },
                 writer: self.writer(),
                 offsets: offsets.clone(),
+                compacted: false,
             };
             let rows = encoded.batch.num_rows() as u64;
             let part = part::write(&dir, &encoded, config, &header)?;
@@ -855,13 +869,13 @@ impl Store {
         let mut report = MaintainReport::default();
         self.remove_doomed();
         while let Some((start, inputs)) = self.merge_candidate() {
-            self.merge(start, &inputs)?;
+            self.merge(start, &inputs, false)?;
             report.merges += 1;
             report.parts_removed += inputs.len() as u64;
         }
         let mut unmergeable = HashSet::new();
-        while let Some((start, inputs)) = self.cold_candidate(&mut unmergeable) {
-            self.merge(start, &inputs)?;
+        while let Some((start, inputs, whole)) = self.cold_candidate(&mut unmergeable) {
+            self.merge(start, &inputs, whole)?;
             report.merges += 1;
             report.parts_removed += inputs.len() as u64;
         }
@@ -893,7 +907,7 @@ impl Store {
                 })
             };
             let Some((start, inputs)) = candidate else { break };
-            self.merge(start, &inputs)?;
+            self.merge(start, &inputs, false)?;
             report.merges += 1;
             report.parts_removed += inputs.len() as u64;
         }
@@ -919,7 +933,7 @@ impl Store {
     /// as they were, and compress as well as a store partitioned by day. Up to
     /// [`COMPACT_FANIN`] parts a merge (again until one is left); spans whose parts cannot
     /// be merged block by block are left as they are (`unmergeable`).
-    fn cold_candidate(&self, unmergeable: &mut HashSet<i64>) -> Option<(i64, Vec<Part>)> {
+    fn cold_candidate(&self, unmergeable: &mut HashSet<i64>) -> Option<(i64, Vec<Part>, bool)> {
         let config = &self.inner.config;
         let after = config.compact_after_ms?;
         let span = config.compact_span_ms;
@@ -931,21 +945,25 @@ impl Store {
         let mut spans: BTreeMap<i64, Vec<(i64, &Part)>> = BTreeMap::new();
         for (start, parts) in &state.parts {
             let coarse = partition_of(*start, span);
-            spans.entry(coarse).or_default().extend(parts.iter().map(|p| (*start, p)));
+            // a compacted part is never merged again (see `Store::scan_shared`): late records
+            // of its span make parts of their own
+            let mergeable = parts.iter().filter(|p| !p.compacted).map(|p| (*start, p));
+            spans.entry(coarse).or_default().extend(mergeable);
         }
         for (coarse, mut parts) in spans {
             if coarse.saturating_add(span as i64) > cutoff || unmergeable.contains(&coarse) {
                 continue;
             }
-            if parts.len() == 1 && parts[0].0 == coarse {
+            if parts.is_empty() || (parts.len() == 1 && parts[0].0 == coarse) {
                 continue; // already one part of the whole span
             }
+            let whole = parts.len() <= COMPACT_FANIN;
             parts.sort_by_key(|(_, p)| (p.time_range.0, p.sequence));
             let inputs: Vec<Part> =
                 parts.iter().take(COMPACT_FANIN).map(|(_, p)| (*p).clone()).collect();
             // (one part in an hour's partition is moved into the span's by a merge of one)
             if crate::merge::streams(&inputs, &config.sort_by) {
-                return Some((coarse, inputs));
+                return Some((coarse, inputs, whole));
             }
             unmergeable.insert(coarse);
         }
@@ -957,7 +975,7 @@ impl Store {
         let state = self.state();
         for (start, parts) in &state.parts {
             let mut levels: BTreeMap<u32, Vec<&Part>> = BTreeMap::new();
-            for p in parts {
+            for p in parts.iter().filter(|p| !p.compacted) {
                 levels.entry(p.level).or_default().push(p);
             }
             for (_, same) in levels {
@@ -983,7 +1001,8 @@ impl Store {
     }
 
     /// Merges `inputs` (parts of the partition at `start`) into one part of the next level.
-    fn merge(&self, start: i64, inputs: &[Part]) -> Result<(), HistoryError> {
+    /// `compacted`: it is the whole of a cold span (see [`part::META_COMPACTED`]).
+    fn merge(&self, start: i64, inputs: &[Part], compacted: bool) -> Result<(), HistoryError> {
         let _writing = self.inner.writing.lock().unwrap_or_else(|e| e.into_inner());
         let config = &self.inner.config;
         let mut replaces: Vec<String> = inputs.iter().map(|p| p.name.clone()).collect();
@@ -1015,6 +1034,7 @@ impl Store {
                 crate::offsets::widen(&mut all, &p.offsets);
                 all
             }),
+            compacted,
         };
         let dir = partition_dir(&config.dir, start);
         std::fs::create_dir_all(&dir).map_err(|e| HistoryError::io(&dir, e))?;
@@ -1132,28 +1152,52 @@ impl Store {
 
     /// The blocks a query reads and the buffered records in its range, after pruning.
     pub fn scan(&self, request: &ScanRequest) -> Result<Scan, HistoryError> {
-        self.scan_with(request, Vec::new())
+        self.scan_with(request, Vec::new(), &HashSet::new())
     }
 
-    /// [`Store::scan`] on a store on object storage that several writers share: this writer's
-    /// own parts and write buffer, and its share of the parts of writers not in `roster` (the
-    /// live writers a query asks, this one among them; the others are gone). Each live writer
-    /// reads its own records, and the gone writers' parts are dealt out among the live ones by
-    /// a hash of their keys, so between them they read every part once. On another store, or
-    /// when this writer is not in `roster`, the same as [`Store::scan`].
+    /// [`Store::scan`] on a store on object storage that several writers share, for one of
+    /// the live writers in `roster` that a query asks (this one among them), so that between
+    /// them they read every record once:
+    /// - **planned** (`version`: the manifest version the api node planned from): the parts of
+    ///   that version that no writer will change — every part of the writers not in `roster`
+    ///   (gone), and the compacted parts of the live ones (the whole of a cold span, never
+    ///   merged again) — are dealt out among the live writers by a hash of their keys; each
+    ///   writer reads the rest of its own view (its recent parts, what it wrote since, its write
+    ///   buffer). The cold past, most of a store, is read by every live writer alike, and a
+    ///   writer that joined reads its share at once.
+    /// - **by writers** (no version, or one that cannot serve any more): each live writer reads
+    ///   its own view, and the parts of the writers not in `roster` are dealt out, from the
+    ///   newest manifest.
+    ///
+    /// On another store, or when this writer is not in `roster`, the same as [`Store::scan`].
     pub fn scan_shared(
         &self,
         request: &ScanRequest,
         roster: &[String],
+        version: Option<u64>,
     ) -> Result<Scan, HistoryError> {
+        if let Some(version) = version {
+            if let Some((extra, leave_out)) = self.planned_share(roster, version)? {
+                let others = extra.len() as u64;
+                let mut scan = self.scan_with(request, extra, &leave_out)?;
+                scan.stats.parts_of_others = others;
+                scan.stats.planned = 1;
+                return Ok(scan);
+            }
+        }
         let extra = self.share_of_gone_writers(roster)?;
-        self.scan_with(request, extra)
+        let others = extra.len() as u64;
+        let mut scan = self.scan_with(request, extra, &HashSet::new())?;
+        scan.stats.parts_of_others = others;
+        Ok(scan)
     }
 
+    /// A scan of this writer's view less the parts named in `leave_out`, plus `extra`.
     fn scan_with(
         &self,
         request: &ScanRequest,
         extra: Vec<(i64, Part)>,
+        leave_out: &HashSet<String>,
     ) -> Result<Scan, HistoryError> {
         let config = &self.inner.config;
         let (mut partitions, mut buffered, lease) = {
@@ -1169,7 +1213,11 @@ impl Store {
                 .filter(|(start, parts)| {
                     **start >= lo || parts.iter().any(|p| p.time_range.1 >= request.from_ms)
                 })
-                .map(|(s, p)| (*s, p.clone()))
+                .map(|(s, p)| {
+                    let kept = p.iter().filter(|p| !leave_out.contains(&p.name)).cloned();
+                    (*s, kept.collect::<Vec<_>>())
+                })
+                .filter(|(_, p)| !p.is_empty())
                 .collect();
             let in_range =
                 |r: &&StoredRecord| r.time_ms >= request.from_ms && r.time_ms < request.to_ms;

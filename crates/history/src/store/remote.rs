@@ -36,6 +36,10 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+/// A worker's share of a read planned from a manifest version: parts to add (by partition
+/// start), and names of its own parts to leave out (dealt to another).
+pub(super) type PlannedShare = (Vec<(i64, Part)>, HashSet<String>);
+
 /// The object store side of a store.
 pub(super) struct Remote {
     pub config: RemoteConfig,
@@ -249,6 +253,7 @@ fn describe(start: i64, part: &Part, writer: &str) -> ManifestPart {
         time_min: part.time_range.0,
         time_max: part.time_range.1,
         replaces: part.replaces.clone(),
+        compacted: part.compacted,
         columns,
     }
 }
@@ -612,6 +617,76 @@ impl Store {
         remote.counters.objects_deleted.fetch_add(deleted.len() as u64, Ordering::Relaxed);
         *Remote::lock(&remote.manifest) = manifest;
         Ok(deleted.len() as u64)
+    }
+
+    /// A read planned from manifest version `version`: of the parts that version names, the
+    /// *dealt* ones — every part of a writer not in `roster` (gone), and every compacted part
+    /// (the whole of a cold span, never merged again) of the live ones — whose key's hash falls
+    /// on this writer's place in the sorted `roster`. Every other part is its writer's to read,
+    /// from its own view (which holds what it wrote since the version too). Returns the parts to
+    /// add to the scan and the names of own parts to leave out of it (dealt to another);
+    /// `None` when the version cannot serve (no longer kept, a dealt part of it deleted since,
+    /// or this writer not in `roster`): the caller reads by writers instead.
+    pub(super) fn planned_share(
+        &self,
+        roster: &[String],
+        version: u64,
+    ) -> Result<Option<PlannedShare>, HistoryError> {
+        let Some(remote) = self.remote() else { return Ok(None) };
+        let me = &remote.config.writer;
+        let mut live: Vec<&String> = roster.iter().collect();
+        live.sort();
+        live.dedup();
+        let Some(index) = live.iter().position(|w| *w == me) else { return Ok(None) };
+        let Some(planned) = Manifest::load_version(&remote.bucket, version)? else {
+            return Ok(None);
+        };
+        let dealt = |e: &ManifestPart| e.compacted || !live.iter().any(|w| **w == e.writer);
+        // a dealt part retired since is still there to read until its grace has passed
+        let latest = Manifest::load(&remote.bucket)?;
+        let there: HashSet<&str> = latest
+            .parts
+            .iter()
+            .map(|p| p.key.as_str())
+            .chain(latest.retired.iter().map(|r| r.key.as_str()))
+            .collect();
+        if !planned.parts.iter().filter(|e| dealt(e)).all(|e| there.contains(e.key.as_str())) {
+            return Ok(None);
+        }
+        let own: HashSet<String> =
+            self.state().parts.values().flatten().map(|p| p.name.clone()).collect();
+        let mut leave_out = HashSet::new();
+        let mut add = Vec::new();
+        let mut opened = Remote::lock(&remote.others);
+        for entry in planned.parts.iter().filter(|e| dealt(e)) {
+            if share_of(&entry.key, live.len()) != index {
+                if entry.writer == *me {
+                    leave_out.insert(entry.name.clone());
+                }
+                continue;
+            }
+            if entry.writer == *me && own.contains(&entry.name) {
+                continue; // read from the own view, as it is
+            }
+            let part = match opened.get(&entry.key) {
+                Some(part) => part.clone(),
+                None => {
+                    let path = self.inner.config.dir.join(".others").join(&entry.key);
+                    match Part::open_remote(&path, remote.object(&entry.key, entry.bytes)) {
+                        Ok(part) => {
+                            opened.insert(entry.key.clone(), part.clone());
+                            part
+                        }
+                        Err(error) => {
+                            self.corrupt(&path, &error);
+                            continue;
+                        }
+                    }
+                }
+            };
+            add.push((entry.partition_start, part));
+        }
+        Ok(Some((add, leave_out)))
     }
 
     /// The parts of writers not in `roster` that are this writer's to read: those whose key's

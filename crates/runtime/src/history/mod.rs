@@ -25,7 +25,7 @@ pub mod replay;
 
 pub use gather::{Gather, Gathered, WorkerHistory};
 pub use needle_history::{OffsetRange, OffsetRanges, Store as HistoryStore, StoreConfig};
-pub use replay::{Piece, Replay, ReplayReport};
+pub use replay::{Piece, Replay, ReplayReport, SharedRead};
 
 use crate::clock::now_ms;
 use crate::framing::{Batch, InWorkers, Receipt};

@@ -55,6 +55,15 @@ pub struct Piece {
     pub partial: Partial,
 }
 
+/// How a worker node whose store the workers share reads its part of the past (see
+/// [`HistoryStore::scan_shared`]): the live worker nodes the api node asked, and the manifest
+/// version it planned from (`None`: by writers).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SharedRead<'a> {
+    pub roster: &'a [String],
+    pub version: Option<u64>,
+}
+
 /// What reading the past cost, for `explain`, the final emission's metadata and the CLI.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ReplayReport {
@@ -128,18 +137,18 @@ impl Replay {
         from_ms: i64,
         to_ms: Option<i64>,
     ) -> Result<Self, needle_history::HistoryError> {
-        Self::plan_shared(store, query, filter, explodes, (from_ms, to_ms), &[])
+        Self::plan_shared(store, query, filter, explodes, (from_ms, to_ms), &SharedRead::default())
     }
 
-    /// [`Replay::plan`] on a worker node whose store the workers share: its own records and
-    /// its share of the parts of writers not in `roster` ([`HistoryStore::scan_shared`]).
+    /// [`Replay::plan`] on a worker node whose store the workers share: its share of the
+    /// records, as `shared` says ([`HistoryStore::scan_shared`]).
     pub fn plan_shared(
         store: &HistoryStore,
         query: &CompiledQuery,
         filter: Option<&Expr>,
         explodes: bool,
         (from_ms, to_ms): (i64, Option<i64>),
-        roster: &[String],
+        shared: &SharedRead<'_>,
     ) -> Result<Self, needle_history::HistoryError> {
         let request = ScanRequest {
             from_ms,
@@ -147,7 +156,7 @@ impl Replay {
             filter: if explodes { None } else { filter.cloned() },
             fields: query.fields_read(),
         };
-        let scan = store.scan_shared(&request, roster)?;
+        let scan = store.scan_shared(&request, shared.roster, shared.version)?;
         let mut first = i64::MAX;
         let mut last = i64::MIN;
         for block in &scan.blocks {
@@ -178,15 +187,15 @@ impl Replay {
         plan: &needle_query::Plan,
         query: &CompiledQuery,
     ) -> Option<Result<Self, needle_history::HistoryError>> {
-        Self::of_plan_shared(store, plan, query, &[])
+        Self::of_plan_shared(store, plan, query, &SharedRead::default())
     }
 
-    /// [`Replay::of_plan`] with [`Replay::plan_shared`]'s `roster`.
+    /// [`Replay::of_plan`] with [`Replay::plan_shared`]'s `shared`.
     pub fn of_plan_shared(
         store: &HistoryStore,
         plan: &needle_query::Plan,
         query: &CompiledQuery,
-        roster: &[String],
+        shared: &SharedRead<'_>,
     ) -> Option<Result<Self, needle_history::HistoryError>> {
         let past = plan.history?;
         Some(Self::plan_shared(
@@ -195,7 +204,7 @@ impl Replay {
             plan.stage.filter.as_ref(),
             !plan.stage.explode.is_empty(),
             (past.from_ms, past.to_ms),
-            roster,
+            shared,
         ))
     }
 
