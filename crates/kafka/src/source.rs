@@ -33,7 +33,7 @@
 //!   the committed offset as always, but the records before the offset history keeps already
 //!   (by whichever process) go to the workers as [`Batch::kept_already`]: live queries read
 //!   them again, history does not keep them twice, and a query that reads the past and goes on
-//!   live waits until they are read ([`KeptAlready`]).
+//!   live waits until they are read (`KeptAlready`).
 
 use crate::client::{Connection, Throttled};
 use crate::fetch::{Message, MessageQueue, Messages};
