@@ -736,7 +736,25 @@ mod tests {
         assert_eq!(g.data, b"{\"a\":1}\n{\"a\":2}\n{\"a\":3}\n");
         assert_eq!(g.next, BTreeMap::from([(0, 13), (1, 6)]));
         assert_eq!(g.oversized, 1);
+        let offsets = g.offsets("t");
+        let range = |first, next| OffsetRange { first, next };
+        assert_eq!(offsets, [("t/0".into(), range(10, 13)), ("t/1".into(), range(4, 6))].into());
         let lines: Vec<_> = Batch::new(g.data).lines().map(<[u8]>::to_vec).collect();
         assert_eq!(lines.len(), 3);
+    }
+
+    #[test]
+    fn records_before_what_history_keeps_are_kept_already_until_reading_passes_it() {
+        let kept = KeptAlready::default();
+        assert!(!kept.is_kept(0, 5) && !kept.pending(), "nothing known: nothing kept");
+        kept.before.lock().unwrap().extend([(0, 10), (1, 3)]);
+        kept.any.store(true, Ordering::SeqCst);
+        assert!(kept.is_kept(0, 8));
+        assert!(!kept.is_kept(2, 0), "another partition");
+        assert!(kept.is_kept(1, 2), "the last one kept: partition 1 is done");
+        assert!(!kept.is_kept(1, 2) && kept.pending(), "partition 0 is not");
+        assert!(!kept.is_kept(0, 10), "past it: partition 0 is done too");
+        assert!(!kept.pending());
+        assert!(!kept.is_kept(0, 3), "forgotten once passed");
     }
 }

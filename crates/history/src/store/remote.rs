@@ -205,6 +205,16 @@ fn share_of(key: &str, count: usize) -> usize {
     (hash % count.max(1) as u64) as usize
 }
 
+/// The live writers of `roster`, sorted and each once, and `me`'s place among them (`None`
+/// when `me` is not one): parts are dealt out by [`share_of`] over these places.
+fn place<'r>(roster: &'r [String], me: &str) -> Option<(Vec<&'r String>, usize)> {
+    let mut live: Vec<&String> = roster.iter().collect();
+    live.sort();
+    live.dedup();
+    let index = live.iter().position(|w| *w == me)?;
+    Some((live, index))
+}
+
 /// A part's key under the store's prefix.
 pub(super) fn key_of(start: i64, name: &str) -> String {
     format!("p={start}/{name}")
@@ -634,10 +644,7 @@ impl Store {
     ) -> Result<Option<PlannedShare>, HistoryError> {
         let Some(remote) = self.remote() else { return Ok(None) };
         let me = &remote.config.writer;
-        let mut live: Vec<&String> = roster.iter().collect();
-        live.sort();
-        live.dedup();
-        let Some(index) = live.iter().position(|w| *w == me) else { return Ok(None) };
+        let Some((live, index)) = place(roster, me) else { return Ok(None) };
         let Some(planned) = Manifest::load_version(&remote.bucket, version)? else {
             return Ok(None);
         };
@@ -668,25 +675,36 @@ impl Store {
             if entry.writer == *me && own.contains(&entry.name) {
                 continue; // read from the own view, as it is
             }
-            let part = match opened.get(&entry.key) {
-                Some(part) => part.clone(),
-                None => {
-                    let path = self.inner.config.dir.join(".others").join(&entry.key);
-                    match Part::open_remote(&path, remote.object(&entry.key, entry.bytes)) {
-                        Ok(part) => {
-                            opened.insert(entry.key.clone(), part.clone());
-                            part
-                        }
-                        Err(error) => {
-                            self.corrupt(&path, &error);
-                            continue;
-                        }
-                    }
-                }
-            };
-            add.push((entry.partition_start, part));
+            if let Some(part) = self.open_for_others(remote, &mut opened, entry) {
+                add.push((entry.partition_start, part));
+            }
         }
         Ok(Some((add, leave_out)))
+    }
+
+    /// A part of the manifest read here for another writer: its footer fetched once and kept
+    /// in `opened` (never a file here: reads go to the object store); `None` when it is not a
+    /// readable part (logged once, counted).
+    fn open_for_others(
+        &self,
+        remote: &Remote,
+        opened: &mut HashMap<String, Part>,
+        entry: &ManifestPart,
+    ) -> Option<Part> {
+        if let Some(part) = opened.get(&entry.key) {
+            return Some(part.clone());
+        }
+        let path = self.inner.config.dir.join(".others").join(&entry.key);
+        match Part::open_remote(&path, remote.object(&entry.key, entry.bytes)) {
+            Ok(part) => {
+                opened.insert(entry.key.clone(), part.clone());
+                Some(part)
+            }
+            Err(error) => {
+                self.corrupt(&path, &error);
+                None
+            }
+        }
     }
 
     /// The parts of writers not in `roster` that are this writer's to read: those whose key's
@@ -698,10 +716,7 @@ impl Store {
     ) -> Result<Vec<(i64, Part)>, HistoryError> {
         let Some(remote) = self.remote() else { return Ok(Vec::new()) };
         let me = &remote.config.writer;
-        let mut live: Vec<&String> = roster.iter().collect();
-        live.sort();
-        live.dedup();
-        let Some(index) = live.iter().position(|w| *w == me) else { return Ok(Vec::new()) };
+        let Some((live, index)) = place(roster, me) else { return Ok(Vec::new()) };
         let manifest = Manifest::load(&remote.bucket)?;
         let mut shared = Vec::new();
         let mut opened = Remote::lock(&remote.others);
@@ -710,24 +725,9 @@ impl Store {
             if share_of(&entry.key, live.len()) != index {
                 continue;
             }
-            let part = match opened.get(&entry.key) {
-                Some(part) => part.clone(),
-                None => {
-                    // never a file here: reads go to the object store
-                    let path = self.inner.config.dir.join(".others").join(&entry.key);
-                    match Part::open_remote(&path, remote.object(&entry.key, entry.bytes)) {
-                        Ok(part) => {
-                            opened.insert(entry.key.clone(), part.clone());
-                            part
-                        }
-                        Err(error) => {
-                            self.corrupt(&path, &error);
-                            continue;
-                        }
-                    }
-                }
-            };
-            shared.push((entry.partition_start, part));
+            if let Some(part) = self.open_for_others(remote, &mut opened, entry) {
+                shared.push((entry.partition_start, part));
+            }
         }
         let live_keys: HashSet<&str> = manifest.parts.iter().map(|p| p.key.as_str()).collect();
         opened.retain(|key, _| live_keys.contains(key.as_str()));
