@@ -365,6 +365,8 @@ fn a_part_left_by_a_crash_is_not_uploaded_once_another_writer_kept_its_records()
     let reader_dir = tempfile::tempdir().unwrap();
     let reader = Store::open_read_only(config(reader_dir.path(), remote)).unwrap();
     assert_eq!(ids(&everything(&reader)), (0..200).collect::<Vec<_>>());
+    let kept = reader.info().unwrap().remote.unwrap().kept_offsets;
+    assert_eq!((kept["t/0"].next, kept["t/0"].writer.as_str()), (200, "a"), "{kept:?}");
 }
 
 /// On a local disk, the offsets kept are those of the parts, across a restart and a merge.

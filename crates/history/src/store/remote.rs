@@ -95,6 +95,11 @@ pub struct RemoteInfo {
     pub bytes_uploaded: u64,
     pub upload_errors: u64,
     pub last_error: Option<String>,
+    /// Per source stream (`topic/partition`), the offset after the last record uploaded and
+    /// who uploaded it: where a Kafka consumer taking the partition over stops reading records
+    /// already kept (see [`crate::offsets`]).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub kept_offsets: BTreeMap<String, crate::offsets::KeptOffset>,
 }
 
 impl Remote {
@@ -190,6 +195,7 @@ impl Remote {
             bytes_uploaded: c.bytes_uploaded.load(Ordering::Relaxed),
             upload_errors: c.upload_errors.load(Ordering::Relaxed),
             last_error: Self::lock(&self.failing).clone(),
+            kept_offsets: m.offsets.clone(),
         }
     }
 }
