@@ -1,0 +1,208 @@
+//! InfluxDB line protocol: `measurement[,tag=value...] field=value[,field=value...] [timestamp]`,
+//! one point a line, turned into `{"measurement": ..., <tags>..., <fields>..., "timestamp": ms}`.
+//!
+//! As InfluxDB documents it:
+//! - a backslash escapes a comma or a space in the measurement; a comma, `=` or a space in tag
+//!   keys, tag values and field keys; a `"` in a string field value; and a backslash itself
+//!   everywhere (`\\` is one backslash). A backslash before anything else is a literal backslash.
+//! - field values: floats (`1`, `-1.5`, `1e3`: a DOUBLE), integers `12i` (a LONG), unsigned
+//!   integers `12u` (a LONG; above the largest LONG, a DOUBLE, the nearest one), strings in
+//!   double quotes (commas, spaces and `=` inside need no escape), booleans `t T true True TRUE`
+//!   and `f F false False FALSE`.
+//! - the timestamp is optional (a point without one gets its arrival time), an integer in the
+//!   writer's precision (`ns` unless said otherwise; `us`, `ms`, `s`), floored to milliseconds.
+//! - a line starting with `#` is a comment: no point, and not malformed.
+//!
+//! Leniencies, where InfluxDB's servers differ among themselves: more than one space between
+//! the parts, and whitespace around the line, are accepted. Only a space separates the parts (a
+//! tab is part of the text around it).
+
+use crate::shape::{build, finite_float, is_integer, seconds_to_ms};
+use crate::{Precision, ProtocolError};
+use needle_record::{Record, Value};
+
+const PROTOCOL: &str = "influx";
+
+/// Bytes a backslash escapes in the measurement, and in tag keys, tag values and field keys.
+const MEASUREMENT_ESCAPES: &[u8] = b", \\";
+const KEY_ESCAPES: &[u8] = b",= \\";
+
+fn malformed(reason: impl Into<String>) -> ProtocolError {
+    ProtocolError::malformed(PROTOCOL, reason)
+}
+
+/// One line (trimmed, not empty) as a record; `None` for a comment.
+pub fn parse(
+    line: &str,
+    precision: Precision,
+    now_ms: i64,
+) -> Result<Option<Record>, ProtocolError> {
+    if line.starts_with('#') {
+        return Ok(None);
+    }
+    let bytes = line.as_bytes();
+    let mut pos = 0;
+    let measurement = scan(bytes, &mut pos, b", ", MEASUREMENT_ESCAPES);
+    if measurement.is_empty() {
+        return Err(malformed("no measurement"));
+    }
+    let mut user: Vec<(String, Value)> = Vec::new();
+    while bytes.get(pos) == Some(&b',') {
+        pos += 1;
+        let key = scan(bytes, &mut pos, b",= ", KEY_ESCAPES);
+        if bytes.get(pos) != Some(&b'=') {
+            return Err(malformed(format!("tag '{key}' has no '=' and value")));
+        }
+        pos += 1;
+        let value = scan(bytes, &mut pos, b",= ", KEY_ESCAPES);
+        if bytes.get(pos) == Some(&b'=') {
+            return Err(malformed(format!("tag '{key}': an unescaped '=' in its value")));
+        }
+        if key.is_empty() || value.is_empty() {
+            return Err(malformed(format!("a tag needs a key and a value ('{key}={value}')")));
+        }
+        user.push((key, Value::String(value)));
+    }
+    skip_spaces(bytes, &mut pos);
+    if pos >= bytes.len() {
+        return Err(malformed("no field set"));
+    }
+    loop {
+        let key = scan(bytes, &mut pos, b",= ", KEY_ESCAPES);
+        if key.is_empty() {
+            return Err(malformed("a field with no key"));
+        }
+        if bytes.get(pos) != Some(&b'=') {
+            return Err(malformed(format!("field '{key}' has no '=' and value")));
+        }
+        pos += 1;
+        let value = field_value(bytes, &mut pos, &key)?;
+        user.push((key, value));
+        match bytes.get(pos) {
+            Some(b',') => pos += 1,
+            Some(b' ') | None => break,
+            Some(_) => return Err(malformed("a field value runs into other text")),
+        }
+    }
+    skip_spaces(bytes, &mut pos);
+    let timestamp =
+        if pos >= bytes.len() { now_ms } else { timestamp_ms(&line[pos..], precision)? };
+    let lead = ("measurement", Value::String(measurement));
+    build(PROTOCOL, lead, user, &[("timestamp", Value::Long(timestamp))]).map(Some)
+}
+
+/// Reads from `pos` up to the first unescaped byte of `stops` (or the end), unescaping the
+/// bytes of `escapes` that follow a backslash.
+fn scan(bytes: &[u8], pos: &mut usize, stops: &[u8], escapes: &[u8]) -> String {
+    let mut out = Vec::new();
+    while let Some(&b) = bytes.get(*pos) {
+        if b == b'\\' {
+            match bytes.get(*pos + 1) {
+                Some(&next) if escapes.contains(&next) => {
+                    out.push(next);
+                    *pos += 2;
+                }
+                _ => {
+                    out.push(b'\\');
+                    *pos += 1;
+                }
+            }
+            continue;
+        }
+        if stops.contains(&b) {
+            break;
+        }
+        out.push(b);
+        *pos += 1;
+    }
+    // Only ASCII bytes were split off or joined, so the text is still UTF-8.
+    String::from_utf8(out).expect("unescaping ASCII keeps UTF-8 whole")
+}
+
+fn skip_spaces(bytes: &[u8], pos: &mut usize) {
+    while bytes.get(*pos) == Some(&b' ') {
+        *pos += 1;
+    }
+}
+
+/// A field's value from `pos`, leaving `pos` after it.
+fn field_value(bytes: &[u8], pos: &mut usize, key: &str) -> Result<Value, ProtocolError> {
+    if bytes.get(*pos) == Some(&b'"') {
+        *pos += 1;
+        let mut out = Vec::new();
+        loop {
+            match bytes.get(*pos) {
+                None => {
+                    return Err(malformed(format!("field '{key}': a string with no closing '\"'")))
+                }
+                Some(b'"') => {
+                    *pos += 1;
+                    break;
+                }
+                Some(b'\\') if matches!(bytes.get(*pos + 1), Some(b'"' | b'\\')) => {
+                    out.push(bytes[*pos + 1]);
+                    *pos += 2;
+                }
+                Some(&b) => {
+                    out.push(b);
+                    *pos += 1;
+                }
+            }
+        }
+        let text = String::from_utf8(out).expect("unescaping ASCII keeps UTF-8 whole");
+        return Ok(Value::String(text));
+    }
+    let start = *pos;
+    while let Some(&b) = bytes.get(*pos) {
+        if matches!(b, b',' | b' ') {
+            break;
+        }
+        *pos += 1;
+    }
+    let raw = std::str::from_utf8(&bytes[start..*pos]).expect("split at ASCII bytes");
+    let bad = || malformed(format!("field '{key}': '{raw}' is not a line protocol value"));
+    Ok(match raw {
+        "" => return Err(malformed(format!("field '{key}' has no value"))),
+        "t" | "T" | "true" | "True" | "TRUE" => Value::Bool(true),
+        "f" | "F" | "false" | "False" | "FALSE" => Value::Bool(false),
+        _ => {
+            if let Some(digits) = raw.strip_suffix('i') {
+                if !is_integer(digits) {
+                    return Err(bad());
+                }
+                Value::Long(digits.parse().map_err(|_| {
+                    malformed(format!("field '{key}': {raw} is out of the integer range"))
+                })?)
+            } else if let Some(digits) = raw.strip_suffix('u') {
+                if !is_integer(digits) || digits.starts_with('-') {
+                    return Err(bad());
+                }
+                let n: u64 = digits.parse().map_err(|_| {
+                    malformed(format!("field '{key}': {raw} is out of the unsigned range"))
+                })?;
+                match i64::try_from(n) {
+                    Ok(n) => Value::Long(n),
+                    Err(_) => Value::Double(n as f64),
+                }
+            } else {
+                Value::Double(finite_float(raw).ok_or_else(bad)?)
+            }
+        }
+    })
+}
+
+/// The timestamp's text in `precision`, as epoch milliseconds (floored).
+fn timestamp_ms(text: &str, precision: Precision) -> Result<i64, ProtocolError> {
+    let bad =
+        || malformed(format!("'{text}' is not a timestamp (an integer, in {})", precision.name()));
+    if !is_integer(text) {
+        return Err(bad());
+    }
+    let n: i64 = text.parse().map_err(|_| bad())?;
+    match precision {
+        Precision::Nanoseconds => Ok(n.div_euclid(1_000_000)),
+        Precision::Microseconds => Ok(n.div_euclid(1_000)),
+        Precision::Milliseconds => Ok(n),
+        Precision::Seconds => seconds_to_ms(n).ok_or_else(bad),
+    }
+}
