@@ -19,8 +19,12 @@ pub struct Metrics {
     pub records_read: Counter,
     /// Bytes read from all sources.
     pub bytes_read: Counter,
-    /// Input lines that were not a JSON object, or too long; skipped.
+    /// Input lines that were not a JSON object, or too long, or not a line of the metrics
+    /// protocol their source reads; skipped.
     pub records_malformed: Counter,
+    /// Of those, the lines of a metrics protocol (`tcp:...?format=influx`) that were not, per
+    /// protocol (label `protocol`).
+    pub protocol_lines_malformed: Family<Vec<(String, String)>, Counter>,
     /// Records that matched at least one query.
     pub records_matched: Counter,
     /// Records the running queries read column at a time (every query an aggregation the
@@ -105,6 +109,7 @@ impl Metrics {
             records_read: Counter::default(),
             bytes_read: Counter::default(),
             records_malformed: Counter::default(),
+            protocol_lines_malformed: Family::default(),
             records_matched: Counter::default(),
             records_by_columns: Counter::default(),
             queries_active: Gauge::default(),
@@ -135,8 +140,14 @@ impl Metrics {
         registry.register("bytes_read", "Bytes read from all sources", m.bytes_read.clone());
         registry.register(
             "records_malformed",
-            "Input lines skipped: not a JSON object, or too long",
+            "Input lines skipped: not a JSON object, too long, or not a line of their protocol",
             m.records_malformed.clone(),
+        );
+        registry.register(
+            "protocol_lines_malformed",
+            "Lines of a metrics protocol (a tcp source's format=influx|opentsdb|graphite) skipped \
+             as malformed, per protocol",
+            m.protocol_lines_malformed.clone(),
         );
         registry.register(
             "records_matched",
@@ -336,6 +347,10 @@ mod tests {
         assert!(text.contains(lag), "{text}");
         assert!(!text.contains("partition=\"4\""), "no lag reported yet: {text}");
         assert!(text.contains("needle_read_to_match_seconds_count 1"), "{text}");
+        m.protocol_lines_malformed.get_or_create(&vec![("protocol".into(), "influx".into())]).inc();
+        let text = m.render();
+        let influx = "needle_protocol_lines_malformed_total{protocol=\"influx\"} 1";
+        assert!(text.contains(influx), "{text}");
         assert!(text.contains("# HELP needle_results_dropped"), "{text}");
         assert!(text.ends_with("# EOF\n"), "{text}");
     }

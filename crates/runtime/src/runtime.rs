@@ -205,6 +205,7 @@ impl Runtime {
         let stop = StopSignal::new();
         let source_counters = Arc::new(SourceCounters {
             malformed: metrics.records_malformed.clone(),
+            protocol_malformed: metrics.protocol_lines_malformed.clone(),
             ..SourceCounters::default()
         });
 

@@ -11,6 +11,7 @@
 //! | `file:PATH?follow=true` | a growing file, tailed until the runtime stops (`--follow`) |
 //! | `stdin` | standard input, to its end |
 //! | `tcp:HOST:PORT` | a listener; every client sends newline-delimited records |
+//! | `tcp:HOST:PORT?format=influx` | the same, the lines InfluxDB line protocol (or `opentsdb`, `graphite`; `json` is the default) |
 //! | `gen:bullet?rate=20000` | a generated workload (bullet, iot, small), paced, with needles |
 //!
 //! Other crates register more schemes (Kafka) with [`SourceRegistry::register`]; a factory may be
@@ -18,6 +19,7 @@
 
 mod file;
 mod generator;
+mod protocol;
 mod stdin;
 mod tcp;
 
@@ -78,6 +80,12 @@ pub struct SourceCounters {
     /// Where lines too long to read are counted for `/metrics` too: the runtime's
     /// `needle_records_malformed_total`, beside the lines that are not JSON objects.
     pub malformed: prometheus_client::metrics::counter::Counter,
+    /// Lines of a metrics protocol that were not (`tcp:...?format=influx`), per protocol: the
+    /// runtime's `needle_protocol_lines_malformed_total`. They count in `malformed` too.
+    pub protocol_malformed: prometheus_client::metrics::family::Family<
+        Vec<(String, String)>,
+        prometheus_client::metrics::counter::Counter,
+    >,
 }
 
 /// Where a source puts its batches: a bounded queue to the workers, plus the stop signal and the
@@ -185,6 +193,16 @@ impl BatchSink {
     pub fn set_catching_up(&self, catching_up: bool) {
         if let Some(tap) = &self.tap {
             tap.set_catching_up(catching_up);
+        }
+    }
+
+    /// Counts `lines` lines of `protocol` skipped as malformed (see
+    /// [`SourceCounters::protocol_malformed`]).
+    pub fn count_malformed(&self, protocol: &str, lines: u64) {
+        if lines > 0 {
+            let label = vec![("protocol".to_owned(), protocol.to_owned())];
+            self.counters.protocol_malformed.get_or_create(&label).inc_by(lines);
+            self.counters.malformed.inc_by(lines);
         }
     }
 
@@ -297,6 +315,18 @@ pub(crate) fn pump(
     read_bytes: usize,
     context: &str,
 ) -> Result<bool, RuntimeError> {
+    pump_converted(reader, framer, sink, read_bytes, context, &mut Some)
+}
+
+/// [`pump`], each framed batch passed through `convert` on its way (`None`: nothing to send).
+pub(crate) fn pump_converted(
+    reader: &mut dyn Read,
+    framer: &mut LineFramer,
+    sink: &BatchSink,
+    read_bytes: usize,
+    context: &str,
+    convert: &mut dyn FnMut(Batch) -> Option<Batch>,
+) -> Result<bool, RuntimeError> {
     let mut buf = vec![0u8; read_bytes];
     loop {
         let n = match reader.read(&mut buf) {
@@ -308,7 +338,7 @@ pub(crate) fn pump(
         let before = framer.oversized_lines();
         let batch = framer.push(&buf[..n]);
         sink.count_oversized(framer.oversized_lines() - before);
-        if let Some(batch) = batch {
+        if let Some(batch) = batch.and_then(&mut *convert) {
             if !sink.send(batch) {
                 return Ok(false);
             }
@@ -318,10 +348,19 @@ pub(crate) fn pump(
 
 /// Sends the framer's last unfinished line, if any.
 pub(crate) fn flush_last_line(framer: &mut LineFramer, sink: &BatchSink) -> bool {
+    flush_last_line_converted(framer, sink, &mut Some)
+}
+
+/// [`flush_last_line`], the line passed through `convert` on its way.
+pub(crate) fn flush_last_line_converted(
+    framer: &mut LineFramer,
+    sink: &BatchSink,
+    convert: &mut dyn FnMut(Batch) -> Option<Batch>,
+) -> bool {
     let before = framer.oversized_lines();
     let last = framer.finish();
     sink.count_oversized(framer.oversized_lines() - before);
-    last.is_none_or(|batch| sink.send(batch))
+    last.and_then(convert).is_none_or(|batch| sink.send(batch))
 }
 
 #[cfg(test)]

@@ -2,10 +2,20 @@
 //! newline-delimited records, each client on its own thread with its own line framing, all into
 //! the same bounded queue (so a fast client cannot starve the workers of the others' records
 //! beyond its share of the queue).
+//!
+//! `?format=` says what the lines are: `json` (NDJSON records, the default), or a metrics
+//! agent's protocol, `influx` (InfluxDB line protocol; `&precision=ns|us|ms|s`, `ns` by
+//! default), `opentsdb` (telnet `put` lines) or `graphite` (plaintext). A protocol's lines are
+//! turned into JSON records on the client's thread ([`super::protocol`]) before they are handed
+//! on, so the workers and history read them as any other lines.
 
-use super::{flush_last_line, pump, BatchSink, Source, SourceOptions};
-use crate::framing::LineFramer;
+use super::protocol::Converter;
+use super::{
+    flush_last_line_converted, pump_converted, split_query, BatchSink, Source, SourceOptions,
+};
+use crate::framing::{Batch, LineFramer};
 use crate::RuntimeError;
+use needle_protocols::{Format, Precision};
 use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
@@ -13,27 +23,77 @@ use std::time::Duration;
 pub struct TcpSource {
     listener: TcpListener,
     options: SourceOptions,
+    /// The protocol the clients' lines are in; `None` for JSON lines.
+    format: Option<Format>,
 }
 
 impl TcpSource {
-    /// `HOST:PORT` (port 0 picks a free port; see [`TcpSource::local_addr`]).
+    /// `HOST:PORT` (port 0 picks a free port; see [`TcpSource::local_addr`]); clients send
+    /// JSON lines.
     pub fn bind(addr: &str, options: &SourceOptions) -> Result<Self, RuntimeError> {
         let listener = TcpListener::bind(addr)
             .map_err(|e| RuntimeError::io(format!("listening on {addr}"), e))?;
         listener
             .set_nonblocking(true)
             .map_err(|e| RuntimeError::io(format!("listening on {addr}"), e))?;
-        Ok(Self { listener, options: options.clone() })
+        Ok(Self { listener, options: options.clone(), format: None })
     }
 
+    /// Clients send lines of `format` (`None`: JSON lines).
+    pub fn with_format(mut self, format: Option<Format>) -> Self {
+        self.format = format;
+        self
+    }
+
+    /// `HOST:PORT[?format=json|influx|opentsdb|graphite][&precision=ns|us|ms|s]`.
     pub fn from_spec(rest: &str, options: &SourceOptions) -> Result<Box<dyn Source>, RuntimeError> {
-        if rest.parse::<SocketAddr>().is_err() && !rest.contains(':') {
+        let spec = format!("tcp:{rest}");
+        let (addr, params) = split_query(rest);
+        if addr.parse::<SocketAddr>().is_err() && !addr.contains(':') {
             return Err(RuntimeError::bad_source(
-                &format!("tcp:{rest}"),
+                &spec,
                 "give an address to listen on: tcp:127.0.0.1:9901",
             ));
         }
-        Ok(Box::new(Self::bind(rest, options)?))
+        let mut format = None;
+        let mut precision = None;
+        for (key, value) in params {
+            match key {
+                "format" if value == "json" => format = None,
+                "format" => {
+                    let known = format!("json, {}", Format::NAMES);
+                    format = Some(Format::parse(value).map_err(|_| {
+                        RuntimeError::bad_source(
+                            &spec,
+                            format!("unknown format '{value}' (known: {known})"),
+                        )
+                    })?);
+                }
+                "precision" => {
+                    precision = Some(
+                        Precision::parse(value)
+                            .map_err(|e| RuntimeError::bad_source(&spec, e.to_string()))?,
+                    );
+                }
+                other => {
+                    return Err(RuntimeError::bad_source(
+                        &spec,
+                        format!("unknown option '{other}' (known: format, precision)"),
+                    ))
+                }
+            }
+        }
+        match (format, precision) {
+            (Some(Format::Influx(_)), Some(precision)) => format = Some(Format::Influx(precision)),
+            (_, Some(_)) => {
+                return Err(RuntimeError::bad_source(
+                    &spec,
+                    "precision is line protocol's: it goes with format=influx",
+                ))
+            }
+            _ => {}
+        }
+        Ok(Box::new(Self::bind(addr, options)?.with_format(format)))
     }
 
     pub fn local_addr(&self) -> Option<SocketAddr> {
@@ -43,9 +103,15 @@ impl TcpSource {
 
 impl Source for TcpSource {
     fn describe(&self) -> String {
+        // the address stays the last word: scripts and tests read it there
+        let format = match self.format {
+            Some(Format::Influx(precision)) => format!(" for influx lines ({})", precision.name()),
+            Some(format) => format!(" for {} lines", format.name()),
+            None => String::new(),
+        };
         match self.local_addr() {
-            Some(addr) => format!("tcp listener on {addr}"),
-            None => "tcp listener".into(),
+            Some(addr) => format!("tcp listener{format} on {addr}"),
+            None => format!("tcp listener{format}"),
         }
     }
 
@@ -56,8 +122,9 @@ impl Source for TcpSource {
                 Ok((stream, peer)) => {
                     let sink = sink.clone();
                     let options = self.options.clone();
+                    let format = self.format;
                     clients.push(std::thread::spawn(move || {
-                        serve_client(stream, peer, sink, options)
+                        serve_client(stream, peer, sink, options, format)
                     }));
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
@@ -79,15 +146,29 @@ impl Source for TcpSource {
 
 /// Reads one client until it hangs up or the runtime stops. A client's I/O error ends that
 /// client only.
-fn serve_client(stream: TcpStream, peer: SocketAddr, sink: BatchSink, options: SourceOptions) {
+fn serve_client(
+    stream: TcpStream,
+    peer: SocketAddr,
+    sink: BatchSink,
+    options: SourceOptions,
+    format: Option<Format>,
+) {
     // Blocking reads with a timeout, so a silent client notices the stop signal.
     let _ = stream.set_nonblocking(false);
     let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
     let mut framer = LineFramer::new(options.max_line_bytes);
     let mut reader = TimeoutTolerant { stream, sink: sink.clone() };
     let context = format!("reading from tcp client {peer}");
-    if let Ok(true) = pump(&mut reader, &mut framer, &sink, options.read_bytes, &context) {
-        flush_last_line(&mut framer, &sink);
+    let mut converter =
+        format.map(|format| Converter::new(format, sink.clone(), format!("tcp client {peer}")));
+    let mut convert = |batch: Batch| match &mut converter {
+        Some(converter) => converter.convert(batch),
+        None => Some(batch),
+    };
+    let read =
+        pump_converted(&mut reader, &mut framer, &sink, options.read_bytes, &context, &mut convert);
+    if let Ok(true) = read {
+        flush_last_line_converted(&mut framer, &sink, &mut convert);
     }
 }
 
@@ -160,6 +241,71 @@ mod tests {
             assert_eq!(mine.len(), 501, "client {c}");
             assert_eq!(mine[77], &format!("{{\"c\":{c},\"i\":77}}"));
         }
+    }
+
+    #[test]
+    fn a_protocol_client_s_points_arrive_as_json_records_past_its_malformed_lines() {
+        let options = SourceOptions::default();
+        let source = TcpSource::from_spec("127.0.0.1:0?format=opentsdb", &options).unwrap();
+        let described = source.describe();
+        assert!(
+            described.starts_with("tcp listener for opentsdb lines on 127.0.0.1:"),
+            "{described}"
+        );
+        let source = TcpSource::bind("127.0.0.1:0", &options)
+            .unwrap()
+            .with_format(Some(Format::Influx(Precision::Milliseconds)));
+        let addr = source.local_addr().unwrap();
+        let (sink, rx, stop, counters) = sink(100);
+        let server = std::thread::spawn(move || Box::new(source).run(sink));
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(
+            b"cpu,host=a usage=1 1700000000000
+broken
+cpu,host=b usage=2 17000",
+        )
+        .unwrap();
+        s.flush().unwrap();
+        // the last point has no newline, and is cut across writes
+        s.write_all(b"00000001").unwrap();
+        drop(s);
+        let mut lines = Vec::new();
+        while lines.len() < 2 {
+            let batch = rx.recv_timeout(Duration::from_secs(5)).expect("the points arrive");
+            lines.extend(lines_of([batch]));
+        }
+        stop.stop();
+        server.join().unwrap().unwrap();
+        assert_eq!(
+            lines,
+            [
+                r#"{"measurement":"cpu","host":"a","usage":1.0,"timestamp":1700000000000}"#,
+                r#"{"measurement":"cpu","host":"b","usage":2.0,"timestamp":1700000000001}"#,
+            ]
+        );
+        assert_eq!(counters.malformed.get(), 1);
+    }
+
+    #[test]
+    fn formats_and_precisions_are_checked_with_the_choices_named() {
+        let options = SourceOptions::default();
+        let refused = |spec: &str| TcpSource::from_spec(spec, &options).err().unwrap().to_string();
+        let err = refused("127.0.0.1:0?format=statsd");
+        assert!(
+            err.contains("unknown format 'statsd' (known: json, influx, opentsdb, graphite)"),
+            "{err}"
+        );
+        let err = refused("127.0.0.1:0?format=influx&precision=h");
+        assert!(err.contains("unknown precision 'h' (known: ns, us, ms, s)"), "{err}");
+        let err = refused("127.0.0.1:0?format=graphite&precision=s");
+        assert!(err.contains("goes with format=influx"), "{err}");
+        let err = refused("127.0.0.1:0?follow=true");
+        assert!(err.contains("unknown option 'follow' (known: format, precision)"), "{err}");
+        for spec in ["127.0.0.1:0?format=json", "127.0.0.1:0?format=influx&precision=s"] {
+            assert!(TcpSource::from_spec(spec, &options).is_ok(), "{spec}");
+        }
+        let influx = TcpSource::from_spec("127.0.0.1:0?precision=us&format=influx", &options);
+        assert!(influx.unwrap().describe().starts_with("tcp listener for influx lines (us) on "));
     }
 
     #[test]
