@@ -607,3 +607,58 @@ fn ten_thousand_idle_websockets_leave_the_server_answering() {
     drop(idle);
     assert_eq!(server.get("/healthz").status(), 200);
 }
+
+#[test]
+fn influx_lines_sent_over_tcp_are_records_bql_reads_and_bad_lines_are_counted() {
+    let server = serve("tcp:127.0.0.1:0?format=influx&precision=s");
+    assert!(server.source.contains("for influx lines (s) on"), "{}", server.source);
+    let data = server.source.rsplit(' ').next().unwrap().to_owned();
+    let url = server.url.clone();
+    let waiting = std::thread::spawn(move || {
+        let query =
+            "SELECT measurement, COUNT(*) AS n, SUM(used) AS used, MIN(timestamp) AS first \
+                     FROM STREAM(4000, TIME) WHERE region = 'west' GROUP BY measurement";
+        post(&format!("{url}/api/v1/query"), query)
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while server.get("/api/v1/queries").json::<serde_json::Value>().unwrap()["queries"]
+        .as_array()
+        .is_none_or(Vec::is_empty)
+    {
+        assert!(Instant::now() < deadline, "the query never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut s = TcpStream::connect(&data).unwrap();
+    for i in 0..60 {
+        let region = if i % 2 == 0 { "west" } else { "east" };
+        let (measurement, field) =
+            if i % 3 == 0 { ("mem", "used=2i") } else { ("disk", "used=1.5") };
+        writeln!(
+            s,
+            "{measurement},region={region},host=h{i} {field},ok=true {}",
+            1_700_000_000 + i
+        )
+        .unwrap();
+        if i % 20 == 0 {
+            writeln!(s, "{measurement},region={region} used=broken").unwrap();
+        }
+    }
+    drop(s);
+    let (status, body) = waiting.join().unwrap();
+    assert_eq!(status, 200, "{body}");
+    let mut records = body["records"].as_array().expect("records").clone();
+    records.sort_by_key(|r| r["measurement"].as_str().unwrap().to_owned());
+    // of 60 points, 30 in the west: i even; mem where i % 3 == 0 (i = 0, 6, ..., 54)
+    assert_eq!(
+        serde_json::Value::Array(records),
+        serde_json::json!([
+            {"measurement": "disk", "n": 20, "used": 30.0, "first": 1_700_000_002_000i64},
+            {"measurement": "mem", "n": 10, "used": 20.0, "first": 1_700_000_000_000i64},
+        ]),
+        "{body}"
+    );
+    let malformed = "needle_protocol_lines_malformed_total{protocol=\"influx\"}";
+    assert_eq!(server.metric(malformed), 3.0);
+    assert_eq!(server.metric("needle_records_malformed_total"), 3.0);
+    assert!(server.log().contains("skipped malformed line #1"), "{}", server.log());
+}

@@ -26,7 +26,8 @@ pub struct Args {
     /// A needle.toml (default: ./needle.toml when it exists); NEEDLE_* variables override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Where records come from: file:PATH[?follow=true], stdin, tcp:HOST:PORT,
+    /// Where records come from: file:PATH[?follow=true], stdin,
+    /// tcp:HOST:PORT[?format=json|influx|opentsdb|graphite&precision=ns|us|ms|s],
     /// gen:bullet|iot|small[?rate=N&seed=S&needle=FIELD=VALUE...],
     /// kafka://HOST:PORT/TOPIC[?group=G&start=latest|earliest], or kafka (the [kafka] section's
     /// data topic; the default of a worker node).
