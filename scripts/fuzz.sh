@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 secs="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(parse bullet_json decode kafka_wire history_reader framing config)
+[ ${#targets[@]} -gt 0 ] || targets=(parse bullet_json decode kafka_wire history_reader framing config protocols)
 case "$secs" in
     '' | *[!0-9]*) echo "fuzz: SECONDS must be a whole number, not '$secs'" >&2; exit 2 ;;
 esac

@@ -1,0 +1,76 @@
+//! Target `protocols`: any bytes as lines of a metrics protocol, each through
+//! `needle_protocols::Format::parse_line` (what a `tcp:...?format=` source does with every line
+//! a client sends). A line parses to a record or to an error, never a panic; a record has the
+//! protocol's shape (its name part first, a non-empty STRING; `value` a finite number next to
+//! last for OpenTSDB and Graphite, a DOUBLE for Graphite; `timestamp` last, a LONG; tags
+//! STRINGs; no DOUBLE that is not finite); and its JSON text, what the source hands to the
+//! workers, decodes back to the same record.
+//!
+//! Input: byte 0 (mod 6) picks the protocol: line protocol in ns, us, ms, s, then OpenTSDB,
+//! then Graphite; the rest is the lines, split at `\n`.
+//!
+//! One body serves the fuzzer (`fuzz/fuzz_targets/protocols.rs`) and the corpus replay test
+//! (`crates/protocols/tests/fuzz_corpus.rs`), which both include this file by path.
+
+use needle_protocols::{Format, Precision};
+use needle_record::Value;
+
+const NOW_MS: i64 = 1_700_000_000_000;
+
+pub fn check(data: &[u8]) {
+    let [choice, text @ ..] = data else { return };
+    let format = match choice % 6 {
+        0 => Format::Influx(Precision::Nanoseconds),
+        1 => Format::Influx(Precision::Microseconds),
+        2 => Format::Influx(Precision::Milliseconds),
+        3 => Format::Influx(Precision::Seconds),
+        4 => Format::OpenTsdb,
+        _ => Format::Graphite,
+    };
+    for line in text.split(|&b| b == b'\n') {
+        let record = match format.parse_line(line, NOW_MS) {
+            Ok(Some(record)) => record,
+            Ok(None) => continue,
+            Err(error) => {
+                assert!(!error.to_string().is_empty());
+                continue;
+            }
+        };
+        let fields: Vec<(&String, &Value)> = record.iter().collect();
+        let (name, trail) = match format {
+            Format::Influx(_) => ("measurement", &["timestamp"][..]),
+            Format::OpenTsdb => ("metric", &["value", "timestamp"][..]),
+            Format::Graphite => ("path", &["value", "timestamp"][..]),
+        };
+        assert!(fields.len() > trail.len(), "{fields:?}");
+        assert_eq!(fields[0].0, name, "{fields:?}");
+        assert!(matches!(fields[0].1, Value::String(s) if !s.is_empty()), "{fields:?}");
+        let (last, ts) = fields[fields.len() - 1];
+        assert_eq!(last, "timestamp", "{fields:?}");
+        assert!(matches!(ts, Value::Long(_)), "{fields:?}");
+        if trail.len() == 2 {
+            let (value_name, value) = fields[fields.len() - 2];
+            assert_eq!(value_name, "value", "{fields:?}");
+            match (format, value) {
+                (Format::Graphite, Value::Double(v)) | (Format::OpenTsdb, Value::Double(v)) => {
+                    assert!(v.is_finite(), "{fields:?}")
+                }
+                (Format::OpenTsdb, Value::Long(_)) => {}
+                _ => panic!("not a value of {}: {fields:?}", format.name()),
+            }
+        }
+        for (key, value) in &fields[1..fields.len() - trail.len()] {
+            assert!(!key.is_empty() && *key != name && !trail.contains(&key.as_str()), "{key}");
+            match (format, value) {
+                (_, Value::String(_)) => {}
+                (Format::Influx(_), Value::Long(_) | Value::Bool(_)) => {}
+                (Format::Influx(_), Value::Double(v)) => assert!(v.is_finite(), "{key}: {v}"),
+                _ => panic!("'{key}' is not a tag or field of {}: {value:?}", format.name()),
+            }
+        }
+        let json = record.to_json();
+        let back = needle_record::decode_record(json.as_bytes())
+            .unwrap_or_else(|e| panic!("the record's JSON {json} does not decode: {e}"));
+        assert_eq!(back, record, "{json}");
+    }
+}
