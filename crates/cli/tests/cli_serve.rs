@@ -662,3 +662,15 @@ fn influx_lines_sent_over_tcp_are_records_bql_reads_and_bad_lines_are_counted() 
     assert_eq!(server.metric("needle_records_malformed_total"), 3.0);
     assert!(server.log().contains("skipped malformed line #1"), "{}", server.log());
 }
+
+#[test]
+fn an_unknown_tcp_format_is_refused_at_start_naming_the_known_ones() {
+    let source = "tcp:127.0.0.1:0?format=statsd";
+    let out = needle(&["serve", "--listen", "127.0.0.1:0", "--source", source]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("unknown format 'statsd' (known: json, influx, opentsdb, graphite)"),
+        "{stderr}"
+    );
+}
