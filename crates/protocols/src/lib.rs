@@ -15,7 +15,8 @@
 //! gets the arrival time the caller passes); tags are STRINGs; values are DOUBLEs, or LONGs where
 //! the protocol says integer (line protocol's `i` and `u` fields, an OpenTSDB value written
 //! without a point or exponent), or BOOLEANs and STRINGs for line protocol's fields of those
-//! types. Non-finite numbers (`NaN`, `inf`) are refused, as each protocol's server refuses them.
+//! types. Non-finite numbers (`NaN`, `inf`) are refused: a record's JSON cannot hold them (they
+//! would read as null).
 //!
 //! Names the record's shape uses (`measurement` and `timestamp` for line protocol; `metric`,
 //! `value`, `timestamp` for OpenTSDB; `path`, `value`, `timestamp` for Graphite) always mean the
@@ -27,10 +28,9 @@
 //! ([`ProtocolError::DuplicateKey`]): there is no right value to keep.
 //!
 //! The parsers are needle's own. The one line protocol crate published (`influxdb-line-protocol`,
-//! from InfluxDB IOx) had its last release in December 2023, its development having moved into a
-//! repository that does not publish it; it brings `nom` and `snafu`, which nothing else here
-//! uses, says of itself that it likely differs from the Go reference in small ways, and leaves
-//! precisions, the record shape and the names to its caller anyway. The whole syntax is a page of
+//! from InfluxDB IOx) has had no release since December 2023; it brings `nom` 7 and `snafu` 0.7,
+//! which nothing else here uses, says of itself that it likely differs from the Go reference in
+//! small ways, and leaves precisions, the record shape and the names to its caller anyway. The whole syntax is a page of
 //! code here, fuzzed (`fuzz/checks/protocols.rs`) and checked against the documented examples
 //! (`tests/golden/`). No crate for OpenTSDB's or Graphite's lines is worth a dependency.
 
