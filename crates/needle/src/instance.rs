@@ -86,7 +86,8 @@ impl Builder {
     }
 
     /// Reads records from a source instead of pushed events: `file:PATH`, `file:PATH?follow=true`,
-    /// `stdin`, `tcp:HOST:PORT`, `gen:bullet?rate=20000`, or
+    /// `stdin`, `tcp:HOST:PORT` (`?format=influx|opentsdb|graphite` for metrics agents' lines),
+    /// `gen:bullet?rate=20000`, or
     /// `kafka://HOST:PORT/TOPIC?start=earliest` (`kafka:` alone reads the configuration's
     /// `[kafka]` brokers and data topic).
     pub fn source(mut self, spec: impl Into<String>) -> Self {

@@ -564,7 +564,8 @@ impl Default for RuntimeConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SourceConfig {
-    /// `file:PATH`, `stdin`, `tcp:HOST:PORT`, `gen:bullet?rate=20000`, ...
+    /// `file:PATH`, `stdin`, `tcp:HOST:PORT` (`?format=influx|opentsdb|graphite` for metrics
+    /// agents' lines), `gen:bullet?rate=20000`, ...
     pub spec: String,
     /// Tail file sources as they grow.
     pub follow: bool,
