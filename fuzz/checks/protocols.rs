@@ -7,7 +7,9 @@
 //! workers, decodes back to the same record.
 //!
 //! Input: byte 0 (mod 6) picks the protocol: line protocol in ns, us, ms, s, then OpenTSDB,
-//! then Graphite; the rest is the lines, split at `\n`.
+//! then Graphite; the rest is the lines, split at `\n`. Byte 0 = 0xff instead makes the rest
+//! a Prometheus remote write body (snappy, protobuf), through
+//! `needle_protocols::remote_write::decode`.
 //!
 //! One body serves the fuzzer (`fuzz/fuzz_targets/protocols.rs`) and the corpus replay test
 //! (`crates/protocols/tests/fuzz_corpus.rs`), which both include this file by path.
@@ -16,9 +18,37 @@ use needle_protocols::{Format, Precision};
 use needle_record::Value;
 
 const NOW_MS: i64 = 1_700_000_000_000;
+/// Byte 0 that makes the rest a Prometheus remote write request body.
+const REMOTE_WRITE: u8 = 0xff;
+
+/// A remote write body decodes to records or to an error, never a panic; each record is
+/// `__name__` (a STRING) first, its labels (STRINGs), then `value` (a finite DOUBLE) and
+/// `timestamp` (a LONG); and its JSON decodes back to the same record.
+fn check_remote_write(body: &[u8]) {
+    let Ok(decoded) = needle_protocols::remote_write::decode(body) else { return };
+    for record in &decoded.records {
+        let fields: Vec<(&String, &Value)> = record.iter().collect();
+        assert!(fields.len() >= 3, "{fields:?}");
+        assert_eq!(fields[0].0, "__name__", "{fields:?}");
+        assert!(matches!(fields[0].1, Value::String(_)), "{fields:?}");
+        let n = fields.len();
+        assert_eq!(fields[n - 2].0, "value", "{fields:?}");
+        assert!(matches!(fields[n - 2].1, Value::Double(v) if v.is_finite()), "{fields:?}");
+        assert_eq!(fields[n - 1].0, "timestamp", "{fields:?}");
+        assert!(matches!(fields[n - 1].1, Value::Long(_)), "{fields:?}");
+        for (_, label) in &fields[1..n - 2] {
+            assert!(matches!(label, Value::String(_)), "{fields:?}");
+        }
+        let back = needle_record::decode_record(record.to_json().as_bytes()).expect("its JSON");
+        assert_eq!(&back, record);
+    }
+}
 
 pub fn check(data: &[u8]) {
     let [choice, text @ ..] = data else { return };
+    if *choice == REMOTE_WRITE {
+        return check_remote_write(text);
+    }
     let format = match choice % 6 {
         0 => Format::Influx(Precision::Nanoseconds),
         1 => Format::Influx(Precision::Microseconds),

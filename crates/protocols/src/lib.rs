@@ -1,6 +1,7 @@
 //! Lines of the metrics agents' protocols turned into needle [`Record`]s: InfluxDB line
 //! protocol ([`influx`]), OpenTSDB's telnet `put` ([`opentsdb`]) and Graphite's plaintext
-//! protocol ([`graphite`]). One line in, at most one record out, no I/O: the `tcp:` source
+//! protocol ([`graphite`]); and Prometheus remote write's request bodies ([`remote_write`],
+//! one record per sample: `{"__name__": ..., <labels>..., "value": ..., "timestamp": ms}`). One line in, at most one record out, no I/O: the `tcp:` source
 //! (`needle-runtime`) frames the lines and hands each to [`Format::parse_line`].
 //!
 //! Every protocol gives records of one shape, so BQL reads them alike:
@@ -38,6 +39,7 @@ pub mod error;
 pub mod graphite;
 pub mod influx;
 pub mod opentsdb;
+pub mod remote_write;
 mod shape;
 
 pub use error::ProtocolError;
