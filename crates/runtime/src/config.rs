@@ -369,7 +369,9 @@ pub struct ScopedToken {
     pub max_queries: Option<usize>,
 }
 
-/// What a token may do. Each scope includes the ones before it.
+/// What a token may do. `read`, `query` and `admin` each include the ones before them; `write`
+/// stands apart: it is given only by naming it (an agent's token writes and reads nothing), and
+/// no other scope includes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Scope {
@@ -379,11 +381,13 @@ pub enum Scope {
     Query,
     /// Follow and kill any owner's query.
     Admin,
+    /// Write records over HTTP (`needle serve --ingest` or `--source http`).
+    Write,
 }
 
 impl Scope {
     fn all() -> Vec<Scope> {
-        vec![Scope::Read, Scope::Query, Scope::Admin]
+        vec![Scope::Read, Scope::Query, Scope::Admin, Scope::Write]
     }
 
     /// The scope's name as configured.
@@ -392,6 +396,7 @@ impl Scope {
             Scope::Read => "read",
             Scope::Query => "query",
             Scope::Admin => "admin",
+            Scope::Write => "write",
         }
     }
 }
@@ -494,11 +499,15 @@ impl TokenConfig {
         }
     }
 
-    /// Whether it may do what `scope` allows (a higher scope includes the lower ones).
+    /// Whether it may do what `scope` allows (a higher scope of `read`, `query`, `admin`
+    /// includes the lower ones; `write` only itself).
     pub fn allows(&self, scope: Scope) -> bool {
         match self {
             TokenConfig::Plain(_) => true,
-            TokenConfig::Scoped(scoped) => scoped.scopes.iter().any(|s| *s >= scope),
+            TokenConfig::Scoped(scoped) => scoped.scopes.iter().any(|&held| match (held, scope) {
+                (Scope::Write, _) | (_, Scope::Write) => held == scope,
+                _ => held >= scope,
+            }),
         }
     }
 
@@ -1197,11 +1206,17 @@ mod tests {
             f,
             r#"[server]
 tokens = ["plain", {{ name = "dash", token = "d", scopes = ["read"] }},
-          {{ name = "ops", token = "o", scopes = ["admin"], max_queries = 3 }}]"#
+          {{ name = "ops", token = "o", scopes = ["admin"], max_queries = 3 }},
+          {{ name = "agent", token = "a", scopes = ["write"] }}]"#
         )
         .unwrap();
         let c = NeedleConfig::load(Some(f.path()), env(&[])).unwrap();
-        let [plain, dash, ops] = &c.server.tokens[..] else { panic!("{:?}", c.server.tokens) };
+        let [plain, dash, ops, agent] = &c.server.tokens[..] else {
+            panic!("{:?}", c.server.tokens)
+        };
+        // write stands apart: only named, it gives nothing else and nothing else gives it
+        assert!(agent.allows(Scope::Write) && !agent.allows(Scope::Read));
+        assert!(!ops.allows(Scope::Write) && plain.allows(Scope::Write));
         assert!(plain.allows(Scope::Admin) && plain.owner().starts_with("token-"));
         assert!(!plain.owner().contains("plain"));
         assert!(dash.allows(Scope::Read) && !dash.allows(Scope::Query));

@@ -323,6 +323,18 @@ impl Runtime {
     pub fn run_source(&self, source: Box<dyn Source>) -> Result<(), RuntimeError> {
         let description = source.describe();
         let sink = self.push_sink(&description)?;
+        self.run_source_with(source, sink)
+    }
+
+    /// Starts the source thread on `sink`, a clone of the one [`Runtime::push_sink`] gave: the
+    /// source and whoever holds the other clones (`needle serve --ingest`'s HTTP writes) feed the
+    /// same workers, which end once every clone is dropped.
+    pub fn run_source_with(
+        &self,
+        source: Box<dyn Source>,
+        sink: BatchSink,
+    ) -> Result<(), RuntimeError> {
+        let description = source.describe();
         let thread = spawn("needle-source".into(), move || {
             if let Err(error) = source.run(sink) {
                 eprintln!("needle: source {description} stopped: {error}");
