@@ -1,8 +1,9 @@
 //! Bearer tokens: when `server.tokens` is configured, every request but `GET /healthz` must carry
 //! `Authorization: Bearer <one of them>`, and the token's scopes must allow what it asks: `read`
 //! for the rest, `query` to start queries (and kill its own), `admin` to kill another owner's
-//! query. The token found becomes the request's [`Grant`]: the owner its queries are listed under
-//! (its name, never its text). Without tokens (the default, on loopback) the API is open. The web
+//! query, `write` (which only a token naming it has) to write records; `Authorization: Token
+//! <token>`, as InfluxDB 2's clients send it, is taken too. The token found becomes the
+//! request's [`Grant`]: the owner its queries are listed under (its name, never its text). Without tokens (the default, on loopback) the API is open. The web
 //! UI's page and assets are open too (they hold no data): the page asks for a token.
 
 use crate::error::ApiError;
@@ -15,6 +16,9 @@ use needle_runtime::config::{token_digest, Scope, TokenConfig};
 
 /// Paths anyone may call: liveness checks must work without credentials.
 const OPEN_PATHS: &[&str] = &["/healthz"];
+
+/// Paths that write records ([`crate::routes::write`]): they need the `write` scope.
+const WRITE_PATHS: &[&str] = &["/api/v1/records", "/api/v2/write", "/write"];
 
 /// The token a request was let in with.
 #[derive(Debug, Clone)]
@@ -62,9 +66,12 @@ pub async fn require_token(
     next.run(request).await
 }
 
-/// The scope a request needs: `query` to start queries, kill one or follow its events (the last
-/// follower's closing its stream kills it), `read` for the rest.
+/// The scope a request needs: `write` to write records, `query` to start queries, kill one or
+/// follow its events (the last follower's closing its stream kills it), `read` for the rest.
 fn scope_needed(method: &Method, path: &str) -> Scope {
+    if WRITE_PATHS.contains(&path) {
+        return Scope::Write;
+    }
     let starts = matches!(path, "/api/v1/query" | "/api/v1/queries") && method == Method::POST;
     // following a query's events ends it when the last follower's stream closes
     let kills = (method == Method::DELETE && path.starts_with("/api/v1/queries/"))
@@ -110,7 +117,8 @@ pub fn presented_token(headers: &HeaderMap, uri: &Uri) -> Option<String> {
     let header = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        // (InfluxDB 2's clients, Telegraf's influxdb_v2 output among them, say `Token`)
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("Token ")))
         .map(|t| t.trim().to_owned());
     header.or_else(|| {
         if uri.path() != "/api/v1/ws" {

@@ -18,6 +18,9 @@ use utoipa::OpenApi;
         crate::routes::schema::schema,
         crate::routes::cluster::cluster,
         crate::routes::ws::websocket,
+        crate::routes::write::records,
+        crate::routes::write::influx_v2,
+        crate::routes::write::influx_v1,
         crate::routes::health::healthz,
         crate::routes::metrics::metrics,
         openapi_json
@@ -40,6 +43,7 @@ use utoipa::OpenApi;
     )),
     tags(
         (name = "queries", description = "Run, follow, list and kill queries"),
+        (name = "writes", description = "Records written over HTTP (needle serve --ingest or --source http)"),
         (name = "operations", description = "Health, metrics and this document")
     )
 )]

@@ -6,9 +6,10 @@
 
 use needle_runtime::metrics::Metrics;
 use needle_runtime::remote::Holder;
+use needle_runtime::source::BatchSink;
 use needle_runtime::{NeedleConfig, ResultQueue, Runtime};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 /// How long the results of a started query wait for a first follower after the query ended.
@@ -26,6 +27,11 @@ struct Inner {
     runtime: Arc<Runtime>,
     started: Instant,
     pending: Mutex<HashMap<String, Pending>>,
+    /// Where HTTP writes go (`needle serve --ingest` or `--source http`); `None` when writes
+    /// are not enabled, or no longer taken (shutting down).
+    ingest: RwLock<Option<BatchSink>>,
+    /// Whether the server was started to take writes.
+    writes: bool,
 }
 
 struct Pending {
@@ -46,8 +52,45 @@ pub enum Unfollowable {
 impl AppState {
     pub fn new(runtime: Arc<Runtime>) -> Self {
         Self {
-            inner: Arc::new(Inner { runtime, started: Instant::now(), pending: Mutex::default() }),
+            inner: Arc::new(Inner {
+                runtime,
+                started: Instant::now(),
+                pending: Mutex::default(),
+                ingest: RwLock::new(None),
+                writes: false,
+            }),
         }
+    }
+
+    /// The state of a server that takes HTTP writes, handing them to the workers through
+    /// `sink` (the runtime's [`needle_runtime::Runtime::push_sink`], or a clone of it).
+    pub fn with_ingest(runtime: Arc<Runtime>, sink: BatchSink) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                runtime,
+                started: Instant::now(),
+                pending: Mutex::default(),
+                ingest: RwLock::new(Some(sink)),
+                writes: true,
+            }),
+        }
+    }
+
+    /// Where writes go, if they are taken.
+    pub fn ingest(&self) -> Option<BatchSink> {
+        self.inner.ingest.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Whether this server was started to take writes (still after [`AppState::close_ingest`]).
+    pub fn writes_enabled(&self) -> bool {
+        self.inner.writes
+    }
+
+    /// Stops taking writes and lets go of the workers' queue, so that they can end (call it
+    /// before shutting the runtime down; a write under way holds its clone for at most its
+    /// patience).
+    pub fn close_ingest(&self) {
+        self.inner.ingest.write().unwrap_or_else(|e| e.into_inner()).take();
     }
 
     pub fn runtime(&self) -> &Arc<Runtime> {

@@ -7,6 +7,7 @@ pub mod queries;
 pub mod schema;
 pub mod ui;
 pub mod validate;
+pub mod write;
 pub mod ws;
 
 use crate::state::AppState;
@@ -26,6 +27,9 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/schema", get(schema::schema))
         .route("/api/v1/cluster", get(cluster::cluster))
         .route("/api/v1/ws", get(ws::websocket))
+        .route("/api/v1/records", post(write::records))
+        .route("/api/v2/write", post(write::influx_v2))
+        .route("/write", post(write::influx_v1))
         .route("/", get(ui::index))
         .route("/assets/{*path}", get(ui::asset))
 }

@@ -1,0 +1,423 @@
+//! HTTP writes: records sent to `needle serve` by the agents people already run, when it was
+//! started to take them (`--source http`: records come only from writes; `--ingest`: writes
+//! beside another source). Without either, these routes answer `409` saying how to enable them.
+//!
+//! | route | body |
+//! |---|---|
+//! | `POST /api/v2/write`, `POST /write` | InfluxDB line protocol (`?precision=ns\|us\|ms\|s`, ns by default) |
+//! | `POST /api/v1/records` | JSON lines, one object a line, as the other sources read them |
+//!
+//! A request's points become one batch of JSON lines handed to the workers whole or not at all:
+//! when their queue stays full for [`WRITE_PATIENCE`], the answer is `503` with `Retry-After` and
+//! nothing of the request was taken, so a client's retry neither loses nor duplicates a point.
+//! The body is bounded by `server.max_request_bytes` (`413` above it), and the queue by
+//! `runtime.queue_batches`: memory stays bounded.
+//!
+//! Bad lines are skipped, counted per protocol in `needle_protocol_lines_malformed_total`
+//! (`influx`, or `json` for `/api/v1/records`) and in `needle_records_malformed_total`, and
+//! a sample of them logged; the good lines are kept and the answer is `204`. Only a request
+//! with no point gets `400`: naming the first bad line (1-based) and why when there was one,
+//! else (an empty body, only comments) saying it holds none, as InfluxDB 2 does.
+
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Extension;
+use axum::Json;
+use needle_protocols::{Format, Precision};
+use needle_runtime::framing::Batch;
+use needle_runtime::source::{BatchSink, Refused};
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// How long a write waits for room in the workers' queue before it is refused with `503`.
+pub const WRITE_PATIENCE: Duration = Duration::from_secs(1);
+/// The `Retry-After` of a write refused because the workers are behind, in seconds.
+const RETRY_AFTER_SECONDS: &str = "1";
+
+/// Malformed lines written over HTTP so far: the 1st, 2nd, 4th, 8th... are logged.
+static MALFORMED_SEEN: AtomicU64 = AtomicU64::new(0);
+
+/// Line protocol's query parameters, as InfluxDB's write APIs take them.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct InfluxParams {
+    /// The timestamps' unit: `ns` (the default), `us`, `ms` or `s` (InfluxDB 1's `n` and `u`
+    /// too).
+    #[param(pattern = "^(ns|us|ms|s|n|u)$")]
+    pub precision: Option<String>,
+    /// InfluxDB 1's database: accepted and ignored (needle has one stream).
+    pub db: Option<String>,
+    /// InfluxDB 2's organization: accepted and ignored.
+    pub org: Option<String>,
+    /// InfluxDB 2's bucket: accepted and ignored.
+    pub bucket: Option<String>,
+}
+
+/// A body of lines, as the OpenAPI document shows it.
+pub struct Lines;
+
+impl utoipa::PartialSchema for Lines {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for Lines {}
+
+const NOT_ENABLED: &str = "this server takes no writes";
+const ENABLE_HINT: &str = "start needle serve with --ingest (writes beside --source) or with \
+                           --source http (records only from writes)";
+
+/// Writes InfluxDB line protocol (InfluxDB 2's write API).
+#[utoipa::path(post, path = "/api/v2/write", tag = "writes",
+    params(InfluxParams),
+    request_body(description = "InfluxDB line protocol, one point a line", content((Lines = "text/plain"))),
+    responses(
+        (status = 204, description = "Written: every good line (bad lines are skipped and counted)"),
+        (status = 400, description = "No point: every line was bad (`line` names the first), or the body is empty; or the body is not UTF-8, or the precision is unknown", body = crate::error::ErrorBody),
+        (status = 401, description = "With tokens configured: no token, or an unknown one", body = crate::error::ErrorBody),
+        (status = 403, description = "With tokens configured: the token's scopes do not include `write`", body = crate::error::ErrorBody),
+        (status = 409, description = "This server takes no writes (start it with --ingest or --source http)", body = crate::error::ErrorBody),
+        (status = 413, description = "The body is larger than server.max_request_bytes", body = crate::error::ErrorBody),
+        (status = 415, description = "The body is compressed (send it uncompressed)", body = crate::error::ErrorBody),
+        (status = 503, description = "The workers are behind (nothing was written: send it again later), or the server is shutting down", body = crate::error::ErrorBody,
+            headers(("Retry-After" = String, description = "Seconds to wait before sending again")))))]
+pub async fn influx_v2(
+    state: State<AppState>,
+    from: Option<Extension<ConnectInfo<SocketAddr>>>,
+    params: Query<InfluxParams>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    influx(state, from, params, headers, body, "/api/v2/write").await
+}
+
+/// Writes InfluxDB line protocol (InfluxDB 1's write API).
+#[utoipa::path(post, path = "/write", tag = "writes",
+    params(InfluxParams),
+    request_body(description = "InfluxDB line protocol, one point a line", content((Lines = "text/plain"))),
+    responses(
+        (status = 204, description = "Written: every good line (bad lines are skipped and counted)"),
+        (status = 400, description = "No point: every line was bad (`line` names the first), or the body is empty; or the body is not UTF-8, or the precision is unknown", body = crate::error::ErrorBody),
+        (status = 401, description = "With tokens configured: no token, or an unknown one", body = crate::error::ErrorBody),
+        (status = 403, description = "With tokens configured: the token's scopes do not include `write`", body = crate::error::ErrorBody),
+        (status = 409, description = "This server takes no writes (start it with --ingest or --source http)", body = crate::error::ErrorBody),
+        (status = 413, description = "The body is larger than server.max_request_bytes", body = crate::error::ErrorBody),
+        (status = 415, description = "The body is compressed (send it uncompressed)", body = crate::error::ErrorBody),
+        (status = 503, description = "The workers are behind (nothing was written: send it again later), or the server is shutting down", body = crate::error::ErrorBody,
+            headers(("Retry-After" = String, description = "Seconds to wait before sending again")))))]
+pub async fn influx_v1(
+    state: State<AppState>,
+    from: Option<Extension<ConnectInfo<SocketAddr>>>,
+    params: Query<InfluxParams>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    influx(state, from, params, headers, body, "/write").await
+}
+
+async fn influx(
+    State(state): State<AppState>,
+    from: Option<Extension<ConnectInfo<SocketAddr>>>,
+    Query(params): Query<InfluxParams>,
+    headers: HeaderMap,
+    body: Bytes,
+    route: &str,
+) -> Response {
+    let precision = match params.precision.as_deref() {
+        None => Ok(Precision::Nanoseconds),
+        Some("n") => Ok(Precision::Nanoseconds),
+        Some("u") => Ok(Precision::Microseconds),
+        Some(other) => Precision::parse(other),
+    };
+    let precision = match precision {
+        Ok(precision) => precision,
+        Err(error) => {
+            return ApiError::new(StatusCode::BAD_REQUEST, error.to_string()).into_response()
+        }
+    };
+    let format = Format::Influx(precision);
+    write(&state, from, &headers, &body, route, format.name(), |line, now_ms| {
+        format
+            .parse_line(line, now_ms)
+            .map(|record| {
+                record.map(|record| {
+                    let mut json = Vec::new();
+                    record.write_json(&mut json);
+                    json
+                })
+            })
+            .map_err(|e| e.to_string())
+    })
+    .await
+}
+
+/// Writes records as JSON lines: one JSON object a line, as every other source reads them.
+#[utoipa::path(post, path = "/api/v1/records", tag = "writes",
+    request_body(description = "JSON lines: one JSON object a line", content((Lines = "application/x-ndjson"), (Lines = "text/plain"))),
+    responses(
+        (status = 204, description = "Written: every good line (bad lines are skipped and counted)"),
+        (status = 400, description = "No record: every line was bad (`line` names the first), or the body is empty; or the body is not UTF-8", body = crate::error::ErrorBody),
+        (status = 401, description = "With tokens configured: no token, or an unknown one", body = crate::error::ErrorBody),
+        (status = 403, description = "With tokens configured: the token's scopes do not include `write`", body = crate::error::ErrorBody),
+        (status = 409, description = "This server takes no writes (start it with --ingest or --source http)", body = crate::error::ErrorBody),
+        (status = 413, description = "The body is larger than server.max_request_bytes", body = crate::error::ErrorBody),
+        (status = 415, description = "The body is compressed (send it uncompressed)", body = crate::error::ErrorBody),
+        (status = 503, description = "The workers are behind (nothing was written: send it again later), or the server is shutting down", body = crate::error::ErrorBody,
+            headers(("Retry-After" = String, description = "Seconds to wait before sending again")))))]
+pub async fn records(
+    State(state): State<AppState>,
+    from: Option<Extension<ConnectInfo<SocketAddr>>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    write(&state, from, &headers, &body, "/api/v1/records", "json", |line, _| json_line(line)).await
+}
+
+/// A JSON lines line as the workers will read it: `None` when blank, an error when it is not
+/// one JSON object.
+fn json_line(line: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    let text = line.trim_ascii();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    if text.first() != Some(&b'{') {
+        return Err("not a JSON object".into());
+    }
+    serde_json::from_slice::<serde::de::IgnoredAny>(text).map_err(|e| format!("not JSON: {e}"))?;
+    Ok(Some(text.to_vec()))
+}
+
+/// What a request's lines came to.
+#[derive(Debug, Default, PartialEq)]
+pub struct Converted {
+    /// The points, as JSON lines.
+    pub json: Vec<u8>,
+    pub points: usize,
+    pub malformed: usize,
+    /// The first bad line: its number (1-based) and why.
+    pub first_bad: Option<(usize, String)>,
+}
+
+/// The body's lines through `convert`; bad ones are logged (a sample) and left out.
+pub fn convert_lines(
+    body: &str,
+    from: &str,
+    convert: impl Fn(&[u8], i64) -> Result<Option<Vec<u8>>, String>,
+) -> Converted {
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let mut out = Converted { json: Vec::with_capacity(body.len() * 2), ..Converted::default() };
+    for (index, line) in body.split('\n').enumerate() {
+        match convert(line.as_bytes(), now_ms) {
+            Ok(Some(json)) => {
+                out.json.extend_from_slice(&json);
+                out.json.push(b'\n');
+                out.points += 1;
+            }
+            Ok(None) => {}
+            Err(reason) => {
+                out.malformed += 1;
+                let number = index + 1;
+                let seen = MALFORMED_SEEN.fetch_add(1, Ordering::Relaxed) + 1;
+                if seen.is_power_of_two() {
+                    let mut end = line.len().min(120);
+                    while !line.is_char_boundary(end) {
+                        end -= 1;
+                    }
+                    let shown = &line[..end];
+                    eprintln!(
+                        "needle: {from}: skipped malformed line {number} (#{seen} written over \
+                         HTTP; {reason}): {shown}"
+                    );
+                }
+                if out.first_bad.is_none() {
+                    out.first_bad = Some((number, reason));
+                }
+            }
+        }
+    }
+    out
+}
+
+async fn write(
+    state: &AppState,
+    from: Option<Extension<ConnectInfo<SocketAddr>>>,
+    headers: &HeaderMap,
+    body: &[u8],
+    route: &str,
+    protocol: &'static str,
+    convert: impl Fn(&[u8], i64) -> Result<Option<Vec<u8>>, String> + Send,
+) -> Response {
+    if !state.writes_enabled() {
+        return ApiError::new(StatusCode::CONFLICT, NOT_ENABLED)
+            .with_hint(ENABLE_HINT)
+            .into_response();
+    }
+    let encoding = headers.get(header::CONTENT_ENCODING).and_then(|v| v.to_str().ok());
+    if encoding.is_some_and(|e| !e.trim().eq_ignore_ascii_case("identity")) {
+        return ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("bodies encoded as '{}' are not read", encoding.unwrap_or_default()),
+        )
+        .with_hint("send the body uncompressed (Telegraf: content_encoding = \"identity\")")
+        .into_response();
+    }
+    let Ok(text) = std::str::from_utf8(body) else {
+        return ApiError::new(StatusCode::BAD_REQUEST, "the request body is not UTF-8 text")
+            .into_response();
+    };
+    let client =
+        from.map_or_else(|| "a client".to_owned(), |Extension(ConnectInfo(a))| a.to_string());
+    let converted = convert_lines(text, &format!("HTTP write from {client} to {route}"), convert);
+    let Some(sink) = state.ingest() else {
+        return shutting_down();
+    };
+    if converted.points == 0 {
+        if let Some((line, reason)) = converted.first_bad {
+            sink.count_malformed(protocol, converted.malformed as u64);
+            let mut error = ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("no line was written: line {line}: {reason}"),
+            );
+            error.body.line = Some(line);
+            return error.into_response();
+        }
+        // (as InfluxDB 2 answers: "writing requires points")
+        return ApiError::new(StatusCode::BAD_REQUEST, "the request holds no points")
+            .with_hint("send one point (or record) a line")
+            .into_response();
+    }
+    let malformed = converted.malformed as u64;
+    let batch = Batch::new(converted.json);
+    let offered = tokio::task::spawn_blocking(move || {
+        let outcome = hand_on(&sink, batch, WRITE_PATIENCE);
+        if outcome.is_ok() {
+            sink.count_malformed(protocol, malformed);
+        }
+        outcome
+    })
+    .await;
+    match offered {
+        Ok(Ok(())) => StatusCode::NO_CONTENT.into_response(),
+        Ok(Err(refusal)) => refusal.into_response(),
+        Err(_) => {
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "the write failed").into_response()
+        }
+    }
+}
+
+/// Why a write's batch was not taken: nothing of the request was.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The workers' queue stayed full: `503` with `Retry-After`.
+    Behind,
+    /// The runtime is stopping: `503`.
+    Stopping,
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        match self {
+            Refusal::Behind => {
+                let refusal = ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the workers are behind: nothing of this request was written",
+                )
+                .with_hint("send it again after Retry-After seconds");
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    [(header::RETRY_AFTER, RETRY_AFTER_SECONDS)],
+                    Json(refusal.body),
+                )
+                    .into_response()
+            }
+            Refusal::Stopping => shutting_down(),
+        }
+    }
+}
+
+/// Hands a request's batch to the workers whole, waiting at most `patience` for room; refused
+/// (and nothing taken) when there is none or the runtime is stopping.
+pub fn hand_on(sink: &BatchSink, batch: Batch, patience: Duration) -> Result<(), Refusal> {
+    match sink.offer(batch, patience) {
+        Ok(()) => Ok(()),
+        Err(Refused::Full(_)) => Err(Refusal::Behind),
+        Err(Refused::Stopping(_)) => Err(Refusal::Stopping),
+    }
+}
+
+fn shutting_down() -> Response {
+    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the server is shutting down: nothing written")
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use needle_runtime::source::{SourceCounters, StopSignal};
+    use std::sync::Arc;
+
+    fn influx(line: &[u8], now: i64) -> Result<Option<Vec<u8>>, String> {
+        Format::Influx(Precision::Seconds)
+            .parse_line(line, now)
+            .map(|r| {
+                r.map(|r| {
+                    let mut json = Vec::new();
+                    r.write_json(&mut json);
+                    json
+                })
+            })
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn good_lines_are_kept_and_the_first_bad_one_is_named() {
+        let body = "cpu,host=a usage=1.5 1700000000\nnot a point\n\n# comment\ncpu v=2i 1\nx";
+        let out = convert_lines(body, "test", influx);
+        assert_eq!((out.points, out.malformed), (2, 2));
+        assert_eq!(out.first_bad.as_ref().map(|(n, _)| *n), Some(2));
+        assert_eq!(
+            String::from_utf8(out.json).unwrap(),
+            "{\"measurement\":\"cpu\",\"host\":\"a\",\"usage\":1.5,\"timestamp\":1700000000000}\n\
+             {\"measurement\":\"cpu\",\"v\":2,\"timestamp\":1000}\n"
+        );
+    }
+
+    #[test]
+    fn json_lines_must_be_objects() {
+        let out = convert_lines("{\"a\":1}\r\n[1]\n{\"b\":\n\n  {\"c\":2}  ", "test", |l, _| {
+            json_line(l)
+        });
+        assert_eq!((out.points, out.malformed), (2, 2));
+        assert_eq!(out.first_bad.map(|(n, _)| n), Some(2));
+        assert_eq!(out.json, b"{\"a\":1}\n{\"c\":2}\n");
+    }
+
+    #[test]
+    fn a_full_queue_refuses_the_whole_request_with_retry_after() {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let sink = BatchSink::new(tx, StopSignal::new(), Arc::new(SourceCounters::default()));
+        let patience = Duration::from_millis(20);
+        assert!(hand_on(&sink, Batch::new(b"{\"a\":1}\n".to_vec()), patience).is_ok());
+        // the workers took nothing: the queue is full, the next write is refused whole
+        let refused = hand_on(&sink, Batch::new(b"{\"a\":2}\n".to_vec()), patience).unwrap_err();
+        assert_eq!(refused, Refusal::Behind);
+        let refused = refused.into_response();
+        assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(refused.headers()[header::RETRY_AFTER], "1");
+        assert_eq!(rx.len(), 1, "only the first request's batch is queued");
+        // once the workers catch up, it is taken
+        rx.recv().unwrap();
+        assert!(hand_on(&sink, Batch::new(b"{\"a\":2}\n".to_vec()), patience).is_ok());
+    }
+}
