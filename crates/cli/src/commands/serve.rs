@@ -29,10 +29,14 @@ pub struct Args {
     /// Where records come from: file:PATH[?follow=true], stdin,
     /// tcp:HOST:PORT[?format=json|influx|opentsdb|graphite&precision=ns|us|ms|s],
     /// gen:bullet|iot|small[?rate=N&seed=S&needle=FIELD=VALUE...],
-    /// kafka://HOST:PORT/TOPIC[?group=G&start=latest|earliest], or kafka (the [kafka] section's
-    /// data topic; the default of a worker node).
+    /// kafka://HOST:PORT/TOPIC[?group=G&start=latest|earliest], kafka (the [kafka] section's
+    /// data topic; the default of a worker node), or http (records only from HTTP writes: POST
+    /// /api/v1/records, /api/v2/write, /write).
     #[arg(long)]
     pub source: Option<String>,
+    /// Take HTTP writes (POST /api/v1/records, /api/v2/write, /write) beside --source.
+    #[arg(long)]
+    pub ingest: bool,
     /// all: the whole of needle in this process; worker: read data, run the queries api nodes
     /// publish, send partials to Kafka; api: take queries over HTTP, merge the workers' partials.
     #[arg(long, default_value = "all", value_parser = ["all", "worker", "api"])]
@@ -89,6 +93,16 @@ fn serve(args: Args) -> Result<(), String> {
         _ => {}
     }
     config.source.follow |= args.follow;
+    // `http`: no source of its own, every record written over HTTP
+    let only_writes = config.source.spec == "http";
+    let ingest = args.ingest || only_writes;
+    if ingest && role != "all" {
+        return Err(format!(
+            "HTTP writes (--ingest, --source http) are taken by needle serve --role all only, \
+             not by a{} {role} node",
+            if role == "api" { "n" } else { "" }
+        ));
+    }
     if let Some(listen) = args.listen {
         config.server.listen = listen;
     }
@@ -131,6 +145,7 @@ fn serve(args: Args) -> Result<(), String> {
     needle_kafka::register(&mut registry, &config.kafka, metrics.clone());
     let source = match role {
         "api" => None,
+        _ if only_writes => None,
         _ => Some(registry.open(&config.source.spec, &options).map_err(|e| e.to_string())?),
     };
     let tokio = tokio::runtime::Builder::new_multi_thread()
@@ -159,22 +174,30 @@ fn serve(args: Args) -> Result<(), String> {
         }
         // (connecting to Kafka blocks: not on the async runtime's threads)
         let role = role.to_owned();
-        let process =
-            tokio::task::spawn_blocking(move || Process::start(&role, config, source, metrics))
-                .await
-                .map_err(|e| format!("starting failed: {e}"))??;
+        let (process, writes) = tokio::task::spawn_blocking(move || match ingest {
+            true => Process::start_ingesting(config, source, metrics),
+            false => Process::start(&role, config, source, metrics).map(|p| (p, None)),
+        })
+        .await
+        .map_err(|e| format!("starting failed: {e}"))??;
         let runtime = process.runtime().clone();
+        let state = match writes {
+            Some(sink) => AppState::with_ingest(runtime.clone(), sink),
+            None => AppState::new(runtime.clone()),
+        };
         // (a reader that stopped reading must not bring the server down: no println!)
         let mut out = std::io::stdout();
         let _ = writeln!(out, "needle listening on {scheme}://{address}");
         let _ = writeln!(out, "source: {}", runtime.source_description());
         let _ = out.flush();
+        let closing = state.clone();
         let shutdown = async move {
             wait_for_signal().await;
             eprintln!("needle: shutting down; ending running queries with their results so far");
+            // the workers end once nothing can hand them records: writes first
+            closing.close_ingest();
             let _ = tokio::task::spawn_blocking(move || process.shutdown()).await;
         };
-        let state = AppState::new(runtime);
         match tls {
             Some(tls) => needle_server::serve_tls(listener, tls, state, shutdown).await,
             None => needle_server::serve(listener, state, shutdown).await,
@@ -209,6 +232,34 @@ impl Process {
             (_, None) => return Err("no source".into()),
         };
         started.map_err(|e| e.to_string())
+    }
+
+    /// The whole of needle (`--role all`) taking HTTP writes: the sink they go to, beside
+    /// `source` if there is one (`--ingest`), or instead of one (`--source http`).
+    fn start_ingesting(
+        config: needle_runtime::NeedleConfig,
+        source: Option<Box<dyn needle_runtime::source::Source>>,
+        metrics: Arc<Metrics>,
+    ) -> Result<(Self, Option<needle_runtime::source::BatchSink>), String> {
+        let runtime = Runtime::start_role(config, needle_runtime::Role::All, metrics)
+            .map_err(|e| e.to_string())?;
+        let description = match &source {
+            Some(source) => format!("{} and HTTP writes", source.describe()),
+            None => "HTTP writes".to_owned(),
+        };
+        let started = runtime.push_sink(&description).and_then(|sink| {
+            if let Some(source) = source {
+                runtime.run_source_with(source, sink.clone())?;
+            }
+            Ok(sink)
+        });
+        match started {
+            Ok(sink) => Ok((Process::All(runtime), Some(sink))),
+            Err(error) => {
+                runtime.shutdown();
+                Err(error.to_string())
+            }
+        }
     }
 
     fn runtime(&self) -> &Arc<Runtime> {

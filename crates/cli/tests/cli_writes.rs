@@ -1,0 +1,169 @@
+//! HTTP writes (`needle serve --source http` or `--ingest`): the real binary, written to over
+//! real HTTP as the agents write (InfluxDB line protocol on `/api/v2/write` and `/write`, JSON
+//! lines on `/api/v1/records`), then queried.
+
+mod common;
+
+use common::Serve;
+use reqwest::blocking::Client;
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+fn write(url: &str, token: Option<&str>, body: &[u8]) -> (u16, Option<Value>) {
+    let mut request = Client::new().post(url).body(body.to_vec());
+    if let Some(token) = token {
+        request = request.header("Authorization", token);
+    }
+    let r = request.send().unwrap();
+    let status = r.status().as_u16();
+    let text = r.text().unwrap();
+    (status, (!text.is_empty()).then(|| serde_json::from_str(&text).expect(&text)))
+}
+
+/// Runs `query` on a thread, waiting until the server lists it before returning.
+fn query_in_background(
+    server: &Serve,
+    query: &'static str,
+) -> std::thread::JoinHandle<(u16, Value)> {
+    let url = format!("{}/api/v1/query", server.url);
+    let running = std::thread::spawn(move || {
+        let r = Client::new().post(url).body(query).send().unwrap();
+        (r.status().as_u16(), r.json().unwrap())
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let listed: Value = server.get("/api/v1/queries").json().unwrap();
+        if !listed["queries"].as_array().unwrap().is_empty() {
+            return running;
+        }
+        assert!(Instant::now() < deadline, "the query did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn points_written_over_http_are_queried_and_bad_lines_are_skipped_and_counted() {
+    let server = Serve::start(&["--workers", "2", "--source", "http"]);
+    assert_eq!(server.source, "source: HTTP writes");
+    let running = query_in_background(
+        &server,
+        "SELECT host, SUM(usage) AS total, COUNT(*) AS n FROM STREAM(3000, TIME) \
+         WHERE measurement = 'cpu' GROUP BY host",
+    );
+    // InfluxDB 2's API, seconds; org and bucket are accepted and ignored; a bad line skipped
+    let v2 = format!("{}/api/v2/write?org=o&bucket=b&precision=s", server.url);
+    let lines =
+        "cpu,host=a usage=1.5 1700000000\ncpu,host=a usage=broken\ncpu,host=b usage=2 1700000000\n";
+    assert_eq!(write(&v2, None, lines.as_bytes()), (204, None));
+    // InfluxDB 1's, nanoseconds by default, a db accepted and ignored
+    let v1 = format!("{}/write?db=telegraf", server.url);
+    assert_eq!(write(&v1, None, b"cpu,host=a usage=3 1700000000000000000"), (204, None));
+    // JSON lines, as any source reads them
+    let records = format!("{}/api/v1/records", server.url);
+    let json = b"{\"measurement\": \"cpu\", \"host\": \"b\", \"usage\": 10}\n[not an object]\n";
+    assert_eq!(write(&records, None, json), (204, None));
+
+    let (status, body) = running.join().unwrap();
+    assert_eq!(status, 200, "{body}");
+    let mut rows: Vec<(String, f64, i64)> = body["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["host"].as_str().unwrap().into(),
+                r["total"].as_f64().unwrap(),
+                r["n"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(rows, [("a".into(), 4.5, 2), ("b".into(), 12.0, 2)], "{body}");
+    let malformed = |protocol: &str| {
+        server.metric(&format!("needle_protocol_lines_malformed_total{{protocol=\"{protocol}\"}}"))
+    };
+    assert_eq!((malformed("influx"), malformed("json")), (1.0, 1.0));
+    assert!(server.log().contains("skipped malformed line 2"), "{}", server.log());
+
+    // a body whose every line is bad is refused, naming the first bad line
+    let (status, error) = write(&v2, None, b"\n# comment\nno fields here\nnor here");
+    assert_eq!(status, 400);
+    assert_eq!(error.as_ref().unwrap()["line"], 3, "{error:?}");
+    // and one with no point at all
+    let (status, error) = write(&records, None, b"\n\n");
+    assert_eq!(status, 400);
+    assert!(error.unwrap()["error"].as_str().unwrap().contains("no points"));
+    // so are a body that is not UTF-8 and an unknown precision
+    assert_eq!(write(&v1, None, b"cpu usage=1 \xff\xfe").0, 400);
+    let (status, error) = write(&format!("{}/write?precision=h", server.url), None, b"cpu usage=1");
+    assert_eq!(status, 400);
+    assert!(error.unwrap()["error"].as_str().unwrap().contains("precision"));
+    // and a compressed one, which needle does not read
+    let r = Client::new()
+        .post(&v2)
+        .header("Content-Encoding", "gzip")
+        .body(vec![0x1f, 0x8b])
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 415);
+}
+
+#[test]
+fn writes_are_refused_until_enabled_and_taken_beside_another_source_with_ingest() {
+    let plain = Serve::start(&["--workers", "1", "--source", "gen:small?rate=100"]);
+    for path in ["/api/v2/write", "/write", "/api/v1/records"] {
+        let (status, error) = write(&format!("{}{path}", plain.url), None, b"cpu usage=1");
+        assert_eq!(status, 409, "{path}");
+        let hint = error.unwrap()["hint"].as_str().unwrap().to_owned();
+        assert!(hint.contains("--ingest") && hint.contains("--source http"), "{hint}");
+    }
+    drop(plain);
+
+    let server = Serve::start(&["--workers", "1", "--ingest", "--source", "gen:small?rate=100"]);
+    assert!(server.source.ends_with("and HTTP writes"), "{}", server.source);
+    let running = query_in_background(
+        &server,
+        "SELECT COUNT(*) AS n, SUM(value) AS v FROM STREAM(2000, TIME) \
+         WHERE measurement = 'written'",
+    );
+    let v2 = format!("{}/api/v2/write?precision=ms", server.url);
+    assert_eq!(write(&v2, None, b"written value=7i 1700000000000").0, 204);
+    let (status, body) = running.join().unwrap();
+    assert_eq!(status, 200, "{body}");
+    let written = &body["records"][0];
+    assert_eq!((written["n"].as_i64(), written["v"].as_f64()), (Some(1), Some(7.0)), "{body}");
+}
+
+#[test]
+fn with_tokens_writes_need_one_whose_scopes_include_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("needle.toml");
+    std::fs::write(
+        &config,
+        r#"[server]
+tokens = [{ name = "agent", token = "w-secret", scopes = ["write"] },
+          { name = "ops", token = "a-secret", scopes = ["admin"] }]
+"#,
+    )
+    .unwrap();
+    let server =
+        Serve::start(&["--workers", "1", "--source", "http", "--config", config.to_str().unwrap()]);
+    let url = format!("{}/api/v2/write", server.url);
+    let line = b"cpu usage=1";
+    assert_eq!(write(&url, None, line).0, 401);
+    assert_eq!(write(&url, Some("Bearer nope"), line).0, 401);
+    // admin includes read and query, not write
+    let (status, error) = write(&url, Some("Bearer a-secret"), line);
+    assert_eq!(status, 403);
+    assert!(error.unwrap()["error"].as_str().unwrap().contains("'write'"));
+    assert_eq!(write(&url, Some("Bearer w-secret"), line), (204, None));
+    // as InfluxDB 2's clients send it
+    assert_eq!(write(&url, Some("Token w-secret"), line), (204, None));
+    // a write token reads nothing
+    let r = Client::new()
+        .get(format!("{}/api/v1/queries", server.url))
+        .bearer_auth("w-secret")
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 403);
+}
