@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The HTTP API against its own OpenAPI document: Schemathesis (PyPI) with every check, the
 # stateful phase included (the links from a started query to its status and kill), against a
-# real `needle serve` on a free loopback port reading a generated stream. Exits non-zero on any
-# failure. EXAMPLES sets how many cases each operation gets (default 30).
+# real `needle serve` on a free loopback port reading a generated stream and taking HTTP writes
+# (--ingest). Exits non-zero on any failure. EXAMPLES sets how many cases each operation gets
+# (default 30).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 NEEDLE=${NEEDLE:-target/release/needle}
@@ -16,7 +17,7 @@ trap cleanup EXIT
 # short queries: a query the fuzzer runs must end quickly (a longer one gets a 422)
 printf '[query]\nmax_duration_ms = 1500\n' >"$work/needle.toml"
 "$NEEDLE" serve --listen 127.0.0.1:0 --workers 1 --config "$work/needle.toml" \
-    --source 'gen:small?rate=200' >"$work/out" 2>"$work/err" &
+    --source 'gen:small?rate=200' --ingest >"$work/out" 2>"$work/err" &
 pid=$!
 for _ in $(seq 100); do
     url=$(sed -n 's/^needle listening on //p' "$work/out")
