@@ -1233,7 +1233,7 @@ tokens = ["plain", {{ name = "dash", token = "d", scopes = ["read"] }},
         let mut bad = tempfile::NamedTempFile::new().unwrap();
         writeln!(
             bad,
-            "[server]\ntokens = [{{ name = \"x\", token = \"y\", scopes = [\"write\"] }}]"
+            "[server]\ntokens = [{{ name = \"x\", token = \"y\", scopes = [\"delete\"] }}]"
         )
         .unwrap();
         assert!(NeedleConfig::load(Some(bad.path()), env(&[])).is_err());
