@@ -167,3 +167,45 @@ tokens = [{ name = "agent", token = "w-secret", scopes = ["write"] },
         .unwrap();
     assert_eq!(r.status().as_u16(), 403);
 }
+
+#[test]
+fn opentsdb_data_points_are_written_and_bad_ones_detailed() {
+    let server = Serve::start(&["--workers", "1", "--source", "http"]);
+    let running = query_in_background(
+        &server,
+        "SELECT metric, host, value, timestamp FROM STREAM(2000, TIME) \
+         WHERE metric = 'sys.cpu.user' LIMIT 10",
+    );
+    let put = format!("{}/api/put?details", server.url);
+    // one bad point among good ones: the good ones are written, the bad one detailed
+    let points = serde_json::json!([
+        {"metric": "sys.cpu.user", "timestamp": 1356998400, "value": 42.5, "tags": {"host": "web01"}},
+        {"metric": "sys.cpu.user", "timestamp": 1356998400, "value": "abc", "tags": {"host": "web02"}},
+        {"metric": "sys.cpu.user", "timestamp": 1356998400123u64, "value": 7, "tags": {"host": "web03"}}
+    ]);
+    let (status, details) = write(&put, None, points.to_string().as_bytes());
+    assert_eq!(status, 400);
+    let details = details.unwrap();
+    assert_eq!((&details["success"], &details["failed"]), (&2.into(), &1.into()), "{details}");
+    assert_eq!(details["errors"][0]["datapoint"]["value"], "abc", "{details}");
+    // one point, not in an array
+    let point = serde_json::json!({"metric": "sys.cpu.user", "timestamp": 1356998401, "value": 1});
+    assert_eq!(write(&put, None, point.to_string().as_bytes()), (204, None));
+    // a body that is not data points
+    let (status, error) = write(&put, None, b"put sys.cpu.user 1356998400 1");
+    assert_eq!(status, 400);
+    assert!(error.unwrap()["error"].as_str().unwrap().contains("not JSON"));
+
+    let (status, body) = running.join().unwrap();
+    assert_eq!(status, 200, "{body}");
+    let mut rows = body["records"].as_array().unwrap().clone();
+    rows.sort_by_key(|r| r["timestamp"].as_i64());
+    let expected = serde_json::json!([
+        {"metric": "sys.cpu.user", "host": "web01", "value": 42.5, "timestamp": 1356998400000u64},
+        {"metric": "sys.cpu.user", "host": "web03", "value": 7, "timestamp": 1356998400123u64},
+        {"metric": "sys.cpu.user", "host": null, "value": 1, "timestamp": 1356998401000u64},
+    ]);
+    assert_eq!(Value::Array(rows), expected, "{body}");
+    let malformed = server.metric("needle_protocol_lines_malformed_total{protocol=\"opentsdb\"}");
+    assert_eq!(malformed, 1.0);
+}

@@ -21,12 +21,15 @@ use utoipa::OpenApi;
         crate::routes::write::records,
         crate::routes::write::influx_v2,
         crate::routes::write::influx_v1,
+        crate::routes::write::put,
         crate::routes::health::healthz,
         crate::routes::metrics::metrics,
         openapi_json
     ),
     components(schemas(
         crate::error::ErrorBody,
+        crate::routes::write::PutDetails,
+        crate::routes::write::PointError,
         crate::routes::health::Health,
         crate::routes::health::HistoryHealth,
         crate::routes::queries::Started,

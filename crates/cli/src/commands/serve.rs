@@ -31,10 +31,10 @@ pub struct Args {
     /// gen:bullet|iot|small[?rate=N&seed=S&needle=FIELD=VALUE...],
     /// kafka://HOST:PORT/TOPIC[?group=G&start=latest|earliest], kafka (the [kafka] section's
     /// data topic; the default of a worker node), or http (records only from HTTP writes: POST
-    /// /api/v1/records, /api/v2/write, /write).
+    /// /api/v2/write, /write, /api/put, /api/v1/records).
     #[arg(long)]
     pub source: Option<String>,
-    /// Take HTTP writes (POST /api/v1/records, /api/v2/write, /write) beside --source.
+    /// Take HTTP writes (POST /api/v2/write, /write, /api/put, /api/v1/records) beside --source.
     #[arg(long)]
     pub ingest: bool,
     /// all: the whole of needle in this process; worker: read data, run the queries api nodes

@@ -30,6 +30,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/records", post(write::records))
         .route("/api/v2/write", post(write::influx_v2))
         .route("/write", post(write::influx_v1))
+        .route("/api/put", post(write::put))
         .route("/", get(ui::index))
         .route("/assets/{*path}", get(ui::asset))
 }

@@ -6,6 +6,7 @@
 //! |---|---|
 //! | `POST /api/v2/write`, `POST /write` | InfluxDB line protocol (`?precision=ns\|us\|ms\|s`, ns by default) |
 //! | `POST /api/v1/records` | JSON lines, one object a line, as the other sources read them |
+//! | `POST /api/put` | OpenTSDB's JSON: a data point `{"metric", "timestamp", "value", "tags"}` or an array of them |
 //!
 //! A request's points become one batch of JSON lines handed to the workers whole or not at all:
 //! when their queue stays full for [`WRITE_PATIENCE`], the answer is `503` with `Retry-After` and
@@ -30,7 +31,7 @@ use axum::Json;
 use needle_protocols::{Format, Precision};
 use needle_runtime::framing::Batch;
 use needle_runtime::source::{BatchSink, Refused};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -182,6 +183,181 @@ pub async fn records(
     write(&state, from, &headers, &body, "/api/v1/records", "json", |line, _| json_line(line)).await
 }
 
+/// The answer to a `/api/put` some of whose data points were bad (OpenTSDB's `details`), or
+/// whose body is not data points at all (`error` alone).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct PutDetails {
+    /// What went wrong, for a person.
+    pub error: String,
+    /// Data points written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub success: Option<usize>,
+    /// Data points not written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed: Option<usize>,
+    /// Each bad data point, as sent, and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub errors: Option<Vec<PointError>>,
+}
+
+/// A data point that was not written.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct PointError {
+    /// The data point as sent.
+    pub datapoint: serde_json::Value,
+    /// Why it was not written.
+    pub error: String,
+}
+
+fn put_refusal(error: impl Into<String>) -> Response {
+    let details = PutDetails { error: error.into(), success: None, failed: None, errors: None };
+    (StatusCode::BAD_REQUEST, Json(details)).into_response()
+}
+
+/// Writes OpenTSDB data points (OpenTSDB's HTTP `/api/put`), as records of the shape of its
+/// telnet `put` lines.
+#[utoipa::path(post, path = "/api/put", tag = "writes",
+    request_body(description = "An OpenTSDB data point {\"metric\", \"timestamp\", \"value\", \"tags\"}, or an array of them", content((PutBody = "application/json"))),
+    responses(
+        (status = 204, description = "Every data point written"),
+        (status = 400, description = "Some data points were bad: the others were written, `errors` has each bad one and why; or the body is not data points (`error` alone)", body = PutDetails),
+        (status = 401, description = "With tokens configured: no token, or an unknown one", body = crate::error::ErrorBody),
+        (status = 403, description = "With tokens configured: the token's scopes do not include `write`", body = crate::error::ErrorBody),
+        (status = 409, description = "This server takes no writes (start it with --ingest or --source http)", body = crate::error::ErrorBody),
+        (status = 413, description = "The body is larger than server.max_request_bytes", body = crate::error::ErrorBody),
+        (status = 415, description = "The body is compressed (send it uncompressed)", body = crate::error::ErrorBody),
+        (status = 503, description = "The workers are behind (nothing was written: send it again later), or the server is shutting down", body = crate::error::ErrorBody,
+            headers(("Retry-After" = String, description = "Seconds to wait before sending again")))))]
+pub async fn put(
+    State(state): State<AppState>,
+    from: Option<Extension<ConnectInfo<SocketAddr>>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let text = match writable(&state, &headers, &body) {
+        Ok(text) => text,
+        Err(refusal) => return refusal.into_response(),
+    };
+    let points = match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(serde_json::Value::Array(points)) => points,
+        Ok(point @ serde_json::Value::Object(_)) => vec![point],
+        Ok(_) => return put_refusal("the body is neither a data point nor an array of them"),
+        Err(error) => return put_refusal(format!("the body is not JSON: {error}")),
+    };
+    if points.is_empty() {
+        return put_refusal("the request holds no data points");
+    }
+    let client =
+        from.map_or_else(|| "a client".to_owned(), |Extension(ConnectInfo(a))| a.to_string());
+    let from = format!("HTTP write from {client} to /api/put");
+    let total = points.len();
+    let mut json = Vec::with_capacity(text.len());
+    let mut errors = Vec::new();
+    for (index, point) in points.into_iter().enumerate() {
+        match put_point(&point) {
+            Ok(record) => {
+                json.extend_from_slice(&record);
+                json.push(b'\n');
+            }
+            Err(error) => {
+                let what = format!("data point {}", index + 1);
+                log_malformed(&from, &what, &error, &point.to_string());
+                errors.push(PointError { datapoint: point, error });
+            }
+        }
+    }
+    let Some(sink) = state.ingest() else {
+        return shutting_down();
+    };
+    let failed = errors.len();
+    if failed < total {
+        if let Some(refusal) = offer(sink, json, "opentsdb", failed as u64).await {
+            return refusal;
+        }
+    } else {
+        sink.count_malformed("opentsdb", failed as u64);
+    }
+    if errors.is_empty() {
+        return StatusCode::NO_CONTENT.into_response();
+    }
+    let details = PutDetails {
+        error: format!(
+            "{failed} of {total} data points were not written (the first: {})",
+            errors[0].error
+        ),
+        success: Some(total - failed),
+        failed: Some(failed),
+        errors: Some(errors),
+    };
+    (StatusCode::BAD_REQUEST, Json(details)).into_response()
+}
+
+/// An OpenTSDB data point, as the OpenAPI document shows it.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)] // (only its schema is used)
+pub struct PutBody {
+    /// The metric's name.
+    #[schema(example = "sys.cpu.user")]
+    metric: String,
+    /// Seconds (10 digits) or milliseconds (13) since the epoch.
+    #[schema(example = 1356998400)]
+    timestamp: i64,
+    /// An integer (written without a point) or a floating point number.
+    #[schema(example = 42.5)]
+    value: f64,
+    /// Tag names and their values.
+    tags: Option<std::collections::BTreeMap<String, String>>,
+}
+
+/// One data point as a record (a JSON line without its newline), through the telnet `put`
+/// line it stands for, so that both read alike.
+fn put_point(point: &serde_json::Value) -> Result<Vec<u8>, String> {
+    use serde_json::Value;
+    let Value::Object(fields) = point else {
+        return Err("a data point is a JSON object".into());
+    };
+    let word = |name: &str, value: Option<&Value>| -> Result<String, String> {
+        let text = match value {
+            Some(Value::String(text)) => text.clone(),
+            Some(Value::Number(n)) => n.to_string(),
+            Some(_) => return Err(format!("'{name}' is not a string or a number")),
+            None => return Err(format!("'{name}' is missing")),
+        };
+        if text.is_empty() || text.contains(char::is_whitespace) {
+            return Err(format!("'{name}' is empty or holds whitespace"));
+        }
+        Ok(text)
+    };
+    let metric = match fields.get("metric") {
+        Some(Value::String(_)) => word("metric", fields.get("metric"))?,
+        _ => return Err("'metric' is missing or not a string".into()),
+    };
+    let mut line = format!(
+        "put {metric} {} {}",
+        word("timestamp", fields.get("timestamp"))?,
+        word("value", fields.get("value"))?
+    );
+    match fields.get("tags") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(tags)) => {
+            for (key, value) in tags {
+                if key.is_empty() || key.contains('=') || key.contains(char::is_whitespace) {
+                    return Err(format!("tag name '{key}' is empty or holds '=' or whitespace"));
+                }
+                line.push(' ');
+                line.push_str(key);
+                line.push('=');
+                line.push_str(&word(&format!("tags.{key}"), Some(value))?);
+            }
+        }
+        Some(_) => return Err("'tags' is not an object".into()),
+    }
+    let record = needle_protocols::opentsdb::parse(&line).map_err(|e| e.to_string())?;
+    let mut json = Vec::new();
+    record.write_json(&mut json);
+    Ok(json)
+}
+
 /// A JSON lines line as the workers will read it: `None` when blank, an error when it is not
 /// one JSON object.
 fn json_line(line: &[u8]) -> Result<Option<Vec<u8>>, String> {
@@ -228,18 +404,7 @@ pub fn convert_lines(
             Err(reason) => {
                 out.malformed += 1;
                 let number = index + 1;
-                let seen = MALFORMED_SEEN.fetch_add(1, Ordering::Relaxed) + 1;
-                if seen.is_power_of_two() {
-                    let mut end = line.len().min(120);
-                    while !line.is_char_boundary(end) {
-                        end -= 1;
-                    }
-                    let shown = &line[..end];
-                    eprintln!(
-                        "needle: {from}: skipped malformed line {number} (#{seen} written over \
-                         HTTP; {reason}): {shown}"
-                    );
-                }
+                log_malformed(from, &format!("line {number}"), &reason, line);
                 if out.first_bad.is_none() {
                     out.first_bad = Some((number, reason));
                 }
@@ -247,6 +412,69 @@ pub fn convert_lines(
         }
     }
     out
+}
+
+/// Logs the 1st, 2nd, 4th, 8th... malformed line (or data point) written over HTTP.
+fn log_malformed(from: &str, what: &str, reason: &str, text: &str) {
+    let seen = MALFORMED_SEEN.fetch_add(1, Ordering::Relaxed) + 1;
+    if seen.is_power_of_two() {
+        let mut end = text.len().min(120);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let shown = &text[..end];
+        eprintln!(
+            "needle: {from}: skipped malformed {what} (#{seen} written over HTTP; {reason}): \
+             {shown}"
+        );
+    }
+}
+
+/// Checks that writes are taken and the body is plain UTF-8 text.
+fn writable<'a>(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: &'a [u8],
+) -> Result<&'a str, ApiError> {
+    if !state.writes_enabled() {
+        return Err(ApiError::new(StatusCode::CONFLICT, NOT_ENABLED).with_hint(ENABLE_HINT));
+    }
+    let encoding = headers.get(header::CONTENT_ENCODING).and_then(|v| v.to_str().ok());
+    if encoding.is_some_and(|e| !e.trim().eq_ignore_ascii_case("identity")) {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("bodies encoded as '{}' are not read", encoding.unwrap_or_default()),
+        )
+        .with_hint("send the body uncompressed (Telegraf: content_encoding = \"identity\")"));
+    }
+    std::str::from_utf8(body)
+        .map_err(|_| ApiError::new(StatusCode::BAD_REQUEST, "the request body is not UTF-8 text"))
+}
+
+/// Hands `json` (JSON lines, at least one) to the workers on a blocking thread, counting
+/// `malformed` bad lines of `protocol` once it is taken; the refusal, else `None`.
+async fn offer(
+    sink: BatchSink,
+    json: Vec<u8>,
+    protocol: &'static str,
+    malformed: u64,
+) -> Option<Response> {
+    let batch = Batch::new(json);
+    let offered = tokio::task::spawn_blocking(move || {
+        let outcome = hand_on(&sink, batch, WRITE_PATIENCE);
+        if outcome.is_ok() {
+            sink.count_malformed(protocol, malformed);
+        }
+        outcome
+    })
+    .await;
+    match offered {
+        Ok(Ok(())) => None,
+        Ok(Err(refusal)) => Some(refusal.into_response()),
+        Err(_) => Some(
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "the write failed").into_response(),
+        ),
+    }
 }
 
 async fn write(
@@ -258,23 +486,9 @@ async fn write(
     protocol: &'static str,
     convert: impl Fn(&[u8], i64) -> Result<Option<Vec<u8>>, String> + Send,
 ) -> Response {
-    if !state.writes_enabled() {
-        return ApiError::new(StatusCode::CONFLICT, NOT_ENABLED)
-            .with_hint(ENABLE_HINT)
-            .into_response();
-    }
-    let encoding = headers.get(header::CONTENT_ENCODING).and_then(|v| v.to_str().ok());
-    if encoding.is_some_and(|e| !e.trim().eq_ignore_ascii_case("identity")) {
-        return ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            format!("bodies encoded as '{}' are not read", encoding.unwrap_or_default()),
-        )
-        .with_hint("send the body uncompressed (Telegraf: content_encoding = \"identity\")")
-        .into_response();
-    }
-    let Ok(text) = std::str::from_utf8(body) else {
-        return ApiError::new(StatusCode::BAD_REQUEST, "the request body is not UTF-8 text")
-            .into_response();
+    let text = match writable(state, headers, body) {
+        Ok(text) => text,
+        Err(refusal) => return refusal.into_response(),
     };
     let client =
         from.map_or_else(|| "a client".to_owned(), |Extension(ConnectInfo(a))| a.to_string());
@@ -297,22 +511,9 @@ async fn write(
             .with_hint("send one point (or record) a line")
             .into_response();
     }
-    let malformed = converted.malformed as u64;
-    let batch = Batch::new(converted.json);
-    let offered = tokio::task::spawn_blocking(move || {
-        let outcome = hand_on(&sink, batch, WRITE_PATIENCE);
-        if outcome.is_ok() {
-            sink.count_malformed(protocol, malformed);
-        }
-        outcome
-    })
-    .await;
-    match offered {
-        Ok(Ok(())) => StatusCode::NO_CONTENT.into_response(),
-        Ok(Err(refusal)) => refusal.into_response(),
-        Err(_) => {
-            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "the write failed").into_response()
-        }
+    match offer(sink, converted.json, protocol, converted.malformed as u64).await {
+        Some(refusal) => refusal,
+        None => StatusCode::NO_CONTENT.into_response(),
     }
 }
 
@@ -401,6 +602,28 @@ mod tests {
         assert_eq!((out.points, out.malformed), (2, 2));
         assert_eq!(out.first_bad.map(|(n, _)| n), Some(2));
         assert_eq!(out.json, b"{\"a\":1}\n{\"c\":2}\n");
+    }
+
+    #[test]
+    fn opentsdb_data_points_read_as_their_put_lines() {
+        let point = serde_json::json!({"metric": "sys.cpu.user", "timestamp": 1356998400,
+            "value": 42, "tags": {"host": "web01", "value": "x"}});
+        assert_eq!(
+            String::from_utf8(put_point(&point).unwrap()).unwrap(),
+            r#"{"metric":"sys.cpu.user","host":"web01","_value":"x","value":42,"timestamp":1356998400000}"#
+        );
+        let strings =
+            serde_json::json!({"metric": "m", "timestamp": "1356998400500", "value": "1.5"});
+        assert!(put_point(&strings).is_ok());
+        for bad in [
+            serde_json::json!({"metric": "m", "timestamp": 1, "value": "abc"}),
+            serde_json::json!({"metric": "a b", "timestamp": 1356998400, "value": 1}),
+            serde_json::json!({"metric": "m", "value": 1}),
+            serde_json::json!({"metric": "m", "timestamp": 1356998400, "value": 1, "tags": {"k": "a b"}}),
+            serde_json::json!([1]),
+        ] {
+            assert!(put_point(&bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
