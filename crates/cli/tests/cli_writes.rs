@@ -98,6 +98,9 @@ fn points_written_over_http_are_queried_and_bad_lines_are_skipped_and_counted() 
     let (status, error) = write(&format!("{}/write?precision=h", server.url), None, b"cpu usage=1");
     assert_eq!(status, 400);
     assert!(error.unwrap()["error"].as_str().unwrap().contains("precision"));
+    // one above server.max_request_bytes (1 MiB)
+    let big = "cpu usage=1\n".repeat(100_000);
+    assert_eq!(write(&v2, None, big.as_bytes()).0, 413);
     // and a compressed one, which needle does not read
     let r = Client::new()
         .post(&v2)
@@ -146,7 +149,7 @@ tokens = [{ name = "agent", token = "w-secret", scopes = ["write"] },
 "#,
     )
     .unwrap();
-    let server =
+    let mut server =
         Serve::start(&["--workers", "1", "--source", "http", "--config", config.to_str().unwrap()]);
     let url = format!("{}/api/v2/write", server.url);
     let line = b"cpu usage=1";
@@ -166,6 +169,8 @@ tokens = [{ name = "agent", token = "w-secret", scopes = ["write"] },
         .send()
         .unwrap();
     assert_eq!(r.status().as_u16(), 403);
+    // the server holding the workers' only way in still stops cleanly
+    assert!(server.terminate(Duration::from_secs(15)).success(), "{}", server.log());
 }
 
 #[test]
