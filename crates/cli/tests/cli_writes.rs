@@ -1,6 +1,7 @@
 //! HTTP writes (`needle serve --source http` or `--ingest`): the real binary, written to over
 //! real HTTP as the agents write (InfluxDB line protocol on `/api/v2/write` and `/write`, JSON
-//! lines on `/api/v1/records`), then queried.
+//! lines on `/api/v1/records`, OpenTSDB on `/api/put`, Prometheus remote write on
+//! `/api/v1/write`), then queried.
 
 mod common;
 
@@ -213,4 +214,73 @@ fn opentsdb_data_points_are_written_and_bad_ones_detailed() {
     assert_eq!(Value::Array(rows), expected, "{body}");
     let malformed = server.metric("needle_protocol_lines_malformed_total{protocol=\"opentsdb\"}");
     assert_eq!(malformed, 1.0);
+}
+
+/// Prometheus remote write 1.0, as Prometheus sends it (snappy, protobuf, its headers): one
+/// record a sample; a stale marker skipped, a series without `__name__` counted as malformed;
+/// a body that is not remote write refused with 400 (Prometheus does not send it again).
+#[test]
+fn prometheus_remote_write_samples_are_records_of_their_labels() {
+    use needle_protocols::remote_write::{encode, Label, Sample, TimeSeries, WriteRequest};
+    let server = Serve::start(&["--workers", "1", "--source", "http"]);
+    let running = query_in_background(
+        &server,
+        "SELECT instance, COUNT(*) AS n, SUM(value) AS total FROM STREAM(3000, TIME) \
+         WHERE __name__ = 'up' GROUP BY instance",
+    );
+    let series = |labels: &[(&str, &str)], samples: &[(f64, i64)]| TimeSeries {
+        labels: labels
+            .iter()
+            .map(|(n, v)| Label { name: (*n).into(), value: (*v).into() })
+            .collect(),
+        samples: samples
+            .iter()
+            .map(|(value, timestamp)| Sample { value: *value, timestamp: *timestamp })
+            .collect(),
+    };
+    let request = WriteRequest {
+        timeseries: vec![
+            series(
+                &[("__name__", "up"), ("instance", "a"), ("job", "node")],
+                &[(1.0, 1), (1.0, 2)],
+            ),
+            series(
+                &[("__name__", "up"), ("instance", "b"), ("job", "node")],
+                &[(0.0, 1), (f64::NAN, 2)],
+            ),
+            series(&[("job", "nameless")], &[(5.0, 1)]),
+        ],
+    };
+    let url = format!("{}/api/v1/write", server.url);
+    let sent = Client::new()
+        .post(&url)
+        .header("Content-Encoding", "snappy")
+        .header("Content-Type", "application/x-protobuf")
+        .header("X-Prometheus-Remote-Write-Version", "0.1.0")
+        .body(encode(&request))
+        .send()
+        .unwrap();
+    assert_eq!(sent.status().as_u16(), 204);
+    let (status, refused) = write(&url, None, b"not snappy protobuf");
+    assert_eq!(status, 400, "{refused:?}");
+    assert!(refused.unwrap()["error"].as_str().unwrap().contains("remote write"));
+
+    let (status, body) = running.join().unwrap();
+    assert_eq!(status, 200, "{body}");
+    let mut rows: Vec<(String, i64, f64)> = body["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let instance = r["instance"].as_str().unwrap().to_owned();
+            (instance, r["n"].as_i64().unwrap(), r["total"].as_f64().unwrap())
+        })
+        .collect();
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(rows, vec![("a".to_owned(), 2, 2.0), ("b".to_owned(), 1, 0.0)], "{body}");
+    let metrics = server.get("/metrics").text().unwrap();
+    assert!(
+        metrics.contains(r#"needle_protocol_lines_malformed_total{protocol="remote_write"} 1"#),
+        "{metrics}"
+    );
 }

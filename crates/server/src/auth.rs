@@ -18,7 +18,8 @@ use needle_runtime::config::{token_digest, Scope, TokenConfig};
 const OPEN_PATHS: &[&str] = &["/healthz"];
 
 /// Paths that write records ([`crate::routes::write`]): they need the `write` scope.
-const WRITE_PATHS: &[&str] = &["/api/v1/records", "/api/v2/write", "/write", "/api/put"];
+const WRITE_PATHS: &[&str] =
+    &["/api/v1/records", "/api/v2/write", "/write", "/api/put", "/api/v1/write"];
 
 /// The token a request was let in with.
 #[derive(Debug, Clone)]

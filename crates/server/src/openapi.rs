@@ -22,6 +22,7 @@ use utoipa::OpenApi;
         crate::routes::write::influx_v2,
         crate::routes::write::influx_v1,
         crate::routes::write::put,
+        crate::routes::write::remote_write,
         crate::routes::health::healthz,
         crate::routes::metrics::metrics,
         openapi_json

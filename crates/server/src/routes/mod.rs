@@ -31,6 +31,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v2/write", post(write::influx_v2))
         .route("/write", post(write::influx_v1))
         .route("/api/put", post(write::put))
+        .route("/api/v1/write", post(write::remote_write))
         .route("/", get(ui::index))
         .route("/assets/{*path}", get(ui::asset))
 }

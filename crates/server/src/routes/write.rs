@@ -7,6 +7,7 @@
 //! | `POST /api/v2/write`, `POST /write` | InfluxDB line protocol (`?precision=ns\|us\|ms\|s`, ns by default) |
 //! | `POST /api/v1/records` | JSON lines, one object a line, as the other sources read them |
 //! | `POST /api/put` | OpenTSDB's JSON: a data point `{"metric", "timestamp", "value", "tags"}` or an array of them |
+//! | `POST /api/v1/write` | Prometheus remote write 1.0: a snappy block of a protobuf `WriteRequest`, one record a sample |
 //!
 //! A request's points become one batch of JSON lines handed to the workers whole or not at all:
 //! when their queue stays full for [`WRITE_PATIENCE`], the answer is `503` with `Retry-After` and
@@ -76,6 +77,80 @@ impl utoipa::ToSchema for Lines {}
 const NOT_ENABLED: &str = "this server takes no writes";
 const ENABLE_HINT: &str = "start needle serve with --ingest (writes beside --source) or with \
                            --source http (records only from writes)";
+
+/// A binary body, as the OpenAPI document shows it.
+pub struct Protobuf;
+
+impl utoipa::PartialSchema for Protobuf {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(
+                utoipa::openapi::KnownFormat::Binary,
+            )))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for Protobuf {}
+
+/// Writes Prometheus remote write 1.0 (what Prometheus's `remote_write` sends): one record a
+/// sample, `{"__name__": ..., <labels>..., "value": ..., "timestamp": ms}`. NaN samples (stale
+/// markers) are skipped; a series with no `__name__` or a label twice is counted as malformed.
+#[utoipa::path(post, path = "/api/v1/write", tag = "writes",
+    request_body(description = "A snappy block (Content-Encoding: snappy) of a protobuf prometheus.WriteRequest", content((Protobuf = "application/x-protobuf"))),
+    responses(
+        (status = 204, description = "Written: every sample of a good series (bad series and non-finite samples are skipped and counted)"),
+        (status = 400, description = "The body is not a snappy block of a WriteRequest (Prometheus does not send it again)", body = crate::error::ErrorBody),
+        (status = 401, description = "With tokens configured: no token, or an unknown one", body = crate::error::ErrorBody),
+        (status = 403, description = "With tokens configured: the token's scopes do not include `write`", body = crate::error::ErrorBody),
+        (status = 409, description = "This server takes no writes (start it with --ingest or --source http)", body = crate::error::ErrorBody),
+        (status = 413, description = "The body is larger than server.max_request_bytes", body = crate::error::ErrorBody),
+        (status = 503, description = "The workers are behind (nothing was written: Prometheus sends it again later), or the server is shutting down", body = crate::error::ErrorBody,
+            headers(("Retry-After" = String, description = "Seconds to wait before sending again")))))]
+pub async fn remote_write(
+    State(state): State<AppState>,
+    from: Option<Extension<ConnectInfo<SocketAddr>>>,
+    body: Bytes,
+) -> Response {
+    if !state.writes_enabled() {
+        return ApiError::new(StatusCode::CONFLICT, NOT_ENABLED)
+            .with_hint(ENABLE_HINT)
+            .into_response();
+    }
+    let decoded = match needle_protocols::remote_write::decode(&body) {
+        Ok(decoded) => decoded,
+        Err(error) => {
+            return ApiError::new(StatusCode::BAD_REQUEST, error.to_string())
+                .with_hint("send what Prometheus's remote_write sends: a snappy block of a protobuf WriteRequest (remote write 1.0)")
+                .into_response()
+        }
+    };
+    let Some(sink) = state.ingest() else {
+        return shutting_down();
+    };
+    if decoded.malformed > 0 {
+        let client =
+            from.map_or_else(|| "a client".to_owned(), |Extension(ConnectInfo(a))| a.to_string());
+        let from = format!("HTTP write from {client} to /api/v1/write");
+        let why = "a series without __name__, or a label given twice";
+        log_malformed(&from, "samples", why, &format!("{} samples", decoded.malformed));
+    }
+    if decoded.records.is_empty() {
+        // nothing to hand on (stale markers only, say): taken all the same
+        sink.count_malformed("remote_write", decoded.malformed);
+        return StatusCode::NO_CONTENT.into_response();
+    }
+    let mut json = Vec::with_capacity(decoded.records.len() * 96);
+    for record in &decoded.records {
+        record.write_json(&mut json);
+        json.push(b'\n');
+    }
+    match offer(sink, json, "remote_write", decoded.malformed).await {
+        Some(refusal) => refusal,
+        None => StatusCode::NO_CONTENT.into_response(),
+    }
+}
 
 /// Writes InfluxDB line protocol (InfluxDB 2's write API).
 #[utoipa::path(post, path = "/api/v2/write", tag = "writes",
