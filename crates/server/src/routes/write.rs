@@ -98,7 +98,7 @@ impl utoipa::ToSchema for Protobuf {}
 /// sample, `{"__name__": ..., <labels>..., "value": ..., "timestamp": ms}`. NaN samples (stale
 /// markers) are skipped; a series with no `__name__` or a label twice is counted as malformed.
 #[utoipa::path(post, path = "/api/v1/write", tag = "writes",
-    request_body(description = "A snappy block (Content-Encoding: snappy) of a protobuf prometheus.WriteRequest", content((Protobuf = "application/x-protobuf"))),
+    request_body(description = "A snappy block (Content-Encoding: snappy) of a protobuf prometheus.WriteRequest; Prometheus sends it as application/x-protobuf, which is read the same (the content type is not checked)", content((Protobuf = "application/octet-stream"))),
     responses(
         (status = 204, description = "Written: every sample of a good series (bad series and non-finite samples are skipped and counted)"),
         (status = 400, description = "The body is not a snappy block of a WriteRequest (Prometheus does not send it again)", body = crate::error::ErrorBody),
