@@ -94,6 +94,32 @@ impl utoipa::PartialSchema for Protobuf {
 
 impl utoipa::ToSchema for Protobuf {}
 
+/// The refusals every write route documents (401, 403, 409, 413).
+#[derive(utoipa::IntoResponses)]
+pub enum WriteRefusals {
+    /// With tokens configured: no token, or an unknown one.
+    #[response(status = 401)]
+    NoToken(crate::error::ErrorBody),
+    /// With tokens configured: the token's scopes do not include `write`.
+    #[response(status = 403)]
+    NotWrite(crate::error::ErrorBody),
+    /// This server takes no writes (start it with --ingest or --source http).
+    #[response(status = 409)]
+    NotEnabled(crate::error::ErrorBody),
+    /// The body is larger than server.max_request_bytes.
+    #[response(status = 413)]
+    TooLarge(crate::error::ErrorBody),
+}
+
+/// The workers are behind (nothing was written: send it again after `Retry-After` seconds),
+/// or the server is shutting down.
+#[derive(utoipa::IntoResponses)]
+#[response(
+    status = 503,
+    headers(("Retry-After" = String, description = "Seconds to wait before sending again"))
+)]
+pub struct WriteBehind(pub crate::error::ErrorBody);
+
 /// Writes Prometheus remote write 1.0 (what Prometheus's `remote_write` sends): one record a
 /// sample, `{"__name__": ..., <labels>..., "value": ..., "timestamp": ms}`. NaN samples (stale
 /// markers) are skipped; a series with no `__name__` or a label twice is counted as malformed.
@@ -102,12 +128,8 @@ impl utoipa::ToSchema for Protobuf {}
     responses(
         (status = 204, description = "Written: every sample of a good series (bad series and non-finite samples are skipped and counted)"),
         (status = 400, description = "The body is not a snappy block of a WriteRequest (Prometheus does not send it again)", body = crate::error::ErrorBody),
-        (status = 401, description = "With tokens configured: no token, or an unknown one", body = crate::error::ErrorBody),
-        (status = 403, description = "With tokens configured: the token's scopes do not include `write`", body = crate::error::ErrorBody),
-        (status = 409, description = "This server takes no writes (start it with --ingest or --source http)", body = crate::error::ErrorBody),
-        (status = 413, description = "The body is larger than server.max_request_bytes", body = crate::error::ErrorBody),
-        (status = 503, description = "The workers are behind (nothing was written: Prometheus sends it again later), or the server is shutting down", body = crate::error::ErrorBody,
-            headers(("Retry-After" = String, description = "Seconds to wait before sending again")))))]
+        WriteRefusals,
+        WriteBehind))]
 pub async fn remote_write(
     State(state): State<AppState>,
     from: Option<Extension<ConnectInfo<SocketAddr>>>,
@@ -159,13 +181,9 @@ pub async fn remote_write(
     responses(
         (status = 204, description = "Written: every good line (bad lines are skipped and counted)"),
         (status = 400, description = "No point: every line was bad (`line` names the first), or the body is empty; or the body is not UTF-8, or the precision is unknown", body = crate::error::ErrorBody),
-        (status = 401, description = "With tokens configured: no token, or an unknown one", body = crate::error::ErrorBody),
-        (status = 403, description = "With tokens configured: the token's scopes do not include `write`", body = crate::error::ErrorBody),
-        (status = 409, description = "This server takes no writes (start it with --ingest or --source http)", body = crate::error::ErrorBody),
-        (status = 413, description = "The body is larger than server.max_request_bytes", body = crate::error::ErrorBody),
+        WriteRefusals,
         (status = 415, description = "The body is compressed (send it uncompressed)", body = crate::error::ErrorBody),
-        (status = 503, description = "The workers are behind (nothing was written: send it again later), or the server is shutting down", body = crate::error::ErrorBody,
-            headers(("Retry-After" = String, description = "Seconds to wait before sending again")))))]
+        WriteBehind))]
 pub async fn influx_v2(
     state: State<AppState>,
     from: Option<Extension<ConnectInfo<SocketAddr>>>,
@@ -183,13 +201,9 @@ pub async fn influx_v2(
     responses(
         (status = 204, description = "Written: every good line (bad lines are skipped and counted)"),
         (status = 400, description = "No point: every line was bad (`line` names the first), or the body is empty; or the body is not UTF-8, or the precision is unknown", body = crate::error::ErrorBody),
-        (status = 401, description = "With tokens configured: no token, or an unknown one", body = crate::error::ErrorBody),
-        (status = 403, description = "With tokens configured: the token's scopes do not include `write`", body = crate::error::ErrorBody),
-        (status = 409, description = "This server takes no writes (start it with --ingest or --source http)", body = crate::error::ErrorBody),
-        (status = 413, description = "The body is larger than server.max_request_bytes", body = crate::error::ErrorBody),
+        WriteRefusals,
         (status = 415, description = "The body is compressed (send it uncompressed)", body = crate::error::ErrorBody),
-        (status = 503, description = "The workers are behind (nothing was written: send it again later), or the server is shutting down", body = crate::error::ErrorBody,
-            headers(("Retry-After" = String, description = "Seconds to wait before sending again")))))]
+        WriteBehind))]
 pub async fn influx_v1(
     state: State<AppState>,
     from: Option<Extension<ConnectInfo<SocketAddr>>>,
@@ -242,13 +256,9 @@ async fn influx(
     responses(
         (status = 204, description = "Written: every good line (bad lines are skipped and counted)"),
         (status = 400, description = "No record: every line was bad (`line` names the first), or the body is empty; or the body is not UTF-8", body = crate::error::ErrorBody),
-        (status = 401, description = "With tokens configured: no token, or an unknown one", body = crate::error::ErrorBody),
-        (status = 403, description = "With tokens configured: the token's scopes do not include `write`", body = crate::error::ErrorBody),
-        (status = 409, description = "This server takes no writes (start it with --ingest or --source http)", body = crate::error::ErrorBody),
-        (status = 413, description = "The body is larger than server.max_request_bytes", body = crate::error::ErrorBody),
+        WriteRefusals,
         (status = 415, description = "The body is compressed (send it uncompressed)", body = crate::error::ErrorBody),
-        (status = 503, description = "The workers are behind (nothing was written: send it again later), or the server is shutting down", body = crate::error::ErrorBody,
-            headers(("Retry-After" = String, description = "Seconds to wait before sending again")))))]
+        WriteBehind))]
 pub async fn records(
     State(state): State<AppState>,
     from: Option<Extension<ConnectInfo<SocketAddr>>>,
@@ -296,13 +306,9 @@ fn put_refusal(error: impl Into<String>) -> Response {
     responses(
         (status = 204, description = "Every data point written"),
         (status = 400, description = "Some data points were bad: the others were written, `errors` has each bad one and why; or the body is not data points (`error` alone)", body = PutDetails),
-        (status = 401, description = "With tokens configured: no token, or an unknown one", body = crate::error::ErrorBody),
-        (status = 403, description = "With tokens configured: the token's scopes do not include `write`", body = crate::error::ErrorBody),
-        (status = 409, description = "This server takes no writes (start it with --ingest or --source http)", body = crate::error::ErrorBody),
-        (status = 413, description = "The body is larger than server.max_request_bytes", body = crate::error::ErrorBody),
+        WriteRefusals,
         (status = 415, description = "The body is compressed (send it uncompressed)", body = crate::error::ErrorBody),
-        (status = 503, description = "The workers are behind (nothing was written: send it again later), or the server is shutting down", body = crate::error::ErrorBody,
-            headers(("Retry-After" = String, description = "Seconds to wait before sending again")))))]
+        WriteBehind))]
 pub async fn put(
     State(state): State<AppState>,
     from: Option<Extension<ConnectInfo<SocketAddr>>>,
