@@ -221,23 +221,14 @@ fn opentsdb_data_points_are_written_and_bad_ones_detailed() {
 /// a body that is not remote write refused with 400 (Prometheus does not send it again).
 #[test]
 fn prometheus_remote_write_samples_are_records_of_their_labels() {
-    use needle_protocols::remote_write::{encode, Label, Sample, TimeSeries, WriteRequest};
+    use needle_protocols::remote_write::{encode, TimeSeries, WriteRequest};
     let server = Serve::start(&["--workers", "1", "--source", "http"]);
     let running = query_in_background(
         &server,
         "SELECT instance, COUNT(*) AS n, SUM(value) AS total FROM STREAM(3000, TIME) \
          WHERE __name__ = 'up' GROUP BY instance",
     );
-    let series = |labels: &[(&str, &str)], samples: &[(f64, i64)]| TimeSeries {
-        labels: labels
-            .iter()
-            .map(|(n, v)| Label { name: (*n).into(), value: (*v).into() })
-            .collect(),
-        samples: samples
-            .iter()
-            .map(|(value, timestamp)| Sample { value: *value, timestamp: *timestamp })
-            .collect(),
-    };
+    let series = TimeSeries::of;
     let request = WriteRequest {
         timeseries: vec![
             series(

@@ -45,6 +45,22 @@ pub struct TimeSeries {
     pub samples: Vec<Sample>,
 }
 
+impl TimeSeries {
+    /// A series of `labels` (name, value) and `samples` (value, timestamp in ms).
+    pub fn of(labels: &[(&str, &str)], samples: &[(f64, i64)]) -> TimeSeries {
+        TimeSeries {
+            labels: labels
+                .iter()
+                .map(|(name, value)| Label { name: (*name).into(), value: (*value).into() })
+                .collect(),
+            samples: samples
+                .iter()
+                .map(|(value, timestamp)| Sample { value: *value, timestamp: *timestamp })
+                .collect(),
+        }
+    }
+}
+
 /// `prometheus.Label`.
 #[derive(Clone, PartialEq, Message)]
 pub struct Label {
@@ -137,16 +153,7 @@ mod tests {
     use super::*;
 
     fn series(labels: &[(&str, &str)], samples: &[(f64, i64)]) -> TimeSeries {
-        TimeSeries {
-            labels: labels
-                .iter()
-                .map(|(n, v)| Label { name: (*n).into(), value: (*v).into() })
-                .collect(),
-            samples: samples
-                .iter()
-                .map(|(value, timestamp)| Sample { value: *value, timestamp: *timestamp })
-                .collect(),
-        }
+        TimeSeries::of(labels, samples)
     }
 
     fn json(records: &[Record]) -> Vec<String> {
