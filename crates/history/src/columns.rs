@@ -356,8 +356,11 @@ fn sort_order(encoded: &Encoded, sort_by: &[String]) -> Result<Vec<u32>, ArrowEr
     let rows = encoded.batch.num_rows();
     let too_many = || ArrowError::InvalidArgumentError("more than 2^32 rows in a part".into());
     let mut order: Vec<u32> = (0..u32::try_from(rows).map_err(|_| too_many())?).collect();
+    let text_fields =
+        encoded.kinds.iter().filter(|(_, k)| *k == Kind::Text).map(|(n, _)| n.as_str());
+    let sort_by = crate::config::sort_fields(sort_by, text_fields);
     let mut keys = Vec::with_capacity(sort_by.len() + 1);
-    for field in sort_by {
+    for field in &sort_by {
         let column = encoded.batch.column_by_name(&column_name(field));
         let json = encoded.kinds.iter().any(|(n, k)| n == field && *k == Kind::Json);
         keys.push(match column {
@@ -827,7 +830,9 @@ mod tests {
         #[test]
         fn columns_sort_as_records_do(
             rows in rows(),
-            sort_by in prop::sample::select(vec![vec![], vec!["k"], vec!["m", "k"], vec!["none", "k"]]),
+            sort_by in prop::sample::select(vec![
+                vec![], vec!["k"], vec!["m", "k"], vec!["none", "k"], vec!["*"], vec!["m", "*"],
+            ]),
         ) {
             let sort_by: Vec<String> = sort_by.iter().map(|s| s.to_string()).collect();
             let mut want: Vec<&StoredRecord> = rows.iter().collect();

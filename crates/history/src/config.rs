@@ -12,7 +12,8 @@ pub struct StoreConfig {
     /// (truncated), or an RFC 3339 string. `None`, or a record without a usable value: the
     /// arrival time the caller gives (counted in [`crate::Counters::missing_time`]).
     pub time_field: Option<String>,
-    /// Fields a part is sorted by before time.
+    /// Fields a part is sorted by before time. [`SORT_BY_TEXT_FIELDS`] (`"*"`) stands for every
+    /// text field not named before it, by name: a metric's series (its name, then its tags).
     pub sort_by: Vec<String>,
     /// The time span of a partition (a directory), in ms.
     pub partition_ms: u64,
@@ -103,6 +104,30 @@ impl StoreConfig {
             remote: None,
         }
     }
+}
+
+/// In [`StoreConfig::sort_by`], after the fields named: every other field whose values are all
+/// strings, in name order. Rows of one series (a metric's name and tags) then sit together
+/// whatever its tags are called, which is what metrics compress and are read by.
+pub const SORT_BY_TEXT_FIELDS: &str = "*";
+
+/// `sort_by` with [`SORT_BY_TEXT_FIELDS`] replaced by the fields of `text_fields` (those whose
+/// values are all strings) not named in `sort_by`, in name order.
+pub(crate) fn sort_fields<'a>(
+    sort_by: &[String],
+    text_fields: impl IntoIterator<Item = &'a str>,
+) -> Vec<String> {
+    let Some(at) = sort_by.iter().position(|f| f == SORT_BY_TEXT_FIELDS) else {
+        return sort_by.to_vec();
+    };
+    let mut rest: Vec<&str> =
+        text_fields.into_iter().filter(|f| !sort_by.iter().any(|named| named == f)).collect();
+    rest.sort_unstable();
+    rest.dedup();
+    let mut fields: Vec<String> = sort_by[..at].to_vec();
+    fields.extend(rest.into_iter().map(str::to_owned));
+    fields.extend(sort_by[at + 1..].iter().filter(|f| *f != SORT_BY_TEXT_FIELDS).cloned());
+    fields
 }
 
 /// The start of the partition holding time `t`.

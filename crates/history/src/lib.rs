@@ -29,7 +29,7 @@ pub mod testing;
 pub mod vector;
 
 pub use columns::{ColumnBuffer, StoredRecord};
-pub use config::{RemoteConfig, StoreConfig};
+pub use config::{RemoteConfig, StoreConfig, SORT_BY_TEXT_FIELDS};
 pub use error::HistoryError;
 pub use offsets::{OffsetRange, OffsetRanges};
 pub use prune::ColumnStats;

@@ -16,7 +16,7 @@
 //! [`merge`] answers `Ok(None)` and the store merges those parts by reading their records.
 
 use crate::columns::{self, Kind, SortKey, LAYOUT_COLUMN, META_LAYOUTS, TIME_COLUMN};
-use crate::config::StoreConfig;
+use crate::config::{StoreConfig, SORT_BY_TEXT_FIELDS};
 use crate::part::{guard, Batches, Part, PartHeader, PartWriter};
 use crate::HistoryError;
 use arrow_array::{new_null_array, Array, ArrayRef, Int32Array, RecordBatch};
@@ -256,8 +256,17 @@ impl Plan {
             }
             fields.push(Field::new(column, kind.data_type(), true));
         }
+        // `*`: the text fields of the merged part. A field of several kinds (JSON here) may
+        // have been text, so a sort key, in some input and not in others: their orders differ.
+        let text_fields = kinds.iter().filter(|(_, k)| *k == Kind::Text).map(|(n, _)| n.as_str());
+        let expanded = crate::config::sort_fields(sort_by, text_fields);
+        if sort_by.iter().any(|f| f == SORT_BY_TEXT_FIELDS)
+            && kinds.iter().any(|(_, k)| *k == Kind::Json)
+        {
+            return None;
+        }
         let mut sort_columns = Vec::new();
-        for field in sort_by {
+        for field in &expanded {
             match kinds.iter().position(|(name, _)| name == field) {
                 Some(at) if kinds[at].1 == Kind::Json => return None,
                 Some(at) => sort_columns.push(Some(at + 2)),
@@ -473,6 +482,75 @@ mod tests {
             .collect()
     }
 
+    fn point(time_ms: i64, fields: &[(&str, Value)]) -> StoredRecord {
+        let mut record = Record::new();
+        for (k, v) in fields {
+            record.insert(*k, v.clone());
+        }
+        StoredRecord { time_ms, record }
+    }
+
+    fn text(s: &str) -> Value {
+        Value::String(s.into())
+    }
+
+    /// With `*`, series (a name, then the tags by tag name) sit together in the merged part,
+    /// whichever part they came from and whatever tags each part had.
+    #[test]
+    fn a_merge_keeps_the_series_order_of_its_parts() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = StoreConfig::new(dir.path());
+        config.sort_by = vec!["__name__".into(), "*".into()];
+        let a = vec![
+            point(
+                3,
+                &[("__name__", text("up")), ("job", text("b")), ("value", Value::Double(1.0))],
+            ),
+            point(
+                1,
+                &[("__name__", text("cpu")), ("job", text("a")), ("value", Value::Double(2.0))],
+            ),
+        ];
+        let b = vec![
+            point(2, &[("__name__", text("up")), ("job", text("a")), ("zone", text("z"))]),
+            point(
+                0,
+                &[("__name__", text("up")), ("job", text("b")), ("value", Value::Double(3.0))],
+            ),
+        ];
+        let parts = write_parts(dir.path(), &config, &[a, b]);
+        let header = PartHeader { sequence: 100, level: 1, ..PartHeader::default() };
+        let merged = merge(dir.path(), &parts, &config, &header).unwrap().expect("it streams");
+        let order: Vec<(String, String, i64)> = merged
+            .read_all()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let get = |f: &str| r.record.get(f).map(|v| v.to_json()).unwrap_or_default();
+                (get("__name__"), get("job"), r.time_ms)
+            })
+            .collect();
+        let want = [("cpu", "a", 1), ("up", "a", 2), ("up", "b", 0), ("up", "b", 3)];
+        let want: Vec<(String, String, i64)> =
+            want.iter().map(|(n, j, t)| (format!("{n:?}"), format!("{j:?}"), *t)).collect();
+        assert_eq!(order, want);
+    }
+
+    /// A field that is text in one part (a sort key there, with `*`) and a number in another is
+    /// not: the parts' orders disagree, so they are not merged block by block.
+    #[test]
+    fn with_every_text_field_a_field_of_two_kinds_stops_a_streaming_merge() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = StoreConfig::new(dir.path());
+        config.sort_by = vec!["*".into()];
+        let a = vec![point(0, &[("x", text("b"))]), point(1, &[("x", text("a"))])];
+        let b = vec![point(0, &[("x", Value::Long(1))])];
+        let parts = write_parts(dir.path(), &config, &[a, b]);
+        assert!(!streams(&parts, &config.sort_by));
+        config.sort_by = vec![];
+        assert!(streams(&parts, &config.sort_by));
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
@@ -481,7 +559,9 @@ mod tests {
         #[test]
         fn merging_block_by_block_equals_merging_the_records(
             inputs in parts(),
-            sort_by in prop::sample::select(vec![vec![], vec!["s"], vec!["n", "s"], vec!["s", "missing"]]),
+            sort_by in prop::sample::select(vec![
+                vec![], vec!["s"], vec!["n", "s"], vec!["s", "missing"], vec!["*"], vec!["n", "*"],
+            ]),
             block_rows in 1usize..20,
         ) {
             let dir = tempfile::tempdir().unwrap();
@@ -491,8 +571,9 @@ mod tests {
             let parts = write_parts(dir.path(), &config, &inputs);
             let header = PartHeader { sequence: 100, level: 1, ..PartHeader::default() };
             let Some(merged) = merge(dir.path(), &parts, &config, &header).unwrap() else {
-                // `n` is a sort field of mixed kinds (LONG in one part, DOUBLE in another)
-                prop_assert!(config.sort_by.contains(&"n".to_string()));
+                // `n` is a sort field of mixed kinds (LONG in one part, DOUBLE in another), or
+                // with `*` a field is (so it may have been a text sort key in one part only)
+                prop_assert!(config.sort_by.iter().any(|f| f == "n" || f == "*"));
                 return Ok(());
             };
             let mut records: Vec<StoredRecord> = Vec::new();

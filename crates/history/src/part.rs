@@ -150,6 +150,17 @@ pub(crate) fn sort(rows: &mut Vec<&StoredRecord>, sort_by: &[String]) {
         rows.sort_by_key(|r| r.time_ms);
         return;
     }
+    // `*`: the fields whose values are all strings (a column of text, as the writer makes it)
+    let mut kinds: std::collections::BTreeMap<&str, bool> = Default::default();
+    for r in rows.iter() {
+        for (name, value) in r.record.iter() {
+            let text =
+                matches!(value, needle_record::Value::String(_) | needle_record::Value::Null);
+            *kinds.entry(name.as_str()).or_insert(true) &= text;
+        }
+    }
+    let text_fields = kinds.into_iter().filter(|(_, text)| *text).map(|(name, _)| name);
+    let sort_by = &crate::config::sort_fields(sort_by, text_fields);
     let mut keyed: Vec<(Vec<Option<&needle_record::Value>>, &StoredRecord)> =
         rows.iter().map(|r| (sort_by.iter().map(|f| r.record.get(f)).collect(), *r)).collect();
     keyed.sort_by(|(ka, a), (kb, b)| {
