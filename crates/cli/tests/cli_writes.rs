@@ -102,14 +102,49 @@ fn points_written_over_http_are_queried_and_bad_lines_are_skipped_and_counted() 
     // one above server.max_request_bytes (1 MiB)
     let big = "cpu usage=1\n".repeat(100_000);
     assert_eq!(write(&v2, None, big.as_bytes()).0, 413);
-    // and a compressed one, which needle does not read
+    // gzip, as Telegraf's influxdb_v2 output sends it: a body that is not gzip gets 400, one
+    // that decompresses past the limit 413, another encoding 415
+    let encoded = |encoding: &str, body: Vec<u8>| {
+        let r = Client::new().post(&v2).header("Content-Encoding", encoding).body(body);
+        r.send().unwrap().status().as_u16()
+    };
+    assert_eq!(encoded("gzip", vec![0x1f, 0x8b]), 400);
+    assert_eq!(encoded("gzip", gzip(big.as_bytes())), 413);
+    assert_eq!(encoded("br", b"cpu usage=1".to_vec()), 415);
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder.write_all(bytes).unwrap();
+    encoder.finish().unwrap()
+}
+
+#[test]
+fn gzipped_bodies_are_read_as_telegraf_sends_them() {
+    let server = Serve::start(&["--workers", "1", "--source", "http"]);
+    let running = query_in_background(
+        &server,
+        "SELECT COUNT(*) AS n, SUM(usage) AS total FROM STREAM(3000, TIME) WHERE measurement = 'cpu'",
+    );
+    let lines: String = (0..1000).map(|i| format!("cpu,host=h{} usage={i}\n", i % 7)).collect();
+    let body = gzip(lines.as_bytes());
+    assert!(body.len() < lines.len() / 3);
     let r = Client::new()
-        .post(&v2)
+        .post(format!("{}/api/v2/write", server.url))
         .header("Content-Encoding", "gzip")
-        .body(vec![0x1f, 0x8b])
+        .body(body)
         .send()
         .unwrap();
-    assert_eq!(r.status().as_u16(), 415);
+    assert_eq!(r.status().as_u16(), 204);
+    let records = format!("{}/api/v1/records", server.url);
+    let json = gzip(b"{\"measurement\": \"cpu\", \"usage\": 0.5}\n");
+    let r = Client::new().post(records).header("Content-Encoding", "gzip").body(json);
+    assert_eq!(r.send().unwrap().status().as_u16(), 204);
+    let (status, body) = running.join().unwrap();
+    assert_eq!(status, 200, "{body}");
+    let row = &body["records"][0];
+    assert_eq!((row["n"].as_i64(), row["total"].as_f64()), (Some(1001), Some(499_500.5)), "{body}");
 }
 
 #[test]
@@ -274,4 +309,58 @@ fn prometheus_remote_write_samples_are_records_of_their_labels() {
         metrics.contains(r#"needle_protocol_lines_malformed_total{protocol="remote_write"} 1"#),
         "{metrics}"
     );
+}
+
+/// A store's rows in file order, as DuckDB reads them (`host`, `timestamp`), with the
+/// partition directory each came from.
+const DUCKDB_ROWS: &str = r#"
+import sys
+import duckdb
+rows = duckdb.sql(f"""SELECT regexp_extract(filename, 'p=([0-9]+)', 1), host, "timestamp"
+    FROM read_parquet('{sys.argv[1]}/**/*.parquet', filename = true)""").fetchall()
+for r in rows:
+    print(*r)
+"#;
+
+#[test]
+fn with_history_on_points_are_timed_by_their_timestamp_and_kept_series_by_series() {
+    let store = tempfile::tempdir().unwrap();
+    let mut server = Serve::start(&[
+        "--workers",
+        "1",
+        "--source",
+        "http",
+        "--history",
+        store.path().to_str().unwrap(),
+    ]);
+    // three series interleaved, as an agent sends them, an hour in 2023 (seconds)
+    let mut lines = String::new();
+    for t in 0..20 {
+        for host in ["c", "a", "b"] {
+            lines.push_str(&format!("cpu,host={host} usage={t} {}\n", 1_700_000_000 + t));
+        }
+    }
+    let v2 = format!("{}/api/v2/write?precision=s", server.url);
+    assert_eq!(write(&v2, None, lines.as_bytes()), (204, None));
+    assert!(server.terminate(Duration::from_secs(20)).success());
+
+    let out = std::process::Command::new("python3")
+        .args(["-c", DUCKDB_ROWS, store.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<Vec<String>> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.split(' ').map(str::to_owned).collect())
+        .collect();
+    let mut want = Vec::new();
+    for host in ["a", "b", "c"] {
+        for t in 0..20 {
+            // the partition of the point's own hour, not of the time it arrived
+            let hour = (1_700_000_000_000i64 / 3_600_000 * 3_600_000).to_string();
+            want.push(vec![hour, host.to_owned(), (1_700_000_000_000i64 + t * 1000).to_string()]);
+        }
+    }
+    assert_eq!(rows, want);
 }

@@ -749,7 +749,45 @@ impl ConfigError {
     }
 }
 
+/// The history settings a metrics source brings unless `[history]` sets them: the time each
+/// point carries, and series kept together (the metric's name, then its tags by tag name).
+pub const METRICS_TIME_FIELD: &str = "timestamp";
+/// See [`METRICS_TIME_FIELD`]: the name field of each protocol's records (Prometheus,
+/// InfluxDB line protocol, OpenTSDB, Graphite), then every other text field.
+pub const METRICS_SORT_BY: [&str; 5] = ["__name__", "measurement", "metric", "path", "*"];
+
 impl NeedleConfig {
+    /// True when the records come from metrics agents: HTTP writes only (`--source http`), or
+    /// a tcp source of a metrics protocol (`?format=influx|opentsdb|graphite`).
+    pub fn source_is_metrics(&self) -> bool {
+        let spec = self.source.spec.as_str();
+        if spec == "http" {
+            return true;
+        }
+        let Some((_, query)) = spec.strip_prefix("tcp:").and_then(|s| s.split_once('?')) else {
+            return false;
+        };
+        query
+            .split('&')
+            .any(|p| matches!(p, "format=influx" | "format=opentsdb" | "format=graphite"))
+    }
+
+    /// The history store's settings for this process (`writer`: the name it writes an object
+    /// store's manifest under): `[history]`, with a metrics source's time field and series
+    /// order where it leaves them empty ([`METRICS_TIME_FIELD`], [`METRICS_SORT_BY`]).
+    pub fn history_store_config(&self, writer: &str) -> needle_history::StoreConfig {
+        let mut c = self.history.store_config_as(writer);
+        if self.source_is_metrics() {
+            if self.history.time_field.is_empty() {
+                c.time_field = Some(METRICS_TIME_FIELD.to_owned());
+            }
+            if self.history.sort_by.is_empty() {
+                c.sort_by = METRICS_SORT_BY.iter().map(|f| f.to_string()).collect();
+            }
+        }
+        c
+    }
+
     /// Defaults ← `file` (when given; a missing file is an error) ← `NEEDLE_*` from `env`, then
     /// the secrets given as `KEY_file` / `KEY_env` read (the variables `KEY_env` names looked up
     /// in `env` too). Flags are applied by the caller on the result.
@@ -1140,6 +1178,33 @@ mod tests {
         .unwrap();
         assert_eq!(c.server, ServerConfig::default());
         assert_eq!(c.kafka.properties["debug"], "all");
+    }
+
+    #[test]
+    fn a_metrics_source_keeps_series_together_and_times_points_by_their_timestamp() {
+        let mut c = NeedleConfig::default();
+        c.history.dir = "/data/needle".into();
+        let store = c.history_store_config("");
+        assert_eq!((store.time_field, store.sort_by), (None, vec![]));
+        for spec in
+            ["http", "tcp:127.0.0.1:2003?format=graphite", "tcp::8089?precision=s&format=influx"]
+        {
+            c.source.spec = spec.into();
+            assert!(c.source_is_metrics(), "{spec}");
+            let store = c.history_store_config("");
+            assert_eq!(store.time_field.as_deref(), Some("timestamp"), "{spec}");
+            assert_eq!(store.sort_by, METRICS_SORT_BY, "{spec}");
+        }
+        for spec in ["tcp:127.0.0.1:9000", "tcp:127.0.0.1:9000?format=json", "gen:bullet?rate=5"] {
+            c.source.spec = spec.into();
+            assert!(!c.source_is_metrics(), "{spec}");
+        }
+        // what [history] says wins
+        c.source.spec = "http".into();
+        c.history.time_field = "ts".into();
+        c.history.sort_by = vec!["host".into()];
+        let store = c.history_store_config("");
+        assert_eq!((store.time_field.as_deref(), store.sort_by), (Some("ts"), vec!["host".into()]));
     }
 
     #[test]

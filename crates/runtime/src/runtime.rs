@@ -1165,7 +1165,7 @@ struct PastRead {
 
 /// Opens the store, starts its background work (flushes, merges, retention) and the tap.
 fn open_history(config: &NeedleConfig, metrics: &Arc<Metrics>) -> Result<History, RuntimeError> {
-    let store = HistoryStore::open(config.history.store_config_as(&config.kafka.node_id))
+    let store = HistoryStore::open(config.history_store_config(&config.kafka.node_id))
         .map_err(|e| RuntimeError::History(format!("history.dir {}: {e}", config.history.dir)))?;
     let filter = history_filter(&config.history.filter)?;
     metrics.watch_history(store.clone());

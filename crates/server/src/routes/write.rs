@@ -33,6 +33,8 @@ use needle_protocols::{Format, Precision};
 use needle_runtime::framing::Batch;
 use needle_runtime::source::{BatchSink, Refused};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+use std::io::Read;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -106,7 +108,7 @@ pub enum WriteRefusals {
     /// This server takes no writes (start it with --ingest or --source http).
     #[response(status = 409)]
     NotEnabled(crate::error::ErrorBody),
-    /// The body is larger than server.max_request_bytes.
+    /// The body, or what it decompresses to, is larger than server.max_request_bytes.
     #[response(status = 413)]
     TooLarge(crate::error::ErrorBody),
 }
@@ -182,7 +184,7 @@ pub async fn remote_write(
         (status = 204, description = "Written: every good line (bad lines are skipped and counted)"),
         (status = 400, description = "No point: every line was bad (`line` names the first), or the body is empty; or the body is not UTF-8, or the precision is unknown", body = crate::error::ErrorBody),
         WriteRefusals,
-        (status = 415, description = "The body is compressed (send it uncompressed)", body = crate::error::ErrorBody),
+        (status = 415, description = "The body is encoded other than as gzip (Content-Encoding)", body = crate::error::ErrorBody),
         WriteBehind))]
 pub async fn influx_v2(
     state: State<AppState>,
@@ -202,7 +204,7 @@ pub async fn influx_v2(
         (status = 204, description = "Written: every good line (bad lines are skipped and counted)"),
         (status = 400, description = "No point: every line was bad (`line` names the first), or the body is empty; or the body is not UTF-8, or the precision is unknown", body = crate::error::ErrorBody),
         WriteRefusals,
-        (status = 415, description = "The body is compressed (send it uncompressed)", body = crate::error::ErrorBody),
+        (status = 415, description = "The body is encoded other than as gzip (Content-Encoding)", body = crate::error::ErrorBody),
         WriteBehind))]
 pub async fn influx_v1(
     state: State<AppState>,
@@ -257,7 +259,7 @@ async fn influx(
         (status = 204, description = "Written: every good line (bad lines are skipped and counted)"),
         (status = 400, description = "No record: every line was bad (`line` names the first), or the body is empty; or the body is not UTF-8", body = crate::error::ErrorBody),
         WriteRefusals,
-        (status = 415, description = "The body is compressed (send it uncompressed)", body = crate::error::ErrorBody),
+        (status = 415, description = "The body is encoded other than as gzip (Content-Encoding)", body = crate::error::ErrorBody),
         WriteBehind))]
 pub async fn records(
     State(state): State<AppState>,
@@ -307,7 +309,7 @@ fn put_refusal(error: impl Into<String>) -> Response {
         (status = 204, description = "Every data point written"),
         (status = 400, description = "Some data points were bad: the others were written, `errors` has each bad one and why; or the body is not data points (`error` alone)", body = PutDetails),
         WriteRefusals,
-        (status = 415, description = "The body is compressed (send it uncompressed)", body = crate::error::ErrorBody),
+        (status = 415, description = "The body is encoded other than as gzip (Content-Encoding)", body = crate::error::ErrorBody),
         WriteBehind))]
 pub async fn put(
     State(state): State<AppState>,
@@ -319,7 +321,7 @@ pub async fn put(
         Ok(text) => text,
         Err(refusal) => return refusal.into_response(),
     };
-    let points = match serde_json::from_str::<serde_json::Value>(text) {
+    let points = match serde_json::from_str::<serde_json::Value>(&text) {
         Ok(serde_json::Value::Array(points)) => points,
         Ok(point @ serde_json::Value::Object(_)) => vec![point],
         Ok(_) => return put_refusal("the body is neither a data point nor an array of them"),
@@ -511,25 +513,63 @@ fn log_malformed(from: &str, what: &str, reason: &str, text: &str) {
     }
 }
 
-/// Checks that writes are taken and the body is plain UTF-8 text.
+/// Checks that writes are taken, and gives the body as UTF-8 text: as sent, or decompressed
+/// (`Content-Encoding: gzip`) within `server.max_request_bytes`.
 fn writable<'a>(
     state: &AppState,
     headers: &HeaderMap,
     body: &'a [u8],
-) -> Result<&'a str, ApiError> {
+) -> Result<Cow<'a, str>, ApiError> {
     if !state.writes_enabled() {
         return Err(ApiError::new(StatusCode::CONFLICT, NOT_ENABLED).with_hint(ENABLE_HINT));
     }
-    let encoding = headers.get(header::CONTENT_ENCODING).and_then(|v| v.to_str().ok());
-    if encoding.is_some_and(|e| !e.trim().eq_ignore_ascii_case("identity")) {
-        return Err(ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            format!("bodies encoded as '{}' are not read", encoding.unwrap_or_default()),
-        )
-        .with_hint("send the body uncompressed (Telegraf: content_encoding = \"identity\")"));
+    let body = plain_body(headers, body, state.config().server.max_request_bytes)?;
+    let not_text = || ApiError::new(StatusCode::BAD_REQUEST, "the request body is not UTF-8 text");
+    match body {
+        Cow::Borrowed(bytes) => {
+            std::str::from_utf8(bytes).map(Cow::Borrowed).map_err(|_| not_text())
+        }
+        Cow::Owned(bytes) => String::from_utf8(bytes).map(Cow::Owned).map_err(|_| not_text()),
     }
-    std::str::from_utf8(body)
-        .map_err(|_| ApiError::new(StatusCode::BAD_REQUEST, "the request body is not UTF-8 text"))
+}
+
+/// The body as sent (`Content-Encoding` absent or `identity`) or gunzipped (`gzip`, as
+/// Telegraf's `influxdb_v2` output sends it by default), at most `limit` bytes either way:
+/// `413` past it, `400` for a body that is not gzip, `415` for another encoding.
+pub fn plain_body<'a>(
+    headers: &HeaderMap,
+    body: &'a [u8],
+    limit: usize,
+) -> Result<Cow<'a, [u8]>, ApiError> {
+    let encoding = headers.get(header::CONTENT_ENCODING).map(|v| v.to_str().unwrap_or("?").trim());
+    match encoding {
+        None | Some("") => Ok(Cow::Borrowed(body)),
+        Some(e) if e.eq_ignore_ascii_case("identity") => Ok(Cow::Borrowed(body)),
+        Some(e) if e.eq_ignore_ascii_case("gzip") || e.eq_ignore_ascii_case("x-gzip") => {
+            let mut plain = Vec::with_capacity(body.len().saturating_mul(4).min(limit));
+            // one byte past the limit tells a body that is too large from one that fits
+            let read = flate2::read::MultiGzDecoder::new(body)
+                .take(limit as u64 + 1)
+                .read_to_end(&mut plain);
+            match read {
+                Ok(_) if plain.len() > limit => Err(ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("the decompressed body is larger than {limit} bytes"),
+                )
+                .with_hint("send fewer points a request, or raise server.max_request_bytes")),
+                Ok(_) => Ok(Cow::Owned(plain)),
+                Err(error) => Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    format!("the body is not gzip (Content-Encoding: gzip): {error}"),
+                )),
+            }
+        }
+        Some(other) => Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("bodies encoded as '{other}' are not read"),
+        )
+        .with_hint("send the body as it is, or gzip it (Content-Encoding: gzip)")),
+    }
 }
 
 /// Hands `json` (JSON lines, at least one) to the workers on a blocking thread, counting
@@ -573,7 +613,7 @@ async fn write(
     };
     let client =
         from.map_or_else(|| "a client".to_owned(), |Extension(ConnectInfo(a))| a.to_string());
-    let converted = convert_lines(text, &format!("HTTP write from {client} to {route}"), convert);
+    let converted = convert_lines(&text, &format!("HTTP write from {client} to {route}"), convert);
     let Some(sink) = state.ingest() else {
         return shutting_down();
     };
@@ -705,6 +745,33 @@ mod tests {
         ] {
             assert!(put_point(&bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn gzip_bodies_are_read_up_to_the_limit_and_other_encodings_refused() {
+        use std::io::Write;
+        let gzip = |bytes: &[u8]| {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(bytes).unwrap();
+            e.finish().unwrap()
+        };
+        let with = |encoding: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::CONTENT_ENCODING, encoding.parse().unwrap());
+            headers
+        };
+        let body = b"cpu usage=1\ncpu usage=2\n";
+        assert_eq!(plain_body(&HeaderMap::new(), body, 24).unwrap().as_ref(), body);
+        assert_eq!(plain_body(&with("Identity"), body, 24).unwrap().as_ref(), body);
+        // two gzip members, as a concatenating client sends them, read as one body
+        let mut two = gzip(&body[..12]);
+        two.extend(gzip(&body[12..]));
+        assert_eq!(plain_body(&with("gzip"), &two, 24).unwrap().as_ref(), body);
+        let status = |r: Result<Cow<[u8]>, ApiError>| r.unwrap_err().status;
+        assert_eq!(status(plain_body(&with("gzip"), &two, 23)), StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(status(plain_body(&with("gzip"), body, 24)), StatusCode::BAD_REQUEST);
+        let refused = status(plain_body(&with("deflate"), body, 24));
+        assert_eq!(refused, StatusCode::UNSUPPORTED_MEDIA_TYPE);
     }
 
     #[test]
