@@ -364,3 +364,161 @@ fn with_history_on_points_are_timed_by_their_timestamp_and_kept_series_by_series
     }
     assert_eq!(rows, want);
 }
+
+/// Influx lines of `points` points of one measurement, one host of 50 a point.
+fn influx_lines(measurement: &str, points: usize) -> String {
+    (0..points)
+        .map(|i| format!("{measurement},host=h{} usage={i} {}\n", i % 50, 1_000 + i))
+        .collect()
+}
+
+#[test]
+fn writers_that_outrun_the_workers_are_slowed_or_told_to_retry_and_nothing_taken_is_lost() {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("needle.toml");
+    let store = dir.path().join("history");
+    // one worker and a queue of one batch: the workers fall behind at once
+    std::fs::write(
+        &config,
+        format!(
+            "[runtime]\nworkers = 1\nqueue_batches = 1\n[history]\ndir = {:?}\nflush_ms = 200\n",
+            store.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let mut server = Serve::start(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--ingest",
+        "--source",
+        "tcp:127.0.0.1:0?format=influx&precision=ms",
+    ]);
+    let tcp = server.source.split(" on ").nth(1).unwrap().split(' ').next().unwrap().to_owned();
+    // queries that make every record cost the one worker
+    let queries: Vec<_> = (0..60)
+        .map(|_| {
+            let url = format!("{}/api/v1/query", server.url);
+            std::thread::spawn(move || {
+                let q = "SELECT host, COUNT(*) AS n, AVG(usage) AS a FROM STREAM(60000, TIME) \
+                         GROUP BY host";
+                let _ = Client::new().post(url).body(q).timeout(Duration::from_secs(90)).send();
+            })
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while server.metric("needle_queries_active") < 60.0 {
+        assert!(Instant::now() < deadline, "the queries did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // a TCP writer sending as fast as its socket lets it: stalls when needle stops reading
+    let stalls = Arc::new(AtomicU64::new(0));
+    const TCP_POINTS: usize = 200_000;
+    let tcp_writer = {
+        let stalls = stalls.clone();
+        std::thread::spawn(move || {
+            let bytes = influx_lines("tcp", TCP_POINTS).into_bytes();
+            let mut socket = std::net::TcpStream::connect(&tcp).unwrap();
+            socket.set_nonblocking(true).unwrap();
+            let mut sent = 0;
+            while sent < bytes.len() {
+                match socket.write(&bytes[sent..]) {
+                    Ok(n) => sent += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        stalls.fetch_add(1, Ordering::Relaxed);
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        })
+    };
+    // HTTP writers: each request taken whole (204) or not at all (503, Retry-After)
+    const BODY_POINTS: u64 = 10_000;
+    let taken = Arc::new(AtomicU64::new(0));
+    let retries = Arc::new(AtomicU64::new(0));
+    let http_writers: Vec<_> = (0..3)
+        .map(|_| {
+            let (taken, retries) = (taken.clone(), retries.clone());
+            let url = format!("{}/api/v2/write?precision=ms", server.url);
+            std::thread::spawn(move || {
+                let body = influx_lines("http", BODY_POINTS as usize);
+                for _ in 0..8 {
+                    let r = Client::new()
+                        .post(&url)
+                        .body(body.clone())
+                        .timeout(Duration::from_secs(60))
+                        .send()
+                        .unwrap();
+                    match r.status().as_u16() {
+                        204 => _ = taken.fetch_add(BODY_POINTS, Ordering::Relaxed),
+                        503 => {
+                            assert_eq!(r.headers()["retry-after"], "1");
+                            retries.fetch_add(1, Ordering::Relaxed);
+                        }
+                        other => panic!("{other}: {}", r.text().unwrap()),
+                    }
+                }
+            })
+        })
+        .collect();
+    // memory stays bounded while they push: the queue holds one batch, the heap stays small
+    let writing = Arc::new(AtomicBool::new(true));
+    let watcher = {
+        let (writing, url) = (writing.clone(), server.url.clone());
+        std::thread::spawn(move || {
+            let mut peak: (f64, f64) = (0.0, 0.0);
+            while writing.load(Ordering::Relaxed) {
+                let text = Client::new().get(format!("{url}/metrics")).send().unwrap().text();
+                let value = |name: &str| {
+                    let text = text.as_ref().unwrap();
+                    let line = text.lines().find(|l| l.starts_with(&format!("{name} ")));
+                    line.and_then(|l| l.split(' ').nth(1)?.parse::<f64>().ok()).unwrap_or(0.0)
+                };
+                peak.0 = peak.0.max(value("needle_source_queue_depth"));
+                peak.1 = peak.1.max(value("needle_heap_allocated_bytes"));
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            peak
+        })
+    };
+    tcp_writer.join().unwrap();
+    for writer in http_writers {
+        writer.join().unwrap();
+    }
+    writing.store(false, Ordering::Relaxed);
+    let (queue_peak, heap_peak) = watcher.join().unwrap();
+
+    let (taken, retries, stalls) = (
+        taken.load(Ordering::Relaxed),
+        retries.load(Ordering::Relaxed),
+        stalls.load(Ordering::Relaxed),
+    );
+    eprintln!("{taken} points taken over HTTP, {retries} requests refused, {stalls} TCP stalls, at most {queue_peak} batches queued and {heap_peak} bytes allocated");
+    assert!(retries > 0, "no write was told to retry: the workers were never behind");
+    assert!(stalls > 0, "the TCP writer was never slowed");
+    assert!(taken > 0, "no write was taken");
+    assert!(queue_peak <= 1.0, "{queue_peak} batches queued");
+    assert!(heap_peak < 512.0 * 1024.0 * 1024.0, "{heap_peak} bytes allocated");
+    // every point taken reaches the workers and history, once; nothing refused does
+    let want = TCP_POINTS as f64 + taken as f64;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let kept = server.metric("needle_history_records_appended_total");
+        let matched = server.metric("needle_records_read_total");
+        assert!(kept <= want && matched <= want, "{kept} kept, {matched} read, {want} taken");
+        if kept == want && matched == want {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{kept} kept, {matched} read, of {want} taken");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(server.terminate(Duration::from_secs(30)).success());
+    for query in queries {
+        query.join().unwrap();
+    }
+}
