@@ -23,16 +23,47 @@ use arrow_array::builder::{
 };
 use arrow_array::{
     Array, ArrayRef, BooleanArray, Float32Array, Float64Array, Int32Array, Int64Array, RecordBatch,
-    StringArray,
+    StringArray, TimestampMillisecondArray,
 };
-use arrow_schema::{ArrowError, DataType, Field, Schema};
+use arrow_schema::{ArrowError, DataType, Field, Schema, TimeUnit};
 use needle_record::{Record, Value};
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Each record's time, ms since the epoch.
+/// Each record's time, ms since the epoch: a UTC timestamp of ms ([`time_type`]) in the parts
+/// written now, a plain INT64 in those written before; read as either ([`time_values`]).
 pub const TIME_COLUMN: &str = "__needle_time";
+
+/// The type of [`TIME_COLUMN`]: a UTC timestamp of ms (Parquet's INT64 `TIMESTAMP(MILLIS,
+/// UTC)`), which DuckDB, Spark and Iceberg's `timestamptz` read as a time.
+pub fn time_type() -> DataType {
+    DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()))
+}
+
+/// The values of a time column, ms since the epoch, whichever of its two types it has.
+pub(crate) fn time_values(array: &dyn Array) -> Option<&[i64]> {
+    let any = array.as_any();
+    if let Some(a) = any.downcast_ref::<TimestampMillisecondArray>() {
+        return Some(a.values());
+    }
+    any.downcast_ref::<Int64Array>().map(|a| &a.values()[..])
+}
+
+/// A time column as [`time_type`] (a part written before held INT64): the same buffer.
+pub(crate) fn as_time_column(array: &ArrayRef) -> Result<ArrayRef, ArrowError> {
+    if array.data_type() == &time_type() {
+        return Ok(array.clone());
+    }
+    let Some(longs) = array.as_any().downcast_ref::<Int64Array>() else {
+        return Err(ArrowError::InvalidArgumentError(format!(
+            "{TIME_COLUMN} holds {}, not times",
+            array.data_type()
+        )));
+    };
+    let times = TimestampMillisecondArray::new(longs.values().clone(), longs.nulls().cloned());
+    Ok(Arc::new(times.with_timezone("UTC")))
+}
 /// Each record's shape: an index into [`META_LAYOUTS`].
 pub const LAYOUT_COLUMN: &str = "__needle_layout";
 /// JSON: the list of key orders (each a list of field names) of the part's records.
@@ -260,11 +291,11 @@ impl ColumnBuffer {
     fn into_batch(self) -> Result<Encoded, ArrowError> {
         let rows = self.times.len();
         let mut fields = vec![
-            Field::new(TIME_COLUMN, DataType::Int64, false),
+            Field::new(TIME_COLUMN, time_type(), false),
             Field::new(LAYOUT_COLUMN, DataType::Int32, false),
         ];
         let mut arrays: Vec<ArrayRef> = vec![
-            Arc::new(Int64Array::from(self.times)),
+            Arc::new(TimestampMillisecondArray::from(self.times).with_timezone("UTC")),
             Arc::new(Int32Array::from(self.layout_of_row)),
         ];
         let mut json_columns = Vec::new();
@@ -304,12 +335,12 @@ impl ColumnBuffer {
     ) -> Result<Vec<(i64, Encoded)>, ArrowError> {
         let partition = |t: i64| partition_ms.map_or(0, |ms| crate::config::partition_of(t, ms));
         let encoded = self.into_batch()?;
-        let times = encoded.batch.column(0).as_any().downcast_ref::<Int64Array>().cloned();
-        let times = times.ok_or_else(|| ArrowError::InvalidArgumentError("no times".into()))?;
+        let no_times = || ArrowError::InvalidArgumentError("no times".into());
+        let times = time_values(encoded.batch.column(0)).ok_or_else(no_times)?;
         let mut order = sort_order(&encoded, sort_by)?;
         if partition_ms.is_some() {
             // stable: within a partition, the order above
-            order.sort_by_key(|&row| partition(times.value(row as usize)));
+            order.sort_by_key(|&row| partition(times[row as usize]));
         }
         let in_order = order.iter().enumerate().all(|(i, &row)| i == row as usize);
         let batch = if in_order {
@@ -318,15 +349,13 @@ impl ColumnBuffer {
             let indices = arrow_array::UInt32Array::from(order);
             arrow_select::take::take_record_batch(&encoded.batch, &indices)?
         };
-        let sorted_times = batch.column(0).as_any().downcast_ref::<Int64Array>().cloned();
-        let sorted_times =
-            sorted_times.ok_or_else(|| ArrowError::InvalidArgumentError("no times".into()))?;
+        let sorted_times = time_values(batch.column(0)).ok_or_else(no_times)?;
         let mut out = Vec::new();
         let mut start = 0;
         while start < batch.num_rows() {
-            let p = partition(sorted_times.value(start));
+            let p = partition(sorted_times[start]);
             let mut end = start + 1;
-            while end < batch.num_rows() && partition(sorted_times.value(end)) == p {
+            while end < batch.num_rows() && partition(sorted_times[end]) == p {
                 end += 1;
             }
             out.push((
@@ -453,6 +482,8 @@ impl SortKey {
             SortKey::Int(a.clone())
         } else if let Some(a) = any.downcast_ref::<Int64Array>() {
             SortKey::Long(a.clone())
+        } else if let Some(a) = any.downcast_ref::<TimestampMillisecondArray>() {
+            SortKey::Long(Int64Array::new(a.values().clone(), a.nulls().cloned()))
         } else if let Some(a) = any.downcast_ref::<Float32Array>() {
             SortKey::Float(a.clone())
         } else if let Some(a) = any.downcast_ref::<Float64Array>() {
@@ -702,7 +733,7 @@ pub(crate) fn visit(
 ) -> Result<(), String> {
     let times = batch
         .column_by_name(TIME_COLUMN)
-        .and_then(|a| a.as_any().downcast_ref::<Int64Array>())
+        .and_then(|a| time_values(a.as_ref()))
         .ok_or("no time column")?;
     let layout = batch
         .column_by_name(LAYOUT_COLUMN)
@@ -727,7 +758,7 @@ pub(crate) fn visit(
     let mut record = Record::new();
     let mut current: Option<i32> = None;
     for row in 0..batch.num_rows() {
-        let time_ms = times.value(row);
+        let time_ms = times[row];
         if time_ms < from_ms || time_ms >= to_ms {
             continue;
         }

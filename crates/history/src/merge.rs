@@ -245,7 +245,7 @@ impl Plan {
         }
 
         let mut fields = vec![
-            Field::new(TIME_COLUMN, arrow_schema::DataType::Int64, false),
+            Field::new(TIME_COLUMN, columns::time_type(), false),
             Field::new(LAYOUT_COLUMN, arrow_schema::DataType::Int32, false),
         ];
         let mut json_columns = Vec::new();
@@ -292,8 +292,8 @@ impl Plan {
     ) -> Result<RecordBatch, arrow_schema::ArrowError> {
         let rows = batch.num_rows();
         let mut arrays: Vec<ArrayRef> = Vec::with_capacity(self.schema.fields().len());
-        arrays
-            .push(batch.column_by_name(TIME_COLUMN).cloned().ok_or_else(|| missing(TIME_COLUMN))?);
+        let times = batch.column_by_name(TIME_COLUMN).ok_or_else(|| missing(TIME_COLUMN))?;
+        arrays.push(columns::as_time_column(times)?);
         let layouts = batch
             .column_by_name(LAYOUT_COLUMN)
             .and_then(|a| a.as_any().downcast_ref::<Int32Array>())
@@ -534,6 +534,67 @@ mod tests {
         let want: Vec<(String, String, i64)> =
             want.iter().map(|(n, j, t)| (format!("{n:?}"), format!("{j:?}"), *t)).collect();
         assert_eq!(order, want);
+    }
+
+    /// A part as parts were written before times were timestamps: its time column INT64.
+    fn with_long_times(part: &Part) -> Part {
+        use parquet::arrow::ArrowWriter;
+        let file = std::fs::File::open(&part.path).unwrap();
+        let builder = ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
+        let metadata = builder.metadata().file_metadata().key_value_metadata().cloned();
+        let batches: Vec<RecordBatch> = builder.build().unwrap().map(Result::unwrap).collect();
+        let old = |batch: &RecordBatch| {
+            let times = columns::time_values(batch.column(0).as_ref()).unwrap().to_vec();
+            let mut fields: Vec<Field> =
+                batch.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+            fields[0] = Field::new(TIME_COLUMN, arrow_schema::DataType::Int64, false);
+            let mut arrays = batch.columns().to_vec();
+            arrays[0] = Arc::new(arrow_array::Int64Array::from(times));
+            RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays).unwrap()
+        };
+        let batches: Vec<RecordBatch> = batches.iter().map(old).collect();
+        let props = parquet::file::properties::WriterProperties::builder()
+            .set_key_value_metadata(metadata)
+            .build();
+        let out = std::fs::File::create(&part.path).unwrap();
+        let mut writer = ArrowWriter::try_new(out, batches[0].schema(), Some(props)).unwrap();
+        for batch in &batches {
+            writer.write(batch).unwrap();
+        }
+        writer.close().unwrap();
+        let reopened = Part::open(&part.path).unwrap();
+        let time = reopened.meta.schema().field_with_name(TIME_COLUMN).unwrap().clone();
+        assert_eq!(time.data_type(), &arrow_schema::DataType::Int64);
+        reopened
+    }
+
+    /// Parts written before times were timestamps read as they did, and merge with new ones
+    /// into a part whose times are timestamps.
+    #[test]
+    fn a_part_with_long_times_reads_and_merges_with_new_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = StoreConfig::new(dir.path());
+        config.sort_by = vec!["job".into()];
+        let a = vec![
+            point(3, &[("job", text("b")), ("value", Value::Double(1.0))]),
+            point(1, &[("job", text("a")), ("value", Value::Double(2.0))]),
+        ];
+        let b = vec![point(2, &[("job", text("a")), ("value", Value::Long(3))])];
+        let mut parts = write_parts(dir.path(), &config, &[a, b]);
+        parts[0] = with_long_times(&parts[0]);
+        let old: Vec<(i64, String)> = parts[0]
+            .read_all()
+            .unwrap()
+            .iter()
+            .map(|r| (r.time_ms, r.record.get("job").unwrap().to_json()))
+            .collect();
+        assert_eq!(old, [(1, "\"a\"".to_string()), (3, "\"b\"".to_string())]);
+        let header = PartHeader { sequence: 100, level: 1, ..PartHeader::default() };
+        let merged = merge(dir.path(), &parts, &config, &header).unwrap().expect("it streams");
+        let time = merged.meta.schema().field_with_name(TIME_COLUMN).unwrap().clone();
+        assert_eq!(time.data_type(), &columns::time_type());
+        let times: Vec<i64> = merged.read_all().unwrap().iter().map(|r| r.time_ms).collect();
+        assert_eq!(times, [1, 2, 3]);
     }
 
     /// A field that is text in one part (a sort key there, with `*`) and a number in another is

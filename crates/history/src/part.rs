@@ -745,9 +745,8 @@ impl Part {
             };
             let times = batch
                 .column_by_name(TIME_COLUMN)
-                .and_then(|a| a.as_any().downcast_ref::<arrow_array::Int64Array>())
-                .ok_or_else(|| HistoryError::parquet(&self.path, "no time column"))?
-                .values();
+                .and_then(|a| columns::time_values(a.as_ref()))
+                .ok_or_else(|| HistoryError::parquet(&self.path, "no time column"))?;
             let in_range = |t: i64| t >= from_ms && t < to_ms;
             selected.extend(times.iter().zip(&keep).map(|(t, k)| *k && in_range(*t)));
             let fails = times.iter().zip(&keep).filter(|(t, k)| !**k && in_range(**t));

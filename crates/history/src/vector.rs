@@ -574,7 +574,7 @@ impl<'r> Summarizer<'r> {
             }
             None => {
                 let times = batch.column_by_name(TIME_COLUMN)?;
-                let times = times.as_any().downcast_ref::<Int64Array>()?.values();
+                let times = crate::columns::time_values(times.as_ref())?;
                 let pass: Vec<bool> =
                     times.iter().map(|t| *t >= self.from_ms && *t < self.to_ms).collect();
                 let buckets: Option<Vec<i64>> =

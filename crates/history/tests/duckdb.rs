@@ -16,7 +16,8 @@ out = {
     "max_temp": con.execute(f"SELECT MAX(temp) FROM {t}").fetchone()[0],
     "sensors": con.execute(f"SELECT COUNT(DISTINCT sensor) FROM {t}").fetchone()[0],
     "first": con.execute(f"SELECT sensor, ts, v, tags FROM {t} ORDER BY ts, sensor LIMIT 1").fetchone(),
-    "hour": con.execute(f"SELECT COUNT(*) FROM {t} WHERE __needle_time >= 3600000 AND __needle_time < 7200000").fetchone()[0],
+    "hour": con.execute(f"SELECT COUNT(*) FROM {t} WHERE __needle_time >= TIMESTAMPTZ '1970-01-01 01:00:00+00' AND __needle_time < to_timestamp(7200)").fetchone()[0],
+    "time": con.execute(f"SELECT typeof(__needle_time), epoch_ms(MAX(__needle_time)) FROM {t} GROUP BY 1").fetchone(),
 }
 print(json.dumps(out, default=str))
 "#;
@@ -72,4 +73,6 @@ fn duckdb_reads_the_store_as_it_is() {
     assert_eq!(got["sensors"], 20);
     assert_eq!(got["first"], serde_json::json!(["sensor_0", 0, 0, "{\"region\":\"APAC\"}"]));
     assert_eq!(got["hour"], 60 * 20);
+    // the time is a time, to DuckDB as to Iceberg's readers
+    assert_eq!(got["time"], serde_json::json!(["TIMESTAMP WITH TIME ZONE", 179 * 60_000]));
 }
