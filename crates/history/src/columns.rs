@@ -757,8 +757,7 @@ pub(crate) fn visit(
     let mut plans: HashMap<i32, Vec<(String, &Column<'_>)>> = HashMap::new();
     let mut record = Record::new();
     let mut current: Option<i32> = None;
-    for row in 0..batch.num_rows() {
-        let time_ms = times[row];
+    for (row, &time_ms) in times.iter().enumerate() {
         if time_ms < from_ms || time_ms >= to_ms {
             continue;
         }
