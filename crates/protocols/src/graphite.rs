@@ -2,7 +2,11 @@
 //! (`disk.used;host=a;dc=x`), turned into `{"path": ..., <tags>..., "value": ..., "timestamp": ms}`.
 //!
 //! As carbon reads it:
-//! - the value is a floating point number (a DOUBLE); `nan` and infinities are refused.
+//! - the value is a floating point number (a DOUBLE). A `nan` value (any case, maybe signed:
+//!   collectd's `write_graphite` writes `nan` for a rate's first reading, and for any value it
+//!   has none of) is no point: the line is skipped, not counted as malformed, as carbon drops
+//!   NaN values without a word. Infinities are refused (carbon would keep them; a record's JSON
+//!   cannot hold them).
 //! - the timestamp is in seconds since the epoch, maybe with a fraction (floored to
 //!   milliseconds); `-1`, or none, means now (the arrival time).
 //! - a tagged path is its name, then `;key=value` pairs: `path` is the name alone, each tag a
@@ -21,8 +25,9 @@ fn malformed(reason: impl Into<String>) -> ProtocolError {
     ProtocolError::malformed(PROTOCOL, reason)
 }
 
-/// One line (trimmed, not empty) as a record; `now_ms` stands for a timestamp of `-1` or none.
-pub fn parse(line: &str, now_ms: i64) -> Result<Record, ProtocolError> {
+/// One line (trimmed, not empty) as a record; `Ok(None)` for a well-formed line whose value is
+/// NaN (see the module doc). `now_ms` stands for a timestamp of `-1` or none.
+pub fn parse(line: &str, now_ms: i64) -> Result<Option<Record>, ProtocolError> {
     let mut words = line.split_ascii_whitespace();
     let (Some(path), Some(value)) = (words.next(), words.next()) else {
         return Err(malformed("a line needs a path and a value"));
@@ -34,8 +39,11 @@ pub fn parse(line: &str, now_ms: i64) -> Result<Record, ProtocolError> {
     if let Some(extra) = words.next() {
         return Err(malformed(format!("'{extra}' after the timestamp")));
     }
-    let value =
-        finite_float(value).ok_or_else(|| malformed(format!("'{value}' is not a number")))?;
+    let value = if is_nan(value) {
+        None
+    } else {
+        Some(finite_float(value).ok_or_else(|| malformed(format!("'{value}' is not a number")))?)
+    };
     let mut parts = path.split(';');
     let name = parts.next().unwrap_or_default();
     if name.is_empty() {
@@ -50,8 +58,18 @@ pub fn parse(line: &str, now_ms: i64) -> Result<Record, ProtocolError> {
             _ => return Err(malformed(format!("'{tag}' is not a tag (key=value)"))),
         }
     }
+    let Some(value) = value else {
+        // no point, but a line malformed otherwise (its tags too) is still malformed
+        build(PROTOCOL, ("path", Value::String(name.to_owned())), tags, &[])?;
+        return Ok(None);
+    };
     let trail = [("value", Value::Double(value)), ("timestamp", Value::Long(timestamp))];
-    build(PROTOCOL, ("path", Value::String(name.to_owned())), tags, &trail)
+    build(PROTOCOL, ("path", Value::String(name.to_owned())), tags, &trail).map(Some)
+}
+
+/// `nan` as carbon's `float()` reads it: any case, maybe signed (C's `printf` writes `-nan`).
+fn is_nan(text: &str) -> bool {
+    text.strip_prefix(['+', '-']).unwrap_or(text).eq_ignore_ascii_case("nan")
 }
 
 /// Seconds since the epoch, maybe with a fraction, as milliseconds (floored).
@@ -67,4 +85,35 @@ fn timestamp_ms(text: &str) -> Result<i64, ProtocolError> {
         return Err(bad());
     }
     Ok(ms as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nan_value_is_no_point_and_not_malformed_as_carbon_drops_it() {
+        // what collectd's write_graphite sends for a rate's first reading
+        for line in [
+            "needle-test.cpu.0.cpu.user nan 1795840664",
+            "a.b -nan 1795840664",
+            "a.b NaN",
+            "a.b +NAN -1",
+            "disk.used;host=a nan 1356998400",
+        ] {
+            assert_eq!(parse(line, 0), Ok(None), "{line}");
+        }
+        // the rest of the line is still checked
+        for line in ["a.b nan abc", "a.b nan 1 extra", "a;x nan 1", "a;k=1;k=2 nan 1", ";k=v nan 1"]
+        {
+            assert!(parse(line, 0).is_err(), "{line}");
+        }
+        // infinities and other words are not numbers
+        for value in ["inf", "-inf", "Infinity", "nanx", "nan1", "n"] {
+            let err = parse(&format!("a.b {value} 1"), 0).unwrap_err().to_string();
+            assert!(err.contains("is not a number"), "{value}: {err}");
+        }
+        let record = parse("a.b 2.5 1", 0).unwrap().unwrap();
+        assert_eq!(record.to_json(), r#"{"path":"a.b","value":2.5,"timestamp":1000}"#);
+    }
 }

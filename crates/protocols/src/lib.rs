@@ -17,7 +17,8 @@
 //! the protocol says integer (line protocol's `i` and `u` fields, an OpenTSDB value written
 //! without a point or exponent), or BOOLEANs and STRINGs for line protocol's fields of those
 //! types. Non-finite numbers (`NaN`, `inf`) are refused: a record's JSON cannot hold them (they
-//! would read as null).
+//! would read as null). Graphite's `nan` alone is no point rather than an error (`Ok(None)`), as
+//! carbon drops it: collectd writes one for every rate's first reading.
 //!
 //! Names the record's shape uses (`measurement` and `timestamp` for line protocol; `metric`,
 //! `value`, `timestamp` for OpenTSDB; `path`, `value`, `timestamp` for Graphite) always mean the
@@ -133,7 +134,7 @@ impl Format {
         match self {
             Self::Influx(precision) => influx::parse(text, precision, now_ms),
             Self::OpenTsdb => opentsdb::parse(text).map(Some),
-            Self::Graphite => graphite::parse(text, now_ms).map(Some),
+            Self::Graphite => graphite::parse(text, now_ms),
         }
     }
 }

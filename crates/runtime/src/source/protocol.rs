@@ -88,6 +88,13 @@ mod tests {
         );
         let mut graphite = Converter::new(Format::Graphite, sink, "test");
         assert!(graphite.convert(Batch::new(b"no.value\nalso bad\n".to_vec())).is_none());
+        // collectd's first reading of a rate: no point, and not malformed (carbon drops it too)
+        let first = b"h.cpu.0.cpu.user nan 1700000000\r\nh.memory.memory.used 5 1700000000\r\n";
+        let lines = lines_of(graphite.convert(Batch::new(first.to_vec())));
+        assert_eq!(
+            lines,
+            [r#"{"path":"h.memory.memory.used","value":5.0,"timestamp":1700000000000}"#]
+        );
         let count = |protocol: &str| {
             let label = vec![("protocol".to_owned(), protocol.to_owned())];
             counters.protocol_malformed.get_or_create(&label).get()
