@@ -5,7 +5,8 @@
 # then the Rust
 # workspace's (units, golden files, property tests, integration tests against the real binary,
 # and the Kafka tests against a real broker run from Apache Kafka's jars, also from Maven
-# Central, and the object-storage tests against a real MinIO built through the Go module proxy),
+# Central, the object-storage tests against a real MinIO built through the Go module proxy, and
+# the metrics agents' tests against Debian's Prometheus and collectd, installed with apt-get),
 # and the web UI's (vitest, and Playwright driving Debian's chromium against a real
 # needle serve).
 set -euo pipefail
@@ -34,6 +35,8 @@ echo "== Apache Kafka's jars (scripts/kafka/broker.sh: a real broker for the Kaf
 bash scripts/kafka/broker.sh fetch
 echo "== MinIO through the Go module proxy (scripts/s3/minio.sh: a real S3 server for the object-storage tests)"
 bash scripts/s3/minio.sh fetch
+echo "== Prometheus and collectd from Debian (scripts/agents/install.sh: real agents writing to needle, for cli_agents)"
+bash scripts/agents/install.sh
 echo "== tests"
 cargo test --workspace --locked
 cargo build --locked --bin needle
