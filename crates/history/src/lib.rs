@@ -17,6 +17,7 @@
 pub mod columns;
 pub mod config;
 pub mod error;
+pub mod iceberg;
 pub mod manifest;
 mod merge;
 pub mod object;

@@ -1,10 +1,13 @@
 //! The manifest of a store on object storage: which parts are live, switched atomically, so a
-//! reader plans from one small object and never lists the bucket.
+//! reader plans from one small object and never lists the bucket. Each version is the table's
+//! Apache Iceberg metadata, needle's manifest in one of its properties ([`crate::iceberg`]):
+//! one object is the truth for needle and for every Iceberg engine.
 //!
 //! ```text
-//! PREFIX/_needle/manifest/v00000000000000000042.json   one version, written once
-//! PREFIX/_needle/manifest/latest                        the newest version's number (a hint)
+//! PREFIX/metadata/v42.metadata.json     one version, written once
+//! PREFIX/metadata/version-hint.text     the newest version's number (a hint)
 //! ```
+//! (Stores written before kept `PREFIX/_needle/manifest/v<N>.json`: read until the next commit.)
 //! - **A version is written once**, with a conditional put (create only when absent): of two
 //!   writers committing the same version, one wins and the other reloads and tries again. The
 //!   hint is written after; a reader reads the hint, then the versions after it until one is
@@ -20,6 +23,7 @@
 //!   partition), the offset after the last record uploaded and who uploaded it.
 //! - **Old versions** are removed by the writer, keeping the last [`KEEP_VERSIONS`].
 
+use crate::iceberg::{Added, Family, FieldId, Table};
 use crate::object::Bucket;
 use crate::offsets::KeptOffset;
 use crate::HistoryError;
@@ -27,17 +31,49 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// The format written; a reader refuses a newer one.
-pub const FORMAT: u32 = 1;
+/// The format written; a reader refuses a newer one. 2: the version is Iceberg metadata.
+pub const FORMAT: u32 = 2;
 /// Versions kept in the bucket behind the newest.
 pub const KEEP_VERSIONS: u64 = 20;
 /// Tries of one commit against other writers before it gives up.
 const COMMIT_TRIES: usize = 16;
 
-const HINT: &str = "_needle/manifest/latest";
+const HINT: &str = "metadata/version-hint.text";
 
 fn version_key(version: u64) -> String {
+    format!("metadata/v{version}.metadata.json")
+}
+
+/// Where stores written before the manifest was Iceberg metadata kept it.
+const OLD_HINT: &str = "_needle/manifest/latest";
+
+fn old_version_key(version: u64) -> String {
     format!("_needle/manifest/v{version:020}.json")
+}
+
+/// How a version is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    /// Iceberg table metadata (`metadata/v<N>.metadata.json`).
+    Iceberg,
+    /// needle's JSON (`_needle/manifest/v<N>.json`), before.
+    Old,
+}
+
+impl Format {
+    fn hint(self) -> &'static str {
+        match self {
+            Format::Iceberg => HINT,
+            Format::Old => OLD_HINT,
+        }
+    }
+
+    fn key(self, version: u64) -> String {
+        match self {
+            Format::Iceberg => version_key(version),
+            Format::Old => old_version_key(version),
+        }
+    }
 }
 
 /// One version of the manifest.
@@ -65,6 +101,18 @@ pub struct Manifest {
     /// the writer that uploaded it ([`crate::offsets`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub offsets: BTreeMap<String, KeptOffset>,
+    /// The table's columns and their Iceberg field ids.
+    #[serde(default)]
+    pub fields: Vec<FieldId>,
+    /// The data sequence number of the newest Iceberg snapshot.
+    #[serde(default)]
+    pub iceberg_sequence: i64,
+    /// Per kept snapshot, the manifests and manifest list written for it.
+    #[serde(default)]
+    pub iceberg_objects: Vec<(i64, Vec<String>)>,
+    /// This version's Iceberg metadata (what it was read from or written as).
+    #[serde(skip)]
+    pub table: Option<Table>,
 }
 
 /// A live part, as a planner sees it without opening it.
@@ -93,6 +141,15 @@ pub struct ManifestPart {
     /// Per column: min, max and null count over the part.
     #[serde(default)]
     pub columns: BTreeMap<String, ColumnSummary>,
+    /// Per column, its Iceberg family (which field id it has).
+    #[serde(default)]
+    pub families: BTreeMap<String, Family>,
+    /// The time span of its partition, in ms.
+    #[serde(default)]
+    pub partition_span_ms: i64,
+    /// The Iceberg snapshot that added it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub added: Option<Added>,
 }
 
 /// A column's statistics over a part (JSON values: numbers, strings, booleans).
@@ -123,8 +180,18 @@ pub enum Committed {
 
 impl Manifest {
     /// The newest version in `bucket`; an empty manifest (version 0) when there is none.
+    /// The newest version in `bucket`; an empty manifest (version 0) when there is none.
     pub fn load(bucket: &Bucket) -> Result<Manifest, HistoryError> {
-        let hint = match bucket.get(HINT)? {
+        match Self::load_format(bucket, Format::Iceberg)? {
+            Some(newest) => Ok(newest),
+            None => Ok(Self::load_format(bucket, Format::Old)?.unwrap_or_else(Manifest::empty)),
+        }
+    }
+
+    /// The newest version kept in `format`, if the store has one: from the hint, the versions
+    /// after it until one is missing (a stale hint costs a request more).
+    fn load_format(bucket: &Bucket, format: Format) -> Result<Option<Manifest>, HistoryError> {
+        let hint = match bucket.get(format.hint())? {
             Some(bytes) => std::str::from_utf8(&bytes)
                 .ok()
                 .and_then(|s| s.trim().parse::<u64>().ok())
@@ -132,38 +199,44 @@ impl Manifest {
             None => 0,
         };
         let mut newest: Option<Manifest> = None;
-        // the hinted version, then any committed after the hint was written
         let mut version = hint.max(1);
-        while let Some(bytes) = bucket.get(&version_key(version))? {
-            newest = Some(Self::parse(bucket, version, &bytes)?);
+        while let Some(bytes) = bucket.get(&format.key(version))? {
+            newest = Some(Self::parse(bucket, format, version, &bytes)?);
             version += 1;
         }
         if newest.is_none() && hint > 1 {
-            // the hinted version was removed (old versions go): a hint from far behind;
-            // a scan of the few kept names would list, so walk down from the hint instead
             for v in (hint.saturating_sub(KEEP_VERSIONS * 2).max(1)..hint).rev() {
-                if let Some(bytes) = bucket.get(&version_key(v))? {
-                    let found = Self::parse(bucket, v, &bytes)?;
-                    return Self::load_from(bucket, found);
+                if let Some(bytes) = bucket.get(&format.key(v))? {
+                    let found = Self::parse(bucket, format, v, &bytes)?;
+                    return Self::load_from(bucket, found).map(Some);
                 }
             }
         }
-        Ok(newest.unwrap_or_else(Manifest::empty))
+        Ok(newest)
     }
 
     /// From a found version, the versions after it.
     fn load_from(bucket: &Bucket, mut newest: Manifest) -> Result<Manifest, HistoryError> {
         while let Some(bytes) = bucket.get(&version_key(newest.version + 1))? {
-            newest = Self::parse(bucket, newest.version + 1, &bytes)?;
+            newest = Self::parse(bucket, Format::Iceberg, newest.version + 1, &bytes)?;
         }
         Ok(newest)
     }
 
-    fn parse(bucket: &Bucket, version: u64, bytes: &[u8]) -> Result<Manifest, HistoryError> {
-        let location = format!("{}/{}", bucket.url(), version_key(version));
-        let manifest: Manifest = serde_json::from_slice(bytes).map_err(|e| {
-            HistoryError::Object { location: location.clone(), message: e.to_string() }
-        })?;
+    fn parse(
+        bucket: &Bucket,
+        format: Format,
+        version: u64,
+        bytes: &[u8],
+    ) -> Result<Manifest, HistoryError> {
+        let location = format!("{}/{}", bucket.url(), format.key(version));
+        let mut manifest: Manifest = match format {
+            Format::Iceberg => crate::iceberg::read_version(bytes, &location)?,
+            Format::Old => serde_json::from_slice(bytes).map_err(|e| HistoryError::Object {
+                location: location.clone(),
+                message: e.to_string(),
+            })?,
+        };
         if manifest.format > FORMAT {
             return Err(HistoryError::Object {
                 location,
@@ -172,6 +245,11 @@ impl Manifest {
                     manifest.format
                 ),
             });
+        }
+        // entries written before spans were kept: the store's partition span
+        let span = i64::try_from(manifest.partition_ms).unwrap_or(i64::MAX);
+        for part in manifest.parts.iter_mut().filter(|p| p.partition_span_ms == 0) {
+            part.partition_span_ms = span;
         }
         Ok(manifest)
     }
@@ -204,17 +282,21 @@ impl Manifest {
             next.format = FORMAT;
             next.version = current.version + 1;
             next.committed_ms = now_ms();
-            let text = serde_json::to_vec(&next).map_err(|e| HistoryError::Object {
-                location: bucket.url().to_owned(),
-                message: e.to_string(),
-            })?;
-            if bucket.put_if_absent(&version_key(next.version), Bytes::from(text))? {
+            let written = crate::iceberg::write_version(bucket, &current, &mut next)?;
+            if bucket.put_if_absent(&version_key(next.version), Bytes::from(written.json))? {
                 // the hint is only a shortcut: a failure to write it is read past
                 let _ = bucket.put(HINT, Bytes::from(next.version.to_string()));
                 if next.version > KEEP_VERSIONS {
                     let _ = bucket.delete(&version_key(next.version - KEEP_VERSIONS));
                 }
+                for key in &written.expired_objects {
+                    let _ = bucket.delete(key);
+                }
                 return Ok((Committed::Version(next.version), next));
+            }
+            // another writer took this version: what was written for it goes
+            for key in &written.objects {
+                let _ = bucket.delete(key);
             }
             current = Self::load_from(bucket, current)?;
         }
@@ -232,10 +314,12 @@ impl Manifest {
     /// Version `version` of the manifest in `bucket`, while it is kept (the newest
     /// [`KEEP_VERSIONS`] are).
     pub fn load_version(bucket: &Bucket, version: u64) -> Result<Option<Manifest>, HistoryError> {
-        match bucket.get(&version_key(version))? {
-            Some(bytes) => Self::parse(bucket, version, &bytes).map(Some),
-            None => Ok(None),
+        for format in [Format::Iceberg, Format::Old] {
+            if let Some(bytes) = bucket.get(&format.key(version))? {
+                return Self::parse(bucket, format, version, &bytes).map(Some);
+            }
         }
+        Ok(None)
     }
 }
 
@@ -293,6 +377,9 @@ mod tests {
             replaces: Vec::new(),
             compacted: false,
             columns: BTreeMap::new(),
+            families: BTreeMap::new(),
+            partition_span_ms: 3_600_000,
+            added: None,
         }
     }
 
@@ -353,10 +440,22 @@ mod tests {
         let (dir, bucket) = bucket();
         let mut m = Manifest::empty();
         for i in 0..(KEEP_VERSIONS + 5) {
-            m = Manifest::commit(&bucket, &m, None, |m| m.next_sequence = i).unwrap().1;
+            // a part a version: a snapshot each, of a manifest and a manifest list
+            let name = format!("p{i}");
+            m = Manifest::commit(&bucket, &m, None, |m| m.parts.push(part(&name))).unwrap().1;
         }
-        let kept = std::fs::read_dir(dir.path().join("_needle/manifest")).unwrap().count();
-        assert_eq!(kept as u64, KEEP_VERSIONS + 1, "the versions kept and the hint");
-        assert_eq!(Manifest::load(&bucket).unwrap().version, KEEP_VERSIONS + 5);
+        let files: Vec<String> = std::fs::read_dir(dir.path().join("metadata"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        let count = |suffix: &str| files.iter().filter(|f| f.ends_with(suffix)).count() as u64;
+        assert_eq!(count(".metadata.json"), KEEP_VERSIONS, "{files:?}");
+        assert_eq!(count("version-hint.text"), 1);
+        assert_eq!(count(".avro"), KEEP_VERSIONS * 2, "{files:?}");
+        let newest = Manifest::load(&bucket).unwrap();
+        assert_eq!(newest.version, KEEP_VERSIONS + 5);
+        assert_eq!(newest.parts.len() as u64, KEEP_VERSIONS + 5);
+        let table = newest.table.unwrap().0;
+        assert_eq!(table.snapshots().count() as u64, KEEP_VERSIONS);
     }
 }

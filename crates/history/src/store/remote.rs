@@ -24,7 +24,7 @@
 //!   planned from an older version never loses a file.
 
 use super::{partition_dir, Health, Store};
-use crate::config::RemoteConfig;
+use crate::config::{RemoteConfig, StoreConfig};
 use crate::manifest::{ColumnSummary, Committed, Manifest, ManifestPart, RetiredPart};
 use crate::object::cache::Cache;
 use crate::object::reader::RemoteObject;
@@ -227,12 +227,16 @@ pub(super) fn key_of(start: i64, name: &str) -> String {
 }
 
 /// What the manifest says of a part: its place, size, time range and column statistics.
-fn describe(start: i64, part: &Part, writer: &str) -> ManifestPart {
+fn describe(start: i64, part: &Part, writer: &str, config: &StoreConfig) -> ManifestPart {
     let mut columns: BTreeMap<String, ColumnSummary> = BTreeMap::new();
+    let mut families = BTreeMap::new();
     let schema = part.meta.schema();
     let parquet = part.parquet();
     for (position, field) in schema.fields().iter().enumerate() {
         let json = part.json_columns.iter().any(|c| c == field.name());
+        if let Some(kind) = crate::columns::kind_of_column(field.data_type(), json) {
+            families.insert(field.name().clone(), crate::iceberg::Family::of(kind));
+        }
         let kind = prune::kind_of(field.data_type(), json);
         let mut summary = ColumnSummary::default();
         let mut known = true;
@@ -271,6 +275,14 @@ fn describe(start: i64, part: &Part, writer: &str) -> ManifestPart {
         replaces: part.replaces.clone(),
         compacted: part.compacted,
         columns,
+        families,
+        partition_span_ms: i64::try_from(if part.compacted {
+            config.compact_span_ms
+        } else {
+            config.partition_ms
+        })
+        .unwrap_or(i64::MAX),
+        added: None,
     }
 }
 
@@ -441,7 +453,9 @@ impl Store {
         if !uploaded.is_empty() || !retire.is_empty() {
             let entries: Vec<ManifestPart> = uploaded
                 .iter()
-                .map(|(start, part)| describe(*start, part, &remote.config.writer))
+                .map(|(start, part)| {
+                    describe(*start, part, &remote.config.writer, &self.inner.config)
+                })
                 .collect();
             // every record flushed so far is in the object store once nothing waits: the
             // last flush's position is durable then (a merged part's own position may be
@@ -471,6 +485,11 @@ impl Store {
                     });
                     m.retired.extend(retired);
                     m.parts.extend(entries.iter().cloned());
+                    let wanted: Vec<(String, crate::iceberg::Family)> = entries
+                        .iter()
+                        .flat_map(|e| e.families.iter().map(|(c, f)| (c.clone(), *f)))
+                        .collect();
+                    crate::iceberg::register(&mut m.fields, &wanted);
                     m.next_sequence = m.next_sequence.max(next_sequence);
                     if let Some(position) = &position {
                         m.positions.insert(writer.clone(), position.clone());
