@@ -221,6 +221,16 @@ fn data_file(
     for (column, summary) in &part.columns {
         let (family, id) = if column == TIME_COLUMN {
             (Family::Long, TIME_FIELD_ID)
+        } else if column == LAYOUT_COLUMN {
+            nulls.insert(LAYOUT_FIELD_ID, summary.nulls);
+            let int = |v: &serde_json::Value| v.as_i64().and_then(|i| i32::try_from(i).ok());
+            if let Some(lo) = summary.min.as_ref().and_then(int) {
+                lower.insert(LAYOUT_FIELD_ID, Datum::int(lo));
+            }
+            if let Some(hi) = summary.max.as_ref().and_then(int) {
+                upper.insert(LAYOUT_FIELD_ID, Datum::int(hi));
+            }
+            continue;
         } else {
             let Some(family) = part.families.get(column).copied() else { continue };
             let Some(id) = field_id(fields, column, family) else { continue };

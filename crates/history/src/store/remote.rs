@@ -234,7 +234,10 @@ fn describe(start: i64, part: &Part, writer: &str, config: &StoreConfig) -> Mani
     let parquet = part.parquet();
     for (position, field) in schema.fields().iter().enumerate() {
         let json = part.json_columns.iter().any(|c| c == field.name());
-        if let Some(kind) = crate::columns::kind_of_column(field.data_type(), json) {
+        let own = field.name() == crate::columns::TIME_COLUMN
+            || field.name() == crate::columns::LAYOUT_COLUMN;
+        if let Some(kind) = crate::columns::kind_of_column(field.data_type(), json).filter(|_| !own)
+        {
             families.insert(field.name().clone(), crate::iceberg::Family::of(kind));
         }
         let kind = prune::kind_of(field.data_type(), json);

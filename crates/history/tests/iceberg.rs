@@ -1,0 +1,103 @@
+//! A store on object storage is an Apache Iceberg table: pyiceberg (PyPI, installed by `make
+//! test`) reads it through its metadata file alone and finds the records needle wrote: their
+//! count, sums and schema, a filter's rows, and one snapshot per change.
+
+use needle_history::{RemoteConfig, ScanRequest, Store, StoreConfig};
+use needle_record::{Map, Record, Value};
+use std::path::Path;
+use std::process::Command;
+
+const PYICEBERG: &str = r#"
+import json, sys
+from pyiceberg.table import StaticTable
+import pyarrow.compute as pc
+table = StaticTable.from_metadata(sys.argv[1])
+rows = table.scan().to_arrow()
+hot = table.scan(row_filter="temp > 95.0").to_arrow()
+out = {
+    "rows": rows.num_rows,
+    "sum_id": pc.sum(rows["id"]).as_py(),
+    "max_temp": pc.max(rows["temp"]).as_py(),
+    "sensors": len(pc.unique(rows["sensor"])),
+    "hot": hot.num_rows,
+    "columns": [f.name for f in table.schema().fields],
+    "time": str(rows.schema.field("__needle_time").type),
+    "spec": str(table.spec()),
+    "operations": [s.summary.operation.value for s in table.snapshots()],
+    "files": len(table.inspect.files()),
+}
+print(json.dumps(out, default=str))
+"#;
+
+fn record(i: i64) -> Record {
+    let mut m = Map::default();
+    // two hours and more: three hourly partitions
+    m.insert("ts".into(), Value::Long(1_700_000_000_000 + i * 3_700));
+    m.insert("sensor".into(), Value::String(format!("s{}", i % 13)));
+    m.insert("temp".into(), Value::Double((i % 100) as f64 + 0.5));
+    m.insert("id".into(), Value::Long(i));
+    Record::from_map(m)
+}
+
+fn pyiceberg(metadata: &Path) -> serde_json::Value {
+    let out = Command::new("python3")
+        .args(["-c", PYICEBERG, metadata.to_str().unwrap()])
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "pyiceberg could not read the table (make test installs it from PyPI: python3 -m pip \
+         install 'pyiceberg[pyarrow,sql-sqlite]'):\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn pyiceberg_reads_what_needle_keeps_from_the_metadata_file_alone() {
+    let bucket = tempfile::tempdir().unwrap();
+    let local = tempfile::tempdir().unwrap();
+    let mut config = StoreConfig::new(local.path());
+    config.time_field = Some("ts".into());
+    config.sort_by = vec!["sensor".into()];
+    let mut remote = RemoteConfig::new(format!("file://{}", bucket.path().display()));
+    remote.delete_grace_ms = 0;
+    config.remote = Some(remote);
+    let store = Store::open(config).unwrap();
+    let n = 2_400i64;
+    for round in 0..6 {
+        let records = (round * 400..(round + 1) * 400).map(|i| (record(i), 0));
+        store.append(records, None).unwrap();
+        store.flush().unwrap();
+    }
+    store.compact().unwrap();
+    let version = store.info().unwrap().remote.unwrap().manifest_version;
+    let metadata = bucket.path().join(format!("metadata/v{version}.metadata.json"));
+    let got = pyiceberg(&metadata);
+
+    assert_eq!(got["rows"], n, "{got}");
+    assert_eq!(got["sum_id"], n * (n - 1) / 2);
+    assert_eq!(got["max_temp"], 99.5);
+    assert_eq!(got["sensors"], 13);
+    let hot = (0..n).filter(|i| (i % 100) as f64 + 0.5 > 95.0).count();
+    assert_eq!(got["hot"], hot);
+    let mut columns: Vec<String> = serde_json::from_value(got["columns"].clone()).unwrap();
+    columns.sort();
+    assert_eq!(columns, ["__needle_layout", "__needle_time", "id", "sensor", "temp", "ts"]);
+    assert_eq!(got["time"], "timestamp[us, tz=UTC]");
+    assert!(got["spec"].as_str().unwrap().contains("hour(1)"), "{got}");
+    // six uploads, then merges: each partition's parts replaced by one
+    let operations: Vec<String> = serde_json::from_value(got["operations"].clone()).unwrap();
+    assert_eq!(operations.iter().filter(|o| *o == "append").count(), 6, "{operations:?}");
+    assert!(operations.iter().any(|o| o == "replace"), "{operations:?}");
+    let live = store.info().unwrap().parts;
+    assert_eq!(got["files"], live as u64, "{got}");
+
+    // and needle reads the same
+    let scan = store
+        .scan(&ScanRequest { from_ms: i64::MIN, to_ms: i64::MAX, filter: None, fields: None })
+        .unwrap();
+    let rows: usize =
+        scan.buffered.len() + scan.blocks.iter().map(|b| b.read().unwrap().len()).sum::<usize>();
+    assert_eq!(rows as i64, n);
+}
