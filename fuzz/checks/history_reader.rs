@@ -58,7 +58,9 @@ fn fixture() -> &'static Fixture {
         let mut parts = Vec::new();
         for partition in std::fs::read_dir(dir.path()).expect("the store's directory") {
             let partition = partition.expect("an entry").path();
-            if partition.is_dir() {
+            // (the table's metadata/ beside the partitions)
+            let name = partition.file_name().unwrap_or_default().to_string_lossy().into_owned();
+            if partition.is_dir() && name.starts_with("p=") {
                 for part in std::fs::read_dir(&partition).expect("a partition") {
                     parts.push(part.expect("an entry").path());
                 }

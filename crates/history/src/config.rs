@@ -45,6 +45,14 @@ pub struct StoreConfig {
     /// The object store the store lives in; `None`: it lives in `dir`. With one, `dir` is this
     /// process's staging area and cache: parts are written there first, then uploaded.
     pub remote: Option<RemoteConfig>,
+    /// A store in `dir` is an Apache Iceberg table (`dir/metadata/`) whose snapshot is
+    /// committed at most this often, in ms; `None`: it is not (a store on object storage always
+    /// is, each upload committed).
+    pub commit_ms: Option<u64>,
+    /// How long a part a merge replaced stays in `dir` once the table no longer names it, in
+    /// ms: an engine reading an older snapshot still finds it (removed at once when the store
+    /// closes).
+    pub delete_grace_ms: u64,
 }
 
 /// A store kept in an object store (`history.dir = "s3://bucket/prefix"`).
@@ -102,6 +110,8 @@ impl StoreConfig {
             page_rows: 32_768,
             max_buffer_records: 2_000_000,
             remote: None,
+            commit_ms: Some(10_000),
+            delete_grace_ms: 60_000,
         }
     }
 }

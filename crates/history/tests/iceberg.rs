@@ -23,7 +23,8 @@ out = {
     "columns": [f.name for f in table.schema().fields],
     "time": str(rows.schema.field("__needle_time").type),
     "spec": str(table.spec()),
-    "operations": [s.summary.operation.value for s in table.snapshots()],
+    "operations": [s.summary.operation.value for s in sorted(table.snapshots(), key=lambda s: s.sequence_number)],
+    "current": table.current_snapshot().summary.operation.value,
     "files": len(table.inspect.files()),
 }
 print(json.dumps(out, default=str))
@@ -100,4 +101,55 @@ fn pyiceberg_reads_what_needle_keeps_from_the_metadata_file_alone() {
     let rows: usize =
         scan.buffered.len() + scan.blocks.iter().map(|b| b.read().unwrap().len()).sum::<usize>();
     assert_eq!(rows as i64, n);
+}
+
+#[test]
+fn a_local_store_is_a_table_whose_older_snapshot_still_reads_while_it_compacts() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = StoreConfig::new(dir.path());
+    config.time_field = Some("ts".into());
+    config.sort_by = vec!["sensor".into()];
+    config.commit_ms = Some(0);
+    let store = Store::open(config).unwrap();
+    let n = 2_400i64;
+    for round in 0..6 {
+        let records = (round * 400..(round + 1) * 400).map(|i| (record(i), 0));
+        store.append(records, None).unwrap();
+        store.flush().unwrap();
+    }
+    let newest = |dir: &Path| {
+        let hint = std::fs::read_to_string(dir.join("metadata/version-hint.text")).unwrap();
+        dir.join(format!("metadata/v{}.metadata.json", hint.trim()))
+    };
+    let before = newest(dir.path());
+    let first = pyiceberg(&before);
+    assert_eq!(
+        (first["rows"].as_i64(), first["sum_id"].as_i64()),
+        (Some(n), Some(n * (n - 1) / 2))
+    );
+    assert!(first["spec"].as_str().unwrap().contains("hour(1)"), "{first}");
+
+    // merges replace the parts; a reader of the snapshot before still reads them all, once
+    store.compact().unwrap();
+    let after = newest(dir.path());
+    assert_ne!(before, after);
+    let old = pyiceberg(&before);
+    let new = pyiceberg(&after);
+    assert_eq!(old["rows"], n, "{old}");
+    assert_eq!(new["rows"], n, "{new}");
+    assert_eq!(new["sum_id"], old["sum_id"]);
+    assert_eq!(new["files"], store.info().unwrap().parts, "{new}");
+    let operations: Vec<String> = serde_json::from_value(new["operations"].clone()).unwrap();
+    assert_eq!(operations.last().map(String::as_str), Some("replace"), "{operations:?}");
+    assert_eq!(new["current"], "replace");
+
+    // closed: the last snapshot names every part, and the replaced ones are gone
+    store.close().unwrap();
+    let files: usize = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("p="))
+        .map(|p| std::fs::read_dir(p).unwrap().count())
+        .sum();
+    assert_eq!(files as u64, store.info().unwrap().parts);
 }

@@ -14,7 +14,20 @@ fn config(dir: &Path) -> StoreConfig {
     c.time_field = Some("ts".into());
     c.partition_ms = 60_000;
     c.block_rows = 8;
+    // replaced parts go as soon as no scan reads them (the table's grace has tests of its own)
+    c.delete_grace_ms = 0;
     c
+}
+
+/// The store's partition directories (beside them, the table's `metadata/`).
+fn partitions(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut found: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("p="))
+        .collect();
+    found.sort();
+    found
 }
 
 /// Everything in the store, whole, in time order (ties by JSON text).
@@ -353,7 +366,7 @@ fn a_merge_interrupted_before_removing_its_inputs_leaves_each_record_once() {
         store.flush().unwrap();
     }
     // keep copies of the inputs, merge, then put them back as a crash before removal would
-    let partition = std::fs::read_dir(dir.path()).unwrap().next().unwrap().unwrap().path();
+    let partition = partitions(dir.path()).remove(0);
     let copies: Vec<(std::path::PathBuf, Vec<u8>)> = std::fs::read_dir(&partition)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -385,8 +398,8 @@ fn corrupt_and_truncated_files_are_skipped_and_counted() {
     store.flush().unwrap();
     drop(store);
     let mut parts: Vec<std::path::PathBuf> = Vec::new();
-    for partition in std::fs::read_dir(dir.path()).unwrap() {
-        for part in std::fs::read_dir(partition.unwrap().path()).unwrap() {
+    for partition in partitions(dir.path()) {
+        for part in std::fs::read_dir(partition).unwrap() {
             parts.push(part.unwrap().path());
         }
     }
@@ -499,7 +512,7 @@ fn a_read_only_store_changes_nothing_and_refuses_writes() {
     let store = Store::open(config(dir.path())).unwrap();
     store.append(numbered(10, 1_000), None).unwrap();
     store.flush().unwrap();
-    let partition = std::fs::read_dir(dir.path()).unwrap().next().unwrap().unwrap().path();
+    let partition = partitions(dir.path()).remove(0);
     std::fs::write(partition.join(".tmp-part-0000000099-L0.parquet"), b"a writer's").unwrap();
     let reader = Store::open_read_only(config(dir.path())).unwrap();
     assert_eq!(everything(&reader).len(), 10);
@@ -526,10 +539,7 @@ fn a_scan_under_way_keeps_reading_the_parts_a_merge_replaced() {
     let read: usize = scan.blocks.iter().map(|b| b.read().unwrap().len()).sum();
     assert_eq!(read, 400);
     let files = |d: &Path| -> usize {
-        std::fs::read_dir(d)
-            .unwrap()
-            .map(|p| std::fs::read_dir(p.unwrap().path()).unwrap().count())
-            .sum()
+        partitions(d).into_iter().map(|p| std::fs::read_dir(p).unwrap().count()).sum()
     };
     assert_eq!(files(dir.path()), 5);
     drop(scan);

@@ -150,6 +150,8 @@ pub fn ingest(
     // what was loaded in many parts becomes one part per partition: the smallest store, and
     // the fastest to read
     store.compact().map_err(|e| format!("history could not be merged: {e}"))?;
+    // the table's last snapshot names every part, and the parts merged away go now
+    store.close().map_err(|e| format!("history's table could not be committed: {e}"))?;
     let (malformed_count, samples) = malformed.into_inner().unwrap_or_else(|e| e.into_inner());
     if let Some(e) = read_error.into_inner().unwrap_or_else(|e| e.into_inner()) {
         return Err(format!("reading the input failed (what was read before is kept): {e}"));

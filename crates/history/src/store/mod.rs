@@ -25,6 +25,7 @@
 //!   bounded (`max_buffer_records`), and what does not fit is dropped and counted.
 
 mod remote;
+mod table;
 
 pub use remote::{RemoteCounters, RemoteInfo};
 
@@ -128,8 +129,11 @@ struct Inner {
     reported: Mutex<HashSet<PathBuf>>,
     /// Scans whose blocks may still be read (each holds a [`Lease`]).
     leases: Arc<AtomicU64>,
-    /// Parts a merge replaced while a scan could still read them: removed once none can.
-    doomed: Mutex<Vec<PathBuf>>,
+    /// Parts a merge replaced, and since when: removed once no scan can read them and, in a
+    /// store that is an Iceberg table, `delete_grace_ms` has passed.
+    doomed: Mutex<Vec<(PathBuf, Instant)>>,
+    /// A local store's Iceberg table ([`table`]), when `config.commit_ms` is set.
+    table: Option<table::LocalTable>,
     /// The object store the store lives in, when `config.remote` names one.
     remote: Option<remote::Remote>,
 }
@@ -438,6 +442,10 @@ impl Store {
             }
             None => None,
         };
+        let table = match (&config.remote, config.commit_ms) {
+            (None, Some(every)) if !read_only => Some(table::LocalTable::open(&config.dir, every)?),
+            _ => None,
+        };
         let store = Store {
             inner: Arc::new(Inner {
                 read_only,
@@ -448,12 +456,15 @@ impl Store {
                 reported: Mutex::new(HashSet::new()),
                 leases: Arc::new(AtomicU64::new(0)),
                 doomed: Mutex::new(Vec::new()),
+                table,
                 remote,
                 config,
             }),
         };
         store.load()?;
         store.load_remote()?;
+        // what a crash left out of the table joins it
+        store.commit_table(true)?;
         Ok(store)
     }
 
@@ -716,6 +727,7 @@ impl Store {
                 *self.health_mut() = Health::Ok;
                 self.count_written(&report);
                 self.sync_remote()?;
+                self.commit_table(false)?;
                 Ok(report)
             }
             Err(error) => {
@@ -867,7 +879,7 @@ impl Store {
             return Err(HistoryError::ReadOnly);
         }
         let mut report = MaintainReport::default();
-        self.remove_doomed();
+        self.remove_doomed(false);
         while let Some((start, inputs)) = self.merge_candidate() {
             self.merge(start, &inputs, false)?;
             report.merges += 1;
@@ -886,6 +898,7 @@ impl Store {
             self.sync_remote()?;
             self.delete_retired()?;
         }
+        self.commit_table(false)?;
         Ok(report)
     }
 
@@ -918,14 +931,35 @@ impl Store {
         Ok(report)
     }
 
-    /// Removes the parts merges replaced, once no scan can read them.
-    fn remove_doomed(&self) {
+    /// Removes the parts merges replaced, once no scan can read them and, in a store that is
+    /// an Iceberg table, `delete_grace_ms` has passed (at once when `now`: the store stops).
+    fn remove_doomed(&self, now: bool) {
         let mut doomed = self.inner.doomed.lock().unwrap_or_else(|e| e.into_inner());
-        if self.inner.leases.load(Ordering::SeqCst) == 0 {
-            for path in doomed.drain(..) {
-                remove_part_file(&path);
-            }
+        if self.inner.leases.load(Ordering::SeqCst) != 0 {
+            return;
         }
+        let grace = match &self.inner.table {
+            Some(_) if !now => Duration::from_millis(self.inner.config.delete_grace_ms),
+            _ => Duration::ZERO,
+        };
+        doomed.retain(|(path, since)| {
+            let goes = since.elapsed() >= grace;
+            if goes {
+                remove_part_file(path);
+            }
+            !goes
+        });
+    }
+
+    /// Ends this process's writing: a local store's table gets a last version, and the parts
+    /// merges replaced go at once (`needle ingest` at its end, a stopping server).
+    pub fn close(&self) -> Result<(), HistoryError> {
+        if self.inner.read_only {
+            return Ok(());
+        }
+        let committed = self.commit_table(true);
+        self.remove_doomed(true);
+        committed
     }
 
     /// Parts to merge into one of a longer time span (`compact_span_ms`), once that whole span
@@ -1067,16 +1101,13 @@ impl Store {
         // the merged part is in the view before its inputs go, and they go only once no scan
         // that saw them can read them any more
         let mut doomed = self.inner.doomed.lock().unwrap_or_else(|e| e.into_inner());
-        doomed.extend(inputs.iter().map(|p| p.path.clone()));
+        let now = Instant::now();
+        doomed.extend(inputs.iter().map(|p| (p.path.clone(), now)));
         for input in inputs {
             self.forget_local(&input.path);
         }
-        if self.inner.leases.load(Ordering::SeqCst) == 0 {
-            for path in doomed.drain(..) {
-                remove_part_file(&path);
-            }
-        }
         drop(doomed);
+        self.remove_doomed(false);
         part::sync_dir(&dir)?;
         self.inner.counters.merges.fetch_add(1, Ordering::Relaxed);
         Ok(())
@@ -1143,8 +1174,14 @@ impl Store {
                         }
                         last_maintain = Instant::now();
                     }
+                    if let Err(error) = store.commit_table(false) {
+                        eprintln!("needle: history: the table's commit failed: {error}");
+                    }
                 }
                 let _ = store.flush();
+                if let Err(error) = store.close() {
+                    eprintln!("needle: history: the table's last commit failed: {error}");
+                }
             })
             .ok();
         Background { stop, thread }

@@ -227,7 +227,12 @@ pub(super) fn key_of(start: i64, name: &str) -> String {
 }
 
 /// What the manifest says of a part: its place, size, time range and column statistics.
-fn describe(start: i64, part: &Part, writer: &str, config: &StoreConfig) -> ManifestPart {
+pub(super) fn describe(
+    start: i64,
+    part: &Part,
+    writer: &str,
+    config: &StoreConfig,
+) -> ManifestPart {
     let mut columns: BTreeMap<String, ColumnSummary> = BTreeMap::new();
     let mut families = BTreeMap::new();
     let schema = part.meta.schema();

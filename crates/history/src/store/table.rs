@@ -1,0 +1,100 @@
+//! A store in a local directory as an Apache Iceberg table: its parts committed as the table's
+//! snapshots (`DIR/metadata/`, the same manifest versions a store on object storage keeps, see
+//! [`crate::manifest`]) at most every `commit_ms`, and when a flush, merge or retention run
+//! ends with [`Store::commit_table`] forced (`needle ingest`, a stop).
+//!
+//! The directory stays the writer's truth (one process writes a local store): a version says
+//! which of its parts a reader of the table reads. A part a merge replaced stays on disk for
+//! `delete_grace_ms` after it left the view, so an engine that planned from an older snapshot
+//! still reads it; at open, the parts found are committed at once (a crash may have left the
+//! newest flushes out of the table).
+
+use super::Store;
+use crate::manifest::{Committed, Manifest, ManifestPart};
+use crate::object::{Bucket, ObjectStoreOptions};
+use crate::HistoryError;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The table of a local store.
+pub(super) struct LocalTable {
+    bucket: Bucket,
+    /// The newest version committed.
+    manifest: Mutex<Manifest>,
+    /// When it was.
+    committed_at: Mutex<Option<Instant>>,
+    every: Duration,
+}
+
+impl LocalTable {
+    pub(super) fn open(dir: &std::path::Path, commit_ms: u64) -> Result<LocalTable, HistoryError> {
+        let dir = std::fs::canonicalize(dir).map_err(|e| HistoryError::io(dir, e))?;
+        let url = format!("file://{}", dir.display());
+        let bucket = Bucket::open(&url, &ObjectStoreOptions::default())?;
+        let manifest = Manifest::load(&bucket)?;
+        Ok(LocalTable {
+            bucket,
+            manifest: Mutex::new(manifest),
+            committed_at: Mutex::new(None),
+            every: Duration::from_millis(commit_ms),
+        })
+    }
+}
+
+impl Store {
+    /// Commits the live parts as the table's next version when they changed and `commit_ms`
+    /// has passed since the last commit, or at once when `force`.
+    pub(super) fn commit_table(&self, force: bool) -> Result<(), HistoryError> {
+        let Some(table) = self.inner.table.as_ref() else { return Ok(()) };
+        if self.inner.read_only {
+            return Ok(());
+        }
+        {
+            let at = table.committed_at.lock().unwrap_or_else(|e| e.into_inner());
+            if !force && at.is_some_and(|at| at.elapsed() < table.every) {
+                return Ok(());
+            }
+        }
+        let config = &self.inner.config;
+        let base = table.manifest.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let known: HashMap<&str, &ManifestPart> =
+            base.parts.iter().map(|p| (p.key.as_str(), p)).collect();
+        let parts: Vec<ManifestPart> = {
+            let state = self.state();
+            state
+                .parts
+                .iter()
+                .flat_map(|(start, parts)| parts.iter().map(move |p| (*start, p)))
+                .map(|(start, part)| {
+                    let key = super::remote::key_of(start, &part.name);
+                    match known.get(key.as_str()) {
+                        Some(entry) => (*entry).clone(),
+                        None => super::remote::describe(start, part, "", config),
+                    }
+                })
+                .collect()
+        };
+        let same = parts.len() == base.parts.len()
+            && parts.iter().all(|p| known.contains_key(p.key.as_str()));
+        if same && base.version > 0 {
+            *table.committed_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+            return Ok(());
+        }
+        let (committed, manifest) = Manifest::commit(&table.bucket, &base, None, |m| {
+            let wanted: Vec<(String, crate::iceberg::Family)> = parts
+                .iter()
+                .flat_map(|e| e.families.iter().map(|(c, f)| (c.clone(), *f)))
+                .collect();
+            crate::iceberg::register(&mut m.fields, &wanted);
+            m.parts = parts.clone();
+            m.sort_by = config.sort_by.clone();
+            m.partition_ms = config.partition_ms;
+        })?;
+        if let Committed::Version(_) = committed {
+            *table.manifest.lock().unwrap_or_else(|e| e.into_inner()) = manifest;
+            *table.committed_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        }
+        Ok(())
+    }
+}
