@@ -62,9 +62,13 @@ pub struct HistoryConfig {
     /// unreachable); past it, history writes stop (records wait in the write buffer) until the
     /// uploads catch up.
     pub max_pending_bytes: u64,
-    /// With `dir` an object store: how long the object of a part replaced by a merge stays, so
-    /// a query that planned before the switch still reads it, in ms.
+    /// How long a part replaced by a merge stays (an object, or a file of a local store), so
+    /// a query or an Iceberg reader that planned before the switch still reads it, in ms.
     pub delete_grace_ms: u64,
+    /// The store is an Apache Iceberg table (`DIR/metadata/`): a local store commits its parts
+    /// as a snapshot at most this often, in ms; 0: a local store is not a table. (On object
+    /// storage each upload is committed.)
+    pub commit_ms: u64,
     /// How needle reaches the object store `dir` names.
     pub object_store: ObjectStoreConfig,
     /// The field holding a record's time (ms since the epoch, or an RFC 3339 string); empty, or
@@ -210,6 +214,7 @@ impl Default for HistoryConfig {
             durable: Durability::Upload,
             max_pending_bytes: remote.max_pending_bytes,
             delete_grace_ms: remote.delete_grace_ms,
+            commit_ms: 10_000,
             object_store: ObjectStoreConfig::default(),
             time_field: String::new(),
             sort_by: Vec::new(),
@@ -280,6 +285,8 @@ impl HistoryConfig {
         }
         c.time_field = (!self.time_field.is_empty()).then(|| self.time_field.clone());
         c.sort_by = self.sort_by.clone();
+        c.commit_ms = (self.commit_ms > 0).then_some(self.commit_ms);
+        c.delete_grace_ms = self.delete_grace_ms;
         c.partition_ms = self.partition_ms.max(1);
         c.flush_ms = self.flush_ms.max(1);
         c.compact_after_ms = (self.compact_after_ms > 0).then_some(self.compact_after_ms);
