@@ -20,6 +20,9 @@ pub enum HistoryError {
     /// A setting of the store is wrong (a URL, an object store's settings, its credentials).
     #[error("{setting}: {message}")]
     Config { setting: String, message: String },
+    /// The store's SQL catalog (a SQLite file) could not be read or written.
+    #[error("the table's catalog {path}: {message}")]
+    Catalog { path: PathBuf, message: String },
     /// The store refuses writes (opened read-only).
     #[error("this store is open read-only")]
     ReadOnly,

@@ -14,6 +14,7 @@
 //! [`store`] for the directory, flushes, merges and retention, and [`vector`] for reading a
 //! block column at a time (a WHERE over whole columns, groups summarized without records).
 
+pub mod catalog;
 pub mod columns;
 pub mod config;
 pub mod error;

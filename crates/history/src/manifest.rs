@@ -44,6 +44,11 @@ fn version_key(version: u64) -> String {
     format!("metadata/v{version}.metadata.json")
 }
 
+/// The URI of version `version`'s metadata file (what a catalog points at).
+pub fn metadata_location(bucket: &Bucket, version: u64) -> String {
+    format!("{}/{}", bucket.url().trim_end_matches('/'), version_key(version))
+}
+
 /// Where stores written before the manifest was Iceberg metadata kept it.
 const OLD_HINT: &str = "_needle/manifest/latest";
 

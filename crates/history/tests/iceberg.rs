@@ -30,6 +30,15 @@ out = {
 print(json.dumps(out, default=str))
 "#;
 
+/// The table through the SQL catalog beside the store, as a pyiceberg user opens it.
+const PYICEBERG_CATALOG: &str = r#"
+import json, sys
+from pyiceberg.catalog.sql import SqlCatalog
+catalog = SqlCatalog("needle", uri=f"sqlite:///{sys.argv[1]}/catalog.db", warehouse=f"file://{sys.argv[1]}")
+table = catalog.load_table("needle.history")
+print(json.dumps({"rows": table.scan().to_arrow().num_rows, "tables": [list(t) for t in catalog.list_tables("needle")], "location": table.metadata_location}))
+"#;
+
 fn record(i: i64) -> Record {
     let mut m = Map::default();
     // two hours and more: three hourly partitions
@@ -145,6 +154,16 @@ fn a_local_store_is_a_table_whose_older_snapshot_still_reads_while_it_compacts()
 
     // closed: the last snapshot names every part, and the replaced ones are gone
     store.close().unwrap();
+    let out = Command::new("python3")
+        .args(["-c", PYICEBERG_CATALOG, dir.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let through_catalog: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(through_catalog["rows"], n, "{through_catalog}");
+    assert_eq!(through_catalog["tables"], serde_json::json!([["needle", "history"]]));
+    let location = through_catalog["location"].as_str().unwrap().to_owned();
+    assert!(location.ends_with(&format!("{}", newest(dir.path()).display())), "{location}");
     let files: usize = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().path())

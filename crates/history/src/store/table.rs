@@ -3,6 +3,9 @@
 //! [`crate::manifest`]) at most every `commit_ms`, and when a flush, merge or retention run
 //! ends with [`Store::commit_table`] forced (`needle ingest`, a stop).
 //!
+//! The table is named `needle.history` in the SQL catalog beside it (`DIR/catalog.db`, see
+//! [`crate::catalog`]), pointed at each version.
+//!
 //! The directory stays the writer's truth (one process writes a local store): a version says
 //! which of its parts a reader of the table reads. A part a merge replaced stays on disk for
 //! `delete_grace_ms` after it left the view, so an engine that planned from an older snapshot
@@ -10,6 +13,7 @@
 //! newest flushes out of the table).
 
 use super::Store;
+use crate::catalog::SqlCatalog;
 use crate::manifest::{Committed, Manifest, ManifestPart};
 use crate::object::{Bucket, ObjectStoreOptions};
 use crate::HistoryError;
@@ -20,6 +24,8 @@ use std::time::{Duration, Instant};
 /// The table of a local store.
 pub(super) struct LocalTable {
     bucket: Bucket,
+    /// The SQL catalog beside it (`DIR/catalog.db`), pointed at each version committed.
+    catalog: SqlCatalog,
     /// The newest version committed.
     manifest: Mutex<Manifest>,
     /// When it was.
@@ -33,8 +39,10 @@ impl LocalTable {
         let url = format!("file://{}", dir.display());
         let bucket = Bucket::open(&url, &ObjectStoreOptions::default())?;
         let manifest = Manifest::load(&bucket)?;
+        let catalog = SqlCatalog::open(&dir)?;
         Ok(LocalTable {
             bucket,
+            catalog,
             manifest: Mutex::new(manifest),
             committed_at: Mutex::new(None),
             every: Duration::from_millis(commit_ms),
@@ -91,7 +99,8 @@ impl Store {
             m.sort_by = config.sort_by.clone();
             m.partition_ms = config.partition_ms;
         })?;
-        if let Committed::Version(_) = committed {
+        if let Committed::Version(version) = committed {
+            table.catalog.point(&crate::manifest::metadata_location(&table.bucket, version))?;
             *table.manifest.lock().unwrap_or_else(|e| e.into_inner()) = manifest;
             *table.committed_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
         }
