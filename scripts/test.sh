@@ -6,7 +6,8 @@
 # workspace's (units, golden files, property tests, integration tests against the real binary,
 # and the Kafka tests against a real broker run from Apache Kafka's jars, also from Maven
 # Central, the object-storage tests against a real MinIO built through the Go module proxy, and
-# the metrics agents' tests against Debian's Prometheus and collectd, installed with apt-get),
+# the metrics agents' tests against Debian's Prometheus and collectd, installed with apt-get,
+# and the history's Iceberg table read by pyiceberg and Spark),
 # and the web UI's (vitest, and Playwright driving Debian's chromium against a real
 # needle serve).
 set -euo pipefail
@@ -37,6 +38,8 @@ echo "== MinIO through the Go module proxy (scripts/s3/minio.sh: a real S3 serve
 bash scripts/s3/minio.sh fetch
 echo "== Prometheus and collectd from Debian (scripts/agents/install.sh: real agents writing to needle, for cli_agents)"
 bash scripts/agents/install.sh
+echo "== the Iceberg readers: pyiceberg and pyspark from PyPI, Iceberg's Spark runtime from Maven Central (scripts/interop/install.sh)"
+bash scripts/interop/install.sh
 echo "== tests"
 cargo test --workspace --locked
 cargo build --locked --bin needle

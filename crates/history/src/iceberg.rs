@@ -527,3 +527,70 @@ impl PartialEq for Table {
 fn block_on<F: std::future::Future>(future: F) -> F::Output {
     futures_executor::block_on(future)
 }
+
+/// A snapshot of the table, as `needle history` lists it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SnapshotInfo {
+    pub snapshot: i64,
+    pub sequence: i64,
+    pub operation: String,
+    pub committed: String,
+    pub added_files: String,
+    pub deleted_files: String,
+    pub records: String,
+}
+
+/// A column of the table's schema, and the schema that added it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SchemaField {
+    pub id: i32,
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The schema (0, 1, ...) that added the column: how the schema evolved.
+    pub added_in_schema: i32,
+}
+
+/// The table's snapshots (oldest first) and its current schema.
+pub fn describe(table: &TableMetadata) -> (Vec<SnapshotInfo>, Vec<SchemaField>) {
+    let mut snapshots: Vec<SnapshotInfo> = table
+        .snapshots()
+        .map(|s| {
+            let summary = &s.summary().additional_properties;
+            let get = |k: &str| summary.get(k).cloned().unwrap_or_default();
+            SnapshotInfo {
+                snapshot: s.snapshot_id(),
+                sequence: s.sequence_number(),
+                operation: s.summary().operation.as_str().to_owned(),
+                committed: chrono::DateTime::from_timestamp_millis(s.timestamp_ms())
+                    .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+                    .unwrap_or_default(),
+                added_files: get("added-data-files"),
+                deleted_files: get("deleted-data-files"),
+                records: get("total-records"),
+            }
+        })
+        .collect();
+    snapshots.sort_by_key(|s| s.sequence);
+    let mut schemas: Vec<_> = table.schemas_iter().collect();
+    schemas.sort_by_key(|s| s.schema_id());
+    let mut first: HashMap<i32, i32> = HashMap::new();
+    for schema in &schemas {
+        for field in schema.as_struct().fields() {
+            first.entry(field.id).or_insert(schema.schema_id());
+        }
+    }
+    let fields = table
+        .current_schema()
+        .as_struct()
+        .fields()
+        .iter()
+        .map(|f| SchemaField {
+            id: f.id,
+            name: f.name.clone(),
+            kind: f.field_type.to_string(),
+            added_in_schema: first.get(&f.id).copied().unwrap_or_default(),
+        })
+        .collect();
+    (snapshots, fields)
+}

@@ -37,8 +37,10 @@ pub struct IngestSummary {
     /// The first malformed lines: their 1-based line numbers and what was wrong.
     #[serde(skip)]
     pub malformed_samples: Vec<(u64, String)>,
-    /// Bytes of the store's files on disk afterwards.
+    /// Bytes of the store's data files (its live parts) afterwards.
     pub bytes: u64,
+    /// Bytes of a local store's Iceberg table besides (its metadata and catalog files).
+    pub table_bytes: u64,
     /// `bytes / points`.
     pub bytes_per_point: f64,
     /// Bytes read from the input.
@@ -161,8 +163,16 @@ pub fn ingest(
     let points = points.into_inner();
     // the live parts' bytes (on object storage: what the manifest names)
     let bytes = match store.info() {
-        Ok(info) if config.is_remote() => info.bytes,
-        _ => dir_bytes(Path::new(&config.dir)),
+        Ok(info) => info.bytes,
+        Err(_) => dir_bytes(Path::new(&config.dir)),
+    };
+    let table_bytes = if config.is_remote() {
+        0
+    } else {
+        let dir = Path::new(&config.dir);
+        let catalog =
+            std::fs::metadata(dir.join(needle_history::catalog::FILE)).map_or(0, |m| m.len());
+        dir_bytes(&dir.join("metadata")) + catalog
     };
     Ok(IngestSummary {
         records,
@@ -170,6 +180,7 @@ pub fn ingest(
         malformed: malformed_count,
         malformed_samples: samples,
         bytes,
+        table_bytes,
         bytes_per_point: if points > 0 { bytes as f64 / points as f64 } else { 0.0 },
         input_bytes: input_bytes.into_inner(),
         seconds,

@@ -443,7 +443,7 @@ impl Store {
             None => None,
         };
         let table = match (&config.remote, config.commit_ms) {
-            (None, Some(every)) if !read_only => Some(table::LocalTable::open(&config.dir, every)?),
+            (None, Some(every)) => table::LocalTable::open(&config.dir, every, read_only)?,
             _ => None,
         };
         let store = Store {
@@ -1368,8 +1368,12 @@ impl Store {
             Some(remote) => remote.url.clone(),
             None => self.inner.config.dir.display().to_string(),
         };
+        let (table, snapshots, schema) = self.table_info();
         let mut info = StoreInfo {
             dir,
+            table,
+            snapshots,
+            schema,
             remote: self.remote_info(),
             buffered_records: buffered,
             corrupt_files: self.inner.counters.corrupt_files.load(Ordering::Relaxed),
@@ -1470,6 +1474,16 @@ pub struct StoreInfo {
     /// The object store side, for a store kept in one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remote: Option<RemoteInfo>,
+    /// The newest metadata file of the store's Iceberg table (a local store's with
+    /// `commit_ms` set, or any on object storage).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub table: Option<String>,
+    /// The table's snapshots, oldest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub snapshots: Vec<crate::iceberg::SnapshotInfo>,
+    /// The table's columns, and the schema that added each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub schema: Vec<crate::iceberg::SchemaField>,
     #[serde(rename = "partition")]
     pub partition_list: Vec<PartitionInfo>,
     pub columns: Vec<ColumnInfo>,

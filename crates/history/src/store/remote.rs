@@ -103,7 +103,7 @@ pub struct RemoteInfo {
 }
 
 impl Remote {
-    fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
         m.lock().unwrap_or_else(|e| e.into_inner())
     }
 

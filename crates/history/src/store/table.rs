@@ -24,8 +24,9 @@ use std::time::{Duration, Instant};
 /// The table of a local store.
 pub(super) struct LocalTable {
     bucket: Bucket,
-    /// The SQL catalog beside it (`DIR/catalog.db`), pointed at each version committed.
-    catalog: SqlCatalog,
+    /// The SQL catalog beside it (`DIR/catalog.db`), pointed at each version committed
+    /// (none for a reader).
+    catalog: Option<SqlCatalog>,
     /// The newest version committed.
     manifest: Mutex<Manifest>,
     /// When it was.
@@ -34,19 +35,28 @@ pub(super) struct LocalTable {
 }
 
 impl LocalTable {
-    pub(super) fn open(dir: &std::path::Path, commit_ms: u64) -> Result<LocalTable, HistoryError> {
+    /// The table of the store in `dir`; a reader (`read_only`) gets it only when the store has
+    /// one, and changes nothing.
+    pub(super) fn open(
+        dir: &std::path::Path,
+        commit_ms: u64,
+        read_only: bool,
+    ) -> Result<Option<LocalTable>, HistoryError> {
+        if read_only && !dir.join("metadata").is_dir() {
+            return Ok(None);
+        }
         let dir = std::fs::canonicalize(dir).map_err(|e| HistoryError::io(dir, e))?;
         let url = format!("file://{}", dir.display());
         let bucket = Bucket::open(&url, &ObjectStoreOptions::default())?;
         let manifest = Manifest::load(&bucket)?;
-        let catalog = SqlCatalog::open(&dir)?;
-        Ok(LocalTable {
+        let catalog = if read_only { None } else { Some(SqlCatalog::open(&dir)?) };
+        Ok(Some(LocalTable {
             bucket,
             catalog,
             manifest: Mutex::new(manifest),
             committed_at: Mutex::new(None),
             every: Duration::from_millis(commit_ms),
-        })
+        }))
     }
 }
 
@@ -100,10 +110,33 @@ impl Store {
             m.partition_ms = config.partition_ms;
         })?;
         if let Committed::Version(version) = committed {
-            table.catalog.point(&crate::manifest::metadata_location(&table.bucket, version))?;
+            if let Some(catalog) = &table.catalog {
+                catalog.point(&crate::manifest::metadata_location(&table.bucket, version))?;
+            }
             *table.manifest.lock().unwrap_or_else(|e| e.into_inner()) = manifest;
             *table.committed_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
         }
         Ok(())
+    }
+}
+
+impl Store {
+    /// The newest metadata file of the store's table, its snapshots and its schema.
+    pub(super) fn table_info(
+        &self,
+    ) -> (Option<String>, Vec<crate::iceberg::SnapshotInfo>, Vec<crate::iceberg::SchemaField>) {
+        let (bucket, manifest) = match (&self.inner.table, self.remote()) {
+            (Some(table), _) => {
+                (&table.bucket, table.manifest.lock().unwrap_or_else(|e| e.into_inner()).clone())
+            }
+            (None, Some(remote)) => {
+                (remote.bucket.as_ref(), super::remote::Remote::lock(&remote.manifest).clone())
+            }
+            (None, None) => return (None, Vec::new(), Vec::new()),
+        };
+        let Some(table) = manifest.table.as_ref() else { return (None, Vec::new(), Vec::new()) };
+        let location = crate::manifest::metadata_location(bucket, manifest.version);
+        let (snapshots, schema) = crate::iceberg::describe(&table.0);
+        (Some(location), snapshots, schema)
     }
 }
