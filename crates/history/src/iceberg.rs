@@ -114,6 +114,30 @@ pub fn field_id(fields: &[FieldId], column: &str, family: Family) -> Option<i32>
     fields.iter().find(|f| f.column == column && f.family == family).map(|f| f.id)
 }
 
+/// A store's field id registry as a part writer sees it: ids of the columns registered, and
+/// (`allocate`, a store with one writer) new ids for columns that are not yet.
+#[derive(Debug, Clone)]
+pub(crate) struct FieldIds {
+    pub registry: Arc<std::sync::Mutex<Vec<FieldId>>>,
+    pub allocate: bool,
+}
+
+impl FieldIds {
+    /// The id of `column` of `kind`, registered now if it may be.
+    pub(crate) fn id(&self, column: &str, kind: Kind) -> Option<i32> {
+        let family = Family::of(kind);
+        let mut registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(id) = field_id(&registry, column, family) {
+            return Some(id);
+        }
+        if !self.allocate {
+            return None;
+        }
+        register(&mut registry, &[(column.to_owned(), family)]);
+        field_id(&registry, column, family)
+    }
+}
+
 /// Registers the columns of `wanted` not registered yet; true when one was.
 pub fn register(fields: &mut Vec<FieldId>, wanted: &[(String, Family)]) -> bool {
     let mut changed = false;

@@ -129,6 +129,9 @@ pub(crate) struct PartHeader {
     pub offsets: OffsetRanges,
     /// It compacts the whole of a cold span (see [`META_COMPACTED`]).
     pub compacted: bool,
+    /// The store's Iceberg field ids, written into the part's Parquet schema (`field_id`), so
+    /// engines read its columns by id whatever their names and types; `None`: by name.
+    pub field_ids: Option<crate::iceberg::FieldIds>,
 }
 
 /// The file name of a part: `part-<sequence>-L<level>.parquet`, with the writer's name before
@@ -213,6 +216,38 @@ pub(crate) struct PartWriter {
     pub block_rows: usize,
     /// Per numeric field column (in schema order), each block's count and sum.
     sums: Vec<(String, Vec<(u64, f64)>)>,
+    /// The schema written: the blocks', with the field ids.
+    schema: arrow_schema::SchemaRef,
+}
+
+/// `schema` with each column's Iceberg field id in its metadata (`PARQUET:field_id`, which the
+/// Parquet writer puts in the file's schema): the time and the layout, and each field column of
+/// `kinds` the registry has (or registers) an id for.
+fn with_field_ids(
+    schema: &arrow_schema::SchemaRef,
+    kinds: &[(String, Kind)],
+    ids: &crate::iceberg::FieldIds,
+) -> arrow_schema::SchemaRef {
+    let kind_of: std::collections::HashMap<String, Kind> =
+        kinds.iter().map(|(f, k)| (columns::column_name(f).into_owned(), *k)).collect();
+    let fields: Vec<arrow_schema::Field> = schema
+        .fields()
+        .iter()
+        .map(|field| {
+            let id = match field.name().as_str() {
+                TIME_COLUMN => Some(crate::iceberg::TIME_FIELD_ID),
+                LAYOUT_COLUMN => Some(crate::iceberg::LAYOUT_FIELD_ID),
+                name => kind_of.get(name).and_then(|kind| ids.id(name, *kind)),
+            };
+            let mut metadata = field.metadata().clone();
+            if let Some(id) = id {
+                metadata
+                    .insert(parquet::arrow::PARQUET_FIELD_ID_META_KEY.to_owned(), id.to_string());
+            }
+            field.as_ref().clone().with_metadata(metadata)
+        })
+        .collect();
+    std::sync::Arc::new(arrow_schema::Schema::new_with_metadata(fields, schema.metadata().clone()))
 }
 
 impl PartWriter {
@@ -279,6 +314,10 @@ impl PartWriter {
                     .set_column_bloom_filter_fpp(column, 0.01);
             }
         }
+        let schema = match &header.field_ids {
+            Some(ids) => with_field_ids(&schema, kinds, ids),
+            None => schema,
+        };
         let file = File::create(&temporary).map_err(|e| HistoryError::io(&temporary, e))?;
         let writer = match ArrowWriter::try_new(file, schema.clone(), Some(props.build())) {
             Ok(writer) => writer,
@@ -294,7 +333,15 @@ impl PartWriter {
             .filter(|f| f.data_type().is_numeric())
             .map(|f| (f.name().clone(), Vec::new()))
             .collect();
-        Ok(Self { dir: dir.to_owned(), path, temporary, writer: Some(writer), block_rows, sums })
+        Ok(Self {
+            dir: dir.to_owned(),
+            path,
+            temporary,
+            writer: Some(writer),
+            block_rows,
+            sums,
+            schema,
+        })
     }
 
     /// Writes `batch` (at most `block_rows` rows, of the part's schema) as one block.
@@ -302,9 +349,17 @@ impl PartWriter {
         let Some(writer) = self.writer.as_mut() else {
             return Err(HistoryError::parquet(&self.path, "the part is already finished"));
         };
-        // one row group per block, exactly
+        // one row group per block, exactly (of the schema with the field ids)
+        let batch = if batch.schema() == self.schema {
+            batch.clone()
+        } else {
+            batch
+                .clone()
+                .with_schema(self.schema.clone())
+                .map_err(|e| HistoryError::parquet(&self.path, e))?
+        };
         writer
-            .write(batch)
+            .write(&batch)
             .and_then(|()| writer.flush())
             .map_err(|e| HistoryError::parquet(&self.path, e))?;
         for (name, blocks) in &mut self.sums {

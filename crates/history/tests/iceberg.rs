@@ -172,3 +172,61 @@ fn a_local_store_is_a_table_whose_older_snapshot_still_reads_while_it_compacts()
         .sum();
     assert_eq!(files as u64, store.info().unwrap().parts);
 }
+
+const PYICEBERG_COLUMNS: &str = r#"
+import json, sys
+from pyiceberg.table import StaticTable
+table = StaticTable.from_metadata(sys.argv[1])
+rows = table.scan().to_arrow().sort_by("n").to_pylist()
+print(json.dumps({
+    "columns": {f.name: str(f.field_type) for f in table.schema().fields},
+    "rows": [{k: v for k, v in r.items() if not k.startswith("__needle")} for r in rows],
+}, default=str))
+"#;
+
+#[test]
+fn a_field_that_changes_type_between_parts_gets_a_column_per_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = StoreConfig::new(dir.path());
+    config.time_field = Some("ts".into());
+    config.commit_ms = Some(0);
+    let store = Store::open(config).unwrap();
+    let point = |n: i64, x: Value| {
+        let mut m = Map::default();
+        m.insert("ts".into(), Value::Long(1_700_000_000_000 + n));
+        m.insert("n".into(), Value::Long(n));
+        m.insert("x".into(), x);
+        (Record::from_map(m), 0)
+    };
+    let mut tags = Map::default();
+    tags.insert("a".into(), Value::Long(1));
+    // a long, then an int (the same column), then a double, then a map: three columns
+    store.append([point(0, Value::Long(7))], None).unwrap();
+    store.flush().unwrap();
+    store.append([point(1, Value::Int(8))], None).unwrap();
+    store.flush().unwrap();
+    store.append([point(2, Value::Double(2.5))], None).unwrap();
+    store.flush().unwrap();
+    store.append([point(3, Value::Map(tags))], None).unwrap();
+    store.flush().unwrap();
+    store.close().unwrap();
+    let hint = std::fs::read_to_string(dir.path().join("metadata/version-hint.text")).unwrap();
+    let metadata = dir.path().join(format!("metadata/v{}.metadata.json", hint.trim()));
+    let out = Command::new("python3")
+        .args(["-c", PYICEBERG_COLUMNS, metadata.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(got["columns"]["x"], "long", "{got}");
+    assert_eq!(got["columns"]["x__double"], "double", "{got}");
+    assert_eq!(got["columns"]["x__json"], "string", "{got}");
+    let x = |row: usize, column: &str| got["rows"][row][column].clone();
+    assert_eq!(
+        (x(0, "x"), x(0, "x__double"), x(0, "x__json")),
+        (7.into(), serde_json::Value::Null, serde_json::Value::Null)
+    );
+    assert_eq!(x(1, "x"), 8);
+    assert_eq!((x(2, "x"), x(2, "x__double")), (serde_json::Value::Null, 2.5.into()));
+    assert_eq!((x(3, "x"), x(3, "x__json")), (serde_json::Value::Null, "{\"a\":1}".into()));
+}

@@ -791,6 +791,7 @@ impl Store {
                 writer: self.writer(),
                 offsets: offsets.clone(),
                 compacted: false,
+                field_ids: self.field_ids(),
             };
             let rows = encoded.batch.num_rows() as u64;
             let part = part::write(&dir, &encoded, config, &header)?;
@@ -1069,6 +1070,7 @@ impl Store {
                 all
             }),
             compacted,
+            field_ids: self.field_ids(),
         };
         let dir = partition_dir(&config.dir, start);
         std::fs::create_dir_all(&dir).map_err(|e| HistoryError::io(&dir, e))?;

@@ -18,7 +18,7 @@ use crate::manifest::{Committed, Manifest, ManifestPart};
 use crate::object::{Bucket, ObjectStoreOptions};
 use crate::HistoryError;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The table of a local store.
@@ -29,6 +29,8 @@ pub(super) struct LocalTable {
     catalog: Option<SqlCatalog>,
     /// The newest version committed.
     manifest: Mutex<Manifest>,
+    /// The table's field ids: the committed ones, and those parts written since took.
+    fields: Arc<Mutex<Vec<crate::iceberg::FieldId>>>,
     /// When it was.
     committed_at: Mutex<Option<Instant>>,
     every: Duration,
@@ -53,6 +55,7 @@ impl LocalTable {
         Ok(Some(LocalTable {
             bucket,
             catalog,
+            fields: Arc::new(Mutex::new(manifest.fields.clone())),
             manifest: Mutex::new(manifest),
             committed_at: Mutex::new(None),
             every: Duration::from_millis(commit_ms),
@@ -99,12 +102,16 @@ impl Store {
             *table.committed_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
             return Ok(());
         }
+        // (the columns of parts written before parts carried ids are registered now)
+        let wanted: Vec<(String, crate::iceberg::Family)> =
+            parts.iter().flat_map(|e| e.families.iter().map(|(c, f)| (c.clone(), *f))).collect();
+        let fields = {
+            let mut registry = table.fields.lock().unwrap_or_else(|e| e.into_inner());
+            crate::iceberg::register(&mut registry, &wanted);
+            registry.clone()
+        };
         let (committed, manifest) = Manifest::commit(&table.bucket, &base, None, |m| {
-            let wanted: Vec<(String, crate::iceberg::Family)> = parts
-                .iter()
-                .flat_map(|e| e.families.iter().map(|(c, f)| (c.clone(), *f)))
-                .collect();
-            crate::iceberg::register(&mut m.fields, &wanted);
+            m.fields = fields.clone();
             m.parts = parts.clone();
             m.sort_by = config.sort_by.clone();
             m.partition_ms = config.partition_ms;
@@ -138,5 +145,22 @@ impl Store {
         let location = crate::manifest::metadata_location(bucket, manifest.version);
         let (snapshots, schema) = crate::iceberg::describe(&table.0);
         (Some(location), snapshots, schema)
+    }
+}
+
+impl Store {
+    /// The field ids a part written now takes: a local table's registry (new columns get
+    /// theirs), or on object storage the manifest's (a new column's part is read by name until
+    /// its commit registers it).
+    pub(super) fn field_ids(&self) -> Option<crate::iceberg::FieldIds> {
+        if let Some(table) = &self.inner.table {
+            return Some(crate::iceberg::FieldIds {
+                registry: table.fields.clone(),
+                allocate: true,
+            });
+        }
+        let remote = self.remote()?;
+        let fields = super::remote::Remote::lock(&remote.manifest).fields.clone();
+        Some(crate::iceberg::FieldIds { registry: Arc::new(Mutex::new(fields)), allocate: false })
     }
 }
