@@ -2,28 +2,16 @@
 //! `needle ingest`, then `needle history`, `needle query --history` and `needle explain
 //! --history` over the store; and the errors a user meets.
 
+mod common;
+
+use common::{needle, stdout};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 const SENSORS: u64 = 40;
 const MINUTES: u64 = 180;
 /// The iot workload's first timestamp: 2020-01-01T00:00:00Z.
 const T0: i64 = 1_577_836_800_000;
-
-fn needle(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_needle")).args(args).stdin(Stdio::null()).output().unwrap()
-}
-
-fn stdout(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn json_lines(text: &str) -> Vec<serde_json::Value> {
     text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}"))).collect()

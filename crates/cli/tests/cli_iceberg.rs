@@ -4,26 +4,14 @@
 //! `needle query --history ... FROM HISTORY` and of Spark SQL over the table, with the same
 //! answers; and DuckDB still reads the data files.
 
+mod common;
+
+use common::{needle, stdout};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 
 const SENSORS: u64 = 40;
 const MINUTES: u64 = 180;
-
-fn needle(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_needle")).args(args).stdin(Stdio::null()).output().unwrap()
-}
-
-fn stdout(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// The records of the last result of `needle query --history STORE --format json QUERY`.
 fn needle_answer(store: &Path, query: &str) -> Vec<serde_json::Value> {

@@ -32,7 +32,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Each record's time, ms since the epoch: a UTC timestamp of ms ([`time_type`]) in the parts
-/// written now, a plain INT64 in those written before; read as either ([`time_values`]).
+/// written now, a plain INT64 in those written before; read as either.
 pub const TIME_COLUMN: &str = "__needle_time";
 
 /// The type of [`TIME_COLUMN`]: a UTC timestamp of ms (Parquet's INT64 `TIMESTAMP(MILLIS,

@@ -49,6 +49,24 @@ fn record(i: i64) -> Record {
     Record::from_map(m)
 }
 
+/// A store of 13 sensors' readings, its time the records' `ts`.
+fn sensors(dir: &Path) -> StoreConfig {
+    let mut config = StoreConfig::new(dir);
+    config.time_field = Some("ts".into());
+    config.sort_by = vec!["sensor".into()];
+    config
+}
+
+/// 2,400 records in six flushes; their count.
+fn fill(store: &Store) -> i64 {
+    for round in 0..6 {
+        let records = (round * 400..(round + 1) * 400).map(|i| (record(i), 0));
+        store.append(records, None).unwrap();
+        store.flush().unwrap();
+    }
+    2_400
+}
+
 fn pyiceberg(metadata: &Path) -> serde_json::Value {
     let out = Command::new("python3")
         .args(["-c", PYICEBERG, metadata.to_str().unwrap()])
@@ -67,19 +85,12 @@ fn pyiceberg(metadata: &Path) -> serde_json::Value {
 fn pyiceberg_reads_what_needle_keeps_from_the_metadata_file_alone() {
     let bucket = tempfile::tempdir().unwrap();
     let local = tempfile::tempdir().unwrap();
-    let mut config = StoreConfig::new(local.path());
-    config.time_field = Some("ts".into());
-    config.sort_by = vec!["sensor".into()];
+    let mut config = sensors(local.path());
     let mut remote = RemoteConfig::new(format!("file://{}", bucket.path().display()));
     remote.delete_grace_ms = 0;
     config.remote = Some(remote);
     let store = Store::open(config).unwrap();
-    let n = 2_400i64;
-    for round in 0..6 {
-        let records = (round * 400..(round + 1) * 400).map(|i| (record(i), 0));
-        store.append(records, None).unwrap();
-        store.flush().unwrap();
-    }
+    let n = fill(&store);
     store.compact().unwrap();
     let version = store.info().unwrap().remote.unwrap().manifest_version;
     let metadata = bucket.path().join(format!("metadata/v{version}.metadata.json"));
@@ -115,17 +126,10 @@ fn pyiceberg_reads_what_needle_keeps_from_the_metadata_file_alone() {
 #[test]
 fn a_local_store_is_a_table_whose_older_snapshot_still_reads_while_it_compacts() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = StoreConfig::new(dir.path());
-    config.time_field = Some("ts".into());
-    config.sort_by = vec!["sensor".into()];
+    let mut config = sensors(dir.path());
     config.commit_ms = Some(0);
     let store = Store::open(config).unwrap();
-    let n = 2_400i64;
-    for round in 0..6 {
-        let records = (round * 400..(round + 1) * 400).map(|i| (record(i), 0));
-        store.append(records, None).unwrap();
-        store.flush().unwrap();
-    }
+    let n = fill(&store);
     let newest = |dir: &Path| {
         let hint = std::fs::read_to_string(dir.join("metadata/version-hint.text")).unwrap();
         dir.join(format!("metadata/v{}.metadata.json", hint.trim()))

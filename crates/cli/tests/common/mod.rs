@@ -11,6 +11,23 @@ use std::time::{Duration, Instant};
 
 pub const NEEDLE: &str = env!("CARGO_BIN_EXE_needle");
 
+/// `needle ARGS`, run to its end with no input.
+pub fn needle(args: &[&str]) -> std::process::Output {
+    Command::new(NEEDLE).args(args).stdin(Stdio::null()).output().unwrap()
+}
+
+/// What a command that must succeed printed (its exit, stdout and stderr shown when it failed).
+pub fn stdout(out: &std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// A `needle serve` process, killed when dropped; its stderr goes to a file shown on failures.
 pub struct Serve {
     pub child: Child,
