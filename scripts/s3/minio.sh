@@ -69,9 +69,15 @@ start() {
   echo "$cport" >"$dir/console_port"
   echo "$bucket" >"$dir/bucket"
   launch "$dir" "$owner" "$max_seconds"
-  # the bucket, by S3's own CreateBucket call, signed by curl
-  curl -sf -X PUT --aws-sigv4 "aws:amz:us-east-1:s3" --user "$user:$secret" \
-    "http://127.0.0.1:$port/$bucket" >/dev/null || die "could not create the bucket $bucket"
+  # the bucket, by S3's own CreateBucket call, signed by curl; a server that says it is ready
+  # may still answer 503 for a moment on a loaded machine: tried for up to 10 s
+  local tries=0
+  until curl -sf -X PUT --aws-sigv4 "aws:amz:us-east-1:s3" --user "$user:$secret" \
+    "http://127.0.0.1:$port/$bucket" >/dev/null; do
+    tries=$((tries + 1))
+    if [ $tries -ge 20 ]; then stop "$dir"; die "could not create the bucket $bucket"; fi
+    sleep 0.5
+  done
   cat "$dir/endpoint"
 }
 
