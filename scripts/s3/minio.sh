@@ -71,9 +71,10 @@ start() {
   launch "$dir" "$owner" "$max_seconds"
   # the bucket, by S3's own CreateBucket call, signed by curl; a server that says it is ready
   # may still answer 503 for a moment on a loaded machine: tried for up to 10 s
-  local tries=0
-  until curl -sf -X PUT --aws-sigv4 "aws:amz:us-east-1:s3" --user "$user:$secret" \
-    "http://127.0.0.1:$port/$bucket" >/dev/null; do
+  # (409: a try the server took though its answer was lost: the bucket is there)
+  local tries=0 code
+  until code=$(curl -s -o /dev/null -w '%{http_code}' -X PUT --aws-sigv4 "aws:amz:us-east-1:s3" \
+    --user "$user:$secret" "http://127.0.0.1:$port/$bucket") && { [ "$code" = 200 ] || [ "$code" = 409 ]; }; do
     tries=$((tries + 1))
     if [ $tries -ge 20 ]; then stop "$dir"; die "could not create the bucket $bucket"; fi
     sleep 0.5
