@@ -404,10 +404,15 @@ fn history_on_s3_reports_the_object_store_beside_the_local_store() {
     assert!(s3["ingest"]["points_per_cpu_second"].as_f64() > Some(0.0), "{s3}");
     assert!(s3["ingest_ratio_to_local"].as_f64() > Some(0.0), "{s3}");
     // the same records in the same layout: the manifest names as many bytes as the local disk
-    // holds, but for each part's writer name in its metadata (a few dozen bytes a part)
+    // holds, but for each part's footer (its writer's name; the columns' Iceberg field ids,
+    // which a local store gives every part and a shared one only once its manifest has them)
     let (s3_bytes, local_bytes) =
         (s3["bytes"].as_u64().unwrap(), result["ingest"]["bytes"].as_u64().unwrap());
-    assert!(s3_bytes.abs_diff(local_bytes) <= 64 * 8, "{s3_bytes} against {local_bytes}: {result}");
+    let footers = local_bytes / 20;
+    assert!(
+        s3_bytes.abs_diff(local_bytes) <= footers,
+        "{s3_bytes} against {local_bytes}: {result}"
+    );
     // a store opened afresh fetches at least the manifest and the footers
     assert!(s3["cold_open"]["fetched_bytes"].as_u64() > Some(0), "{s3}");
     assert!(s3["cold_open"]["fetch_requests"].as_u64() > Some(0), "{s3}");
