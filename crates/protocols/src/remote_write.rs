@@ -92,20 +92,7 @@ pub struct Decoded {
 
 /// Decodes a remote write request body (see the module doc).
 pub fn decode(body: &[u8]) -> Result<Decoded, ProtocolError> {
-    let length = snap::raw::decompress_len(body)
-        .map_err(|e| ProtocolError::malformed(PROTOCOL, format!("not a snappy block: {e}")))?;
-    if length > MAX_DECODED_BYTES {
-        return Err(ProtocolError::malformed(
-            PROTOCOL,
-            format!("the body would decompress to {length} bytes, past {MAX_DECODED_BYTES}"),
-        ));
-    }
-    let bytes = snap::raw::Decoder::new()
-        .decompress_vec(body)
-        .map_err(|e| ProtocolError::malformed(PROTOCOL, format!("not a snappy block: {e}")))?;
-    let request = WriteRequest::decode(bytes.as_slice()).map_err(|e| {
-        ProtocolError::malformed(PROTOCOL, format!("not a remote write request: {e}"))
-    })?;
+    let request = decode_request(body)?;
     let mut decoded = Decoded::default();
     for series in request.timeseries {
         let Some(name) = series.labels.iter().find(|l| l.name == "__name__") else {
@@ -139,6 +126,25 @@ pub fn decode(body: &[u8]) -> Result<Decoded, ProtocolError> {
         }
     }
     Ok(decoded)
+}
+
+/// The `WriteRequest` a body holds: the snappy block decompressed and the protobuf decoded,
+/// no record built (what [`decode`] reads records from; on its own, the bare cost of the wire
+/// format).
+pub fn decode_request(body: &[u8]) -> Result<WriteRequest, ProtocolError> {
+    let length = snap::raw::decompress_len(body)
+        .map_err(|e| ProtocolError::malformed(PROTOCOL, format!("not a snappy block: {e}")))?;
+    if length > MAX_DECODED_BYTES {
+        return Err(ProtocolError::malformed(
+            PROTOCOL,
+            format!("the body would decompress to {length} bytes, past {MAX_DECODED_BYTES}"),
+        ));
+    }
+    let bytes = snap::raw::Decoder::new()
+        .decompress_vec(body)
+        .map_err(|e| ProtocolError::malformed(PROTOCOL, format!("not a snappy block: {e}")))?;
+    WriteRequest::decode(bytes.as_slice())
+        .map_err(|e| ProtocolError::malformed(PROTOCOL, format!("not a remote write request: {e}")))
 }
 
 /// A request body of `request`, as Prometheus sends it (for tests, benchmarks and fuzzing).
