@@ -58,17 +58,23 @@ pub fn bench_config(workers: usize) -> NeedleConfig {
 /// workers on a thread of its own; stopped when dropped.
 pub struct HttpServer {
     pub url: String,
+    pub addr: SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl HttpServer {
     pub fn start(runtime: Arc<Runtime>, threads: usize) -> Result<Self, String> {
+        Self::serve(AppState::new(runtime), threads)
+    }
+
+    /// [`HttpServer::start`] over a given state (one taking HTTP writes, say).
+    pub fn serve(state: AppState, threads: usize) -> Result<Self, String> {
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-        let url = format!("http://{}", std_listener.local_addr().map_err(|e| e.to_string())?);
+        let addr = std_listener.local_addr().map_err(|e| e.to_string())?;
+        let url = format!("http://{addr}");
         std_listener.set_nonblocking(true).map_err(|e| e.to_string())?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let state = AppState::new(runtime);
         let thread = std::thread::spawn(move || {
             let tokio = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(threads.max(1))
@@ -83,7 +89,7 @@ impl HttpServer {
                 .await;
             });
         });
-        Ok(Self { url, stop: Some(stop), thread: Some(thread) })
+        Ok(Self { url, addr, stop: Some(stop), thread: Some(thread) })
     }
 }
 

@@ -475,7 +475,7 @@ pub(crate) struct QueryRun {
 }
 
 impl PreparedQuery {
-    fn compile(name: &str, text: &str, config: &QueryConfig) -> Result<Self, String> {
+    pub(crate) fn compile(name: &str, text: &str, config: &QueryConfig) -> Result<Self, String> {
         let plan = needle_query::compile(text, config).map_err(|e| e.render(text))?;
         let past = plan.history.as_ref().ok_or("a history query")?;
         let query = Arc::new(CompiledQuery::compile(&plan).map_err(|e| e.to_string())?);
@@ -665,7 +665,7 @@ pub(crate) fn process_cpu_seconds() -> f64 {
 }
 
 /// This machine, for the report: cores and load.
-fn machine() -> String {
+pub(crate) fn machine() -> String {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let load = std::fs::read_to_string("/proc/loadavg")
         .ok()

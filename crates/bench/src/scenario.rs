@@ -4,7 +4,8 @@
 //! JSON result written to `--out DIR/SCENARIO.json`.
 
 use crate::{
-    data_scaling, eps, history, latency, matching, max_raw_queries, query_scaling, vs_bullet,
+    data_scaling, eps, history, ingest, latency, matching, max_raw_queries, query_scaling,
+    vs_bullet,
 };
 use clap::Subcommand;
 use std::process::ExitCode;
@@ -43,6 +44,10 @@ pub enum Scenario {
     /// per point, and per-series MAX, the `temp0 > 95` needle filter, an hourly downsample and a
     /// one-hour COUNT, each beside DuckDB (PyPI) on the same records in the same run.
     History(history::Args),
+    /// Metrics agents' protocols (InfluxDB line protocol, OpenTSDB, Graphite, Prometheus remote
+    /// write) end to end into history: points per CPU-second of each, beside JSON lines carrying
+    /// the same points in the same run, and each decoder's bare rate.
+    Ingest(ingest::Args),
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -56,5 +61,6 @@ pub fn run(args: Args) -> ExitCode {
         Scenario::QueryScaling(args) => query_scaling::run(args),
         Scenario::DataScaling(args) => data_scaling::run(args),
         Scenario::History(args) => history::run(args),
+        Scenario::Ingest(args) => ingest::run(args),
     }
 }

@@ -436,3 +436,55 @@ fn history_on_s3_reports_the_object_store_beside_the_local_store() {
     assert!(rows[0]["queries"][0].get("s3").is_none(), "{}", rows[0]);
     let _ = std::fs::remove_dir_all(&out_dir);
 }
+
+#[test]
+fn ingest_keeps_every_protocols_points_in_history_beside_json_lines() {
+    // 4 hosts × 2 metrics × 50 points; remote write in bodies of 30 samples (the last shorter)
+    let (rows, out_dir) = bench_json(
+        "ingest",
+        &["ingest", "--hosts", "4", "--metrics", "2", "--points", "50"]
+            .into_iter()
+            .chain(["--samples-per-request", "30", "--workers", "2"])
+            .collect::<Vec<_>>(),
+    );
+    let names: Vec<&str> = rows.iter().map(|r| r["protocol"].as_str().unwrap()).collect();
+    assert_eq!(names, ["json", "influx", "opentsdb", "graphite", "json-http", "remote-write"]);
+    let rate = |name: &str| {
+        let row = rows.iter().find(|r| r["protocol"] == name).unwrap();
+        row["points_per_cpu_second"].as_f64().unwrap()
+    };
+    for row in &rows {
+        assert_eq!(row["scenario"], "ingest");
+        assert_eq!(row["points"], 400, "{row}");
+        // each store was read back and checked before the figures were kept
+        let (stored, expected) = (&row["stored"], &row["expected"]);
+        for field in ["points", "first_ms", "last_ms"] {
+            assert_eq!(stored[field], expected[field], "{field}: {row}");
+        }
+        let sum = expected["sum"].as_f64().unwrap();
+        assert!((stored["sum"].as_f64().unwrap() - sum).abs() <= 1e-9 * sum, "{row}");
+        for field in ["points_per_cpu_second", "points_per_second", "decode_per_cpu_second"] {
+            let value = row[field].as_f64().unwrap();
+            assert!(value > 0.0 && value.is_finite(), "{field}: {row}");
+        }
+        let baseline = row["baseline"].as_str().unwrap();
+        let ratio = row["points_per_cpu_second"].as_f64().unwrap() / rate(baseline);
+        assert!((row["ratio_to_json"].as_f64().unwrap() - ratio).abs() < 1e-9, "{row}");
+        let remote_write = row["protocol"] == "remote-write";
+        assert_eq!(row["snappy_protobuf_per_cpu_second"].is_number(), remote_write, "{row}");
+    }
+    assert_eq!(rows[5]["baseline"], "json-http");
+    assert!(out_dir.join("ingest.json").exists());
+    let _ = std::fs::remove_dir_all(&out_dir);
+    // one protocol: its JSON lines baseline runs beside it
+    let (rows, out_dir) = bench_json(
+        "ingest-one",
+        &["ingest", "--protocol", "graphite", "--hosts", "2", "--metrics", "1", "--points", "5"],
+    );
+    let names: Vec<&str> = rows.iter().map(|r| r["protocol"].as_str().unwrap()).collect();
+    assert_eq!(names, ["json", "graphite"]);
+    let _ = std::fs::remove_dir_all(&out_dir);
+    exits_2(&["ingest", "--points", "0"]);
+    exits_2(&["ingest", "--metrics", "11"]);
+    exits_2(&["ingest", "--protocol", "statsd"]);
+}
