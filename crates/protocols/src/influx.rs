@@ -42,19 +42,19 @@ pub fn parse(
     }
     let bytes = line.as_bytes();
     let mut pos = 0;
-    let measurement = scan(bytes, &mut pos, b", ", MEASUREMENT_ESCAPES);
+    let measurement = scan(line, &mut pos, b", ", MEASUREMENT_ESCAPES);
     if measurement.is_empty() {
         return Err(malformed("no measurement"));
     }
-    let mut user: Vec<(String, Value)> = Vec::new();
+    let mut user: Vec<(String, Value)> = Vec::with_capacity(8);
     while bytes.get(pos) == Some(&b',') {
         pos += 1;
-        let key = scan(bytes, &mut pos, b",= ", KEY_ESCAPES);
+        let key = scan(line, &mut pos, b",= ", KEY_ESCAPES);
         if bytes.get(pos) != Some(&b'=') {
             return Err(malformed(format!("tag '{key}' has no '=' and value")));
         }
         pos += 1;
-        let value = scan(bytes, &mut pos, b",= ", KEY_ESCAPES);
+        let value = scan(line, &mut pos, b",= ", KEY_ESCAPES);
         if bytes.get(pos) == Some(&b'=') {
             return Err(malformed(format!("tag '{key}': an unescaped '=' in its value")));
         }
@@ -68,7 +68,7 @@ pub fn parse(
         return Err(malformed("no field set"));
     }
     loop {
-        let key = scan(bytes, &mut pos, b",= ", KEY_ESCAPES);
+        let key = scan(line, &mut pos, b",= ", KEY_ESCAPES);
         if key.is_empty() {
             return Err(malformed("a field with no key"));
         }
@@ -76,7 +76,7 @@ pub fn parse(
             return Err(malformed(format!("field '{key}' has no '=' and value")));
         }
         pos += 1;
-        let value = field_value(bytes, &mut pos, &key)?;
+        let value = field_value(line, &mut pos, &key)?;
         user.push((key, value));
         match bytes.get(pos) {
             Some(b',') => pos += 1,
@@ -93,8 +93,21 @@ pub fn parse(
 
 /// Reads from `pos` up to the first unescaped byte of `stops` (or the end), unescaping the
 /// bytes of `escapes` that follow a backslash.
-fn scan(bytes: &[u8], pos: &mut usize, stops: &[u8], escapes: &[u8]) -> String {
-    let mut out = Vec::new();
+fn scan(line: &str, pos: &mut usize, stops: &[u8], escapes: &[u8]) -> String {
+    let bytes = line.as_bytes();
+    let start = *pos;
+    let end = bytes[start..]
+        .iter()
+        .position(|b| *b == b'\\' || stops.contains(b))
+        .map_or(bytes.len(), |at| start + at);
+    *pos = end;
+    // (split at ASCII bytes, so at characters' boundaries)
+    let plain = &line[start..end];
+    if bytes.get(end) != Some(&b'\\') {
+        // no escape (nearly every name and tag): the text as it is, one allocation
+        return plain.to_owned();
+    }
+    let mut out = plain.as_bytes().to_vec();
     while let Some(&b) = bytes.get(*pos) {
         if b == b'\\' {
             match bytes.get(*pos + 1) {
@@ -126,7 +139,8 @@ fn skip_spaces(bytes: &[u8], pos: &mut usize) {
 }
 
 /// A field's value from `pos`, leaving `pos` after it.
-fn field_value(bytes: &[u8], pos: &mut usize, key: &str) -> Result<Value, ProtocolError> {
+fn field_value(line: &str, pos: &mut usize, key: &str) -> Result<Value, ProtocolError> {
+    let bytes = line.as_bytes();
     if bytes.get(*pos) == Some(&b'"') {
         *pos += 1;
         let mut out = Vec::new();
@@ -159,7 +173,7 @@ fn field_value(bytes: &[u8], pos: &mut usize, key: &str) -> Result<Value, Protoc
         }
         *pos += 1;
     }
-    let raw = std::str::from_utf8(&bytes[start..*pos]).expect("split at ASCII bytes");
+    let raw = &line[start..*pos];
     let bad = || malformed(format!("field '{key}': '{raw}' is not a line protocol value"));
     Ok(match raw {
         "" => return Err(malformed(format!("field '{key}' has no value"))),
