@@ -381,13 +381,10 @@ pub(crate) fn write_version(
         for part in &removed {
             by_spec.entry(partition_of(part, part.partition_span_ms).0).or_default().1.push(part);
         }
-        let specs = {
-            let built = builder.clone().build().map_err(iceberg_error)?.metadata;
-            built
-                .partition_specs_iter()
-                .map(|s| (s.spec_id(), s.as_ref().clone()))
-                .collect::<HashMap<_, _>>()
-        };
+        // the table as staged so far (its schema now current): its specs and schema id
+        let staged = builder.clone().build().map_err(iceberg_error)?.metadata;
+        let specs: HashMap<_, _> =
+            staged.partition_specs_iter().map(|s| (s.spec_id(), s.as_ref().clone())).collect();
         for (spec_id, (live, gone)) in by_spec {
             let Some(spec) = specs.get(&spec_id) else { continue };
             let key = format!("metadata/{unique}-m{spec_id}.avro");
@@ -461,9 +458,7 @@ pub(crate) fn write_version(
             .with_timestamp_ms(next.committed_ms)
             .with_manifest_list(list_path)
             .with_summary(Summary { operation, additional_properties: summary })
-            .with_schema_id(
-                builder.clone().build().map_err(iceberg_error)?.metadata.current_schema_id(),
-            )
+            .with_schema_id(staged.current_schema_id())
             .build();
         builder = builder.add_snapshot(snapshot).map_err(iceberg_error)?;
         builder = builder
