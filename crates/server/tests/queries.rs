@@ -182,8 +182,19 @@ async fn a_started_query_streams_events_lists_progress_and_can_be_killed() {
     }
     assert!(text.contains(r#""i":7"#) && text.contains(r#""i":123"#), "{text}");
 
-    let list: Value =
-        client.get(server.url("/api/v1/queries")).send().await.unwrap().json().await.unwrap();
+    // the status table's counts are brought up to date every half second, so they may trail
+    // the results already sent for a moment; they catch up
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let list = loop {
+        let list: Value =
+            client.get(server.url("/api/v1/queries")).send().await.unwrap().json().await.unwrap();
+        if list["queries"][0]["records_matched"].as_u64().unwrap() >= 2
+            || std::time::Instant::now() > deadline
+        {
+            break list;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     let q = &list["queries"][0];
     assert_eq!(q["id"], id.as_str());
     assert!(q["records_matched"].as_u64().unwrap() >= 2, "{list}");
