@@ -45,9 +45,9 @@ pub struct StoreConfig {
     /// The object store the store lives in; `None`: it lives in `dir`. With one, `dir` is this
     /// process's staging area and cache: parts are written there first, then uploaded.
     pub remote: Option<RemoteConfig>,
-    /// A store in `dir` is an Apache Iceberg table (`dir/metadata/`) whose snapshot is
-    /// committed at most this often, in ms; `None`: it is not (a store on object storage always
-    /// is, each upload committed).
+    /// The store's Iceberg table (`dir/metadata/`, or the object store's) commits a snapshot
+    /// at most this often, in ms; on object storage parts are uploaded at each flush and wait
+    /// for it. `None`: a store in `dir` is no table, and object storage commits each upload.
     pub commit_ms: Option<u64>,
     /// How long a part a merge replaced stays in `dir` once the table no longer names it, in
     /// ms: an engine reading an older snapshot still finds it (removed at once when the store

@@ -316,6 +316,46 @@ impl Manifest {
         self.parts.iter().find(|p| p.name == name)
     }
 
+    /// The objects this version, or a snapshot it keeps, names: its parts, the parts it
+    /// retired and not deleted yet, and its snapshots' manifests and manifest lists.
+    pub fn named_objects(&self) -> std::collections::HashSet<String> {
+        self.parts
+            .iter()
+            .map(|p| p.key.clone())
+            .chain(self.retired.iter().map(|r| r.key.clone()))
+            .chain(self.iceberg_objects.iter().flat_map(|(_, keys)| keys.iter().cloned()))
+            .collect()
+    }
+
+    /// The objects under the table's data folders (`p=…/`) and its manifests
+    /// (`metadata/*.avro`) that neither the newest version nor a snapshot it keeps names and
+    /// that were last written more than `older_than_ms` ago, but for `keep`: uploads and
+    /// manifests of commits that failed or lost their race, or of a writer lost between an
+    /// upload and its commit. Metadata files and the version hint are never among them.
+    pub fn orphans(
+        bucket: &Bucket,
+        newest: &Manifest,
+        data: bool,
+        older_than_ms: u64,
+        keep: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<String>, HistoryError> {
+        let named = newest.named_objects();
+        let cutoff = now_ms().saturating_sub(older_than_ms.min(i64::MAX as u64) as i64);
+        let found = bucket.list(if data { "" } else { "metadata" })?;
+        let mut orphans: Vec<String> = found
+            .into_iter()
+            .filter(|(key, written)| {
+                let kind = key.starts_with("p=")
+                    || (key.starts_with("metadata/") && key.ends_with(".avro"));
+                kind && *written < cutoff && !named.contains(key) && !keep(key)
+            })
+            .map(|(key, _)| key)
+            .collect();
+        orphans.sort();
+        orphans.dedup();
+        Ok(orphans)
+    }
+
     /// Version `version` of the manifest in `bucket`, while it is kept (the newest
     /// [`KEEP_VERSIONS`] are).
     pub fn load_version(bucket: &Bucket, version: u64) -> Result<Option<Manifest>, HistoryError> {

@@ -89,6 +89,8 @@ fn pyiceberg_reads_what_needle_keeps_from_the_metadata_file_alone() {
     let mut remote = RemoteConfig::new(format!("file://{}", bucket.path().display()));
     remote.delete_grace_ms = 0;
     config.remote = Some(remote);
+    // a snapshot for each upload and merge
+    config.commit_ms = Some(0);
     let store = Store::open(config).unwrap();
     let n = fill(&store);
     store.compact().unwrap();
@@ -233,4 +235,53 @@ fn a_field_that_changes_type_between_parts_gets_a_column_per_type() {
     assert_eq!(x(1, "x"), 8);
     assert_eq!((x(2, "x"), x(2, "x__double")), (serde_json::Value::Null, 2.5.into()));
     assert_eq!((x(3, "x"), x(3, "x__json")), (serde_json::Value::Null, "{\"a\":1}".into()));
+}
+
+/// Every manifest list of every snapshot the newest metadata file keeps, and every manifest
+/// they list, is on disk.
+fn every_snapshot_file_is_there(dir: &Path) {
+    let hint = std::fs::read_to_string(dir.join("metadata/version-hint.text")).unwrap();
+    let metadata = dir.join(format!("metadata/v{}.metadata.json", hint.trim()));
+    let table: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(metadata).unwrap()).unwrap();
+    let snapshots = table["snapshots"].as_array().unwrap();
+    assert!(snapshots.len() > 1, "{table}");
+    for snapshot in snapshots {
+        let list = snapshot["manifest-list"].as_str().unwrap();
+        let path = list.strip_prefix("file://").unwrap();
+        assert!(Path::new(path).is_file(), "{list} is gone");
+    }
+}
+
+#[test]
+fn a_manifest_no_snapshot_names_is_swept_once_its_grace_is_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = sensors(dir.path());
+    config.commit_ms = Some(0);
+    config.delete_grace_ms = 600_000;
+    let store = Store::open(config.clone()).unwrap();
+    let n = fill(&store);
+    store.compact().unwrap();
+    store.close().unwrap();
+    drop(store);
+    // what a commit that failed after writing its manifest leaves
+    let stray = dir.path().join("metadata/0000-lost-m0.avro");
+    std::fs::write(&stray, b"Obj\x01").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    // within its grace it stays (a commit may be on its way)
+    let store = Store::open(config.clone()).unwrap();
+    assert!(stray.is_file());
+    assert_eq!(store.sweep_orphans().unwrap(), 0);
+    drop(store);
+    // past it, the writer's open sweeps it, and nothing a snapshot names
+    config.delete_grace_ms = 0;
+    let store = Store::open(config).unwrap();
+    assert!(!stray.exists());
+    every_snapshot_file_is_there(dir.path());
+    let newest = {
+        let hint = std::fs::read_to_string(dir.path().join("metadata/version-hint.text")).unwrap();
+        dir.path().join(format!("metadata/v{}.metadata.json", hint.trim()))
+    };
+    assert_eq!(pyiceberg(&newest)["rows"], n);
+    assert_eq!(store.sweep_orphans().unwrap(), 0);
 }

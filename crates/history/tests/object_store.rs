@@ -17,6 +17,8 @@ fn config(local: &Path, remote: RemoteConfig) -> StoreConfig {
     c.block_rows = 64;
     c.page_rows = 16;
     c.remote = Some(remote);
+    // each flush's uploads committed at once; the cadence has a test of its own
+    c.commit_ms = Some(0);
     c
 }
 
@@ -106,6 +108,96 @@ fn what_one_machine_writes_to_a_file_url_another_reads_whole() {
     let reader =
         Store::open_read_only(config(reader_dir.path(), file_remote(bucket.path()))).unwrap();
     assert_eq!(objects as u64, reader.info().unwrap().parts);
+}
+
+/// The objects under the bucket's partition directories, by name.
+fn objects(bucket: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(bucket)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("p="))
+        .flat_map(|e| std::fs::read_dir(e.path()).unwrap().flatten())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn uploads_are_committed_at_most_every_commit_ms_and_all_at_close() {
+    let bucket = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path(), file_remote(bucket.path()));
+    c.commit_ms = Some(3_600_000);
+    let store = Store::open(c.clone()).unwrap();
+    let committed = |store: &Store| store.info().unwrap().remote.unwrap().manifest_version;
+    let read_elsewhere = || {
+        let reader_dir = tempfile::tempdir().unwrap();
+        let mut c = config(reader_dir.path(), file_remote(bucket.path()));
+        c.commit_ms = None;
+        ids(&everything(&Store::open_read_only(c).unwrap()))
+    };
+    // the first upload commits at once
+    store.append((0..100).map(|i| (record(i), 0)), Some("a".into())).unwrap();
+    store.flush().unwrap();
+    let first = committed(&store);
+    assert_eq!(read_elsewhere(), (0..100).collect::<Vec<_>>());
+    assert_eq!(store.durable_position().as_deref(), Some("a"));
+    // the next ones are uploaded but wait for the cadence: no new version, the position waits
+    for round in 1..4 {
+        let records = (round * 100..(round + 1) * 100).map(|i| (record(i), 0));
+        store.append(records, Some(format!("r{round}"))).unwrap();
+        store.flush().unwrap();
+    }
+    assert_eq!(committed(&store), first);
+    assert_eq!(read_elsewhere(), (0..100).collect::<Vec<_>>());
+    assert_eq!(store.durable_position().as_deref(), Some("a"));
+    let uploaded = objects(bucket.path());
+    assert!(uploaded.len() >= 4, "{uploaded:?}");
+    // a merge of uploads no snapshot named deletes their objects (nothing will ever name them)
+    store.compact().unwrap();
+    assert_eq!(ids(&everything(&store)), (0..400).collect::<Vec<_>>());
+    // the close commits everything, in one version
+    store.close().unwrap();
+    assert_eq!(committed(&store), first + 1);
+    assert_eq!(store.durable_position().as_deref(), Some("r3"));
+    assert_eq!(read_elsewhere(), (0..400).collect::<Vec<_>>());
+    let reader_dir = tempfile::tempdir().unwrap();
+    let reader =
+        Store::open_read_only(config(reader_dir.path(), file_remote(bucket.path()))).unwrap();
+    let named = reader.info().unwrap().parts as usize;
+    // the merged-away first part waits for its grace (0 here) and the next delete round
+    store.maintain().unwrap();
+    assert_eq!(objects(bucket.path()).len(), named, "{:?}", objects(bucket.path()));
+}
+
+#[test]
+fn the_uploads_of_a_writer_lost_before_its_commit_are_swept_as_orphans() {
+    let bucket = tempfile::tempdir().unwrap();
+    let mut remote = file_remote(bucket.path());
+    remote.writer = "lost".into();
+    let lost_dir = tempfile::tempdir().unwrap();
+    let mut c = config(lost_dir.path(), remote.clone());
+    c.commit_ms = Some(3_600_000);
+    let lost = Store::open(c).unwrap();
+    lost.append((0..100).map(|i| (record(i), 0)), None).unwrap();
+    lost.flush().unwrap();
+    lost.append((100..200).map(|i| (record(i), 0)), None).unwrap();
+    lost.flush().unwrap();
+    // the machine goes, its disk with it: the second upload was never committed
+    drop(lost);
+    drop(lost_dir);
+    assert_eq!(objects(bucket.path()).len(), 2);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    // another writer's open sweeps it (grace 0 here), and only it
+    remote.writer = "next".into();
+    let next_dir = tempfile::tempdir().unwrap();
+    let next = Store::open(config(next_dir.path(), remote.clone())).unwrap();
+    assert_eq!(objects(bucket.path()).len(), 1, "{:?}", objects(bucket.path()));
+    let reader_dir = tempfile::tempdir().unwrap();
+    let reader = Store::open_read_only(config(reader_dir.path(), remote)).unwrap();
+    assert_eq!(ids(&everything(&reader)), (0..100).collect::<Vec<_>>());
+    assert_eq!(next.sweep_orphans().unwrap(), 0);
 }
 
 #[test]

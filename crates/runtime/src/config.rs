@@ -65,9 +65,9 @@ pub struct HistoryConfig {
     /// How long a part replaced by a merge stays (an object, or a file of a local store), so
     /// a query or an Iceberg reader that planned before the switch still reads it, in ms.
     pub delete_grace_ms: u64,
-    /// The store is an Apache Iceberg table (`DIR/metadata/`): a local store commits its parts
-    /// as a snapshot at most this often, in ms; 0: a local store is not a table. (On object
-    /// storage each upload is committed.)
+    /// The store is an Apache Iceberg table (`DIR/metadata/`) that commits its parts as a
+    /// snapshot at most this often, in ms (on object storage, parts uploaded meanwhile wait for
+    /// it); 0: a local store is not a table, and object storage commits each upload.
     pub commit_ms: u64,
     /// How needle reaches the object store `dir` names.
     pub object_store: ObjectStoreConfig,

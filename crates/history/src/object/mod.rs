@@ -323,6 +323,28 @@ impl Bucket {
         Ok(size)
     }
 
+    /// Every object under `prefix` (a key's leading folders): its key and when it was last
+    /// written, in ms since the epoch.
+    pub fn list(&self, prefix: &str) -> Result<Vec<(String, i64)>, HistoryError> {
+        use futures_util::TryStreamExt;
+        let (store, path) = (self.store.clone(), self.path(prefix));
+        let root = self.prefix.clone();
+        let listed = self.run(async move {
+            let objects: Vec<object_store::ObjectMeta> =
+                store.list(Some(&path)).try_collect().await?;
+            Ok::<_, object_store::Error>(objects)
+        });
+        let objects = listed.map_err(|e| self.error(prefix, e))?;
+        Ok(objects
+            .into_iter()
+            .filter_map(|meta| {
+                let key: Vec<String> =
+                    meta.location.prefix_match(&root)?.map(|p| p.as_ref().to_owned()).collect();
+                Some((key.join("/"), meta.last_modified.timestamp_millis()))
+            })
+            .collect())
+    }
+
     /// Removes object `key`; one already gone is no error.
     pub fn delete(&self, key: &str) -> Result<(), HistoryError> {
         let (store, path) = (self.store.clone(), self.path(key));

@@ -24,6 +24,7 @@
 //!   store [`Health::WritesStopped`], and is tried again on the next flush; the buffer is then
 //!   bounded (`max_buffer_records`), and what does not fit is dropped and counted.
 
+mod orphans;
 mod remote;
 mod table;
 
@@ -103,6 +104,8 @@ pub struct MaintainReport {
     pub merges: u64,
     pub parts_removed: u64,
     pub partitions_dropped: u64,
+    /// Files of the table no version names, deleted ([`Store::sweep_orphans`]).
+    pub orphans_deleted: u64,
 }
 
 /// A store of history. Cheap to clone; share it between threads.
@@ -136,6 +139,8 @@ struct Inner {
     table: Option<table::LocalTable>,
     /// The object store the store lives in, when `config.remote` names one.
     remote: Option<remote::Remote>,
+    /// When [`Store::sweep_orphans`] last ran.
+    swept_at: Mutex<Option<Instant>>,
 }
 
 /// A scan's hold on the parts it saw: while any is alive, merged-away parts stay on disk.
@@ -438,7 +443,8 @@ impl Store {
             Some(remote) => {
                 std::fs::create_dir_all(&config.dir)
                     .map_err(|e| HistoryError::io(&config.dir, e))?;
-                Some(remote::Remote::open(remote, &config.dir, read_only)?)
+                let every = Duration::from_millis(config.commit_ms.unwrap_or(0));
+                Some(remote::Remote::open(remote, &config.dir, read_only, every)?)
             }
             None => None,
         };
@@ -459,12 +465,16 @@ impl Store {
                 table,
                 remote,
                 config,
+                swept_at: Mutex::new(None),
             }),
         };
         store.load()?;
         store.load_remote()?;
         // what a crash left out of the table joins it
         store.commit_table(true)?;
+        if let Err(error) = store.sweep_orphans() {
+            eprintln!("needle: history: looking for orphan files failed: {error}");
+        }
         Ok(store)
     }
 
@@ -673,7 +683,7 @@ impl Store {
         let _writing = self.inner.writing.lock().unwrap_or_else(|e| e.into_inner());
         if self.inner.remote.is_some() {
             // parts waiting for upload go first; past their bound, no new part is written
-            self.sync_remote()?;
+            self.sync_remote(false)?;
             if let Some(reason) = self.remote_stopped() {
                 self.inner.counters.flush_errors.fetch_add(1, Ordering::Relaxed);
                 *self.health_mut() = Health::WritesStopped { reason: reason.clone() };
@@ -726,7 +736,7 @@ impl Store {
                 drop(state);
                 *self.health_mut() = Health::Ok;
                 self.count_written(&report);
-                self.sync_remote()?;
+                self.sync_remote(false)?;
                 self.commit_table(false)?;
                 Ok(report)
             }
@@ -821,7 +831,7 @@ impl Store {
         }
         drop(state);
         self.count_written(&report);
-        self.sync_remote()?;
+        self.sync_remote(false)?;
         Ok(report)
     }
 
@@ -896,10 +906,11 @@ impl Store {
         if self.inner.remote.is_some() {
             self.retire_expired_of_others()?;
             let _writing = self.inner.writing.lock().unwrap_or_else(|e| e.into_inner());
-            self.sync_remote()?;
+            self.sync_remote(false)?;
             self.delete_retired()?;
         }
         self.commit_table(false)?;
+        report.orphans_deleted = self.sweep_orphans_when_due()?;
         Ok(report)
     }
 
@@ -952,13 +963,20 @@ impl Store {
         });
     }
 
-    /// Ends this process's writing: a local store's table gets a last version, and the parts
-    /// merges replaced go at once (`needle ingest` at its end, a stopping server).
+    /// Ends this process's writing: the table gets a last version (on object storage, the
+    /// parts uploaded since the last commit), and the parts merges replaced go at once
+    /// (`needle ingest` at its end, a stopping server).
     pub fn close(&self) -> Result<(), HistoryError> {
         if self.inner.read_only {
             return Ok(());
         }
-        let committed = self.commit_table(true);
+        let committed = match self.inner.remote {
+            Some(_) => {
+                let _writing = self.inner.writing.lock().unwrap_or_else(|e| e.into_inner());
+                self.sync_remote(true)
+            }
+            None => self.commit_table(true),
+        };
         self.remove_doomed(true);
         committed
     }

@@ -2,8 +2,10 @@
 //!
 //! - **Writes**: a flush or a merge writes its part on the local disk first (fsynced, as a
 //!   local store does); [`Store::sync_remote`] then uploads the parts not uploaded yet, in the
-//!   order they were written, and commits one manifest version that adds them, retires the
-//!   parts they replace and records the source position they reach. With
+//!   order they were written, and, at most every `commit_ms` (at once when the store closes),
+//!   commits one manifest version that adds the uploads waiting, retires the parts they
+//!   replace and records the source position they reach (an upload merged away before any
+//!   commit named it is deleted: no snapshot ever will). With
 //!   `durable_on_upload`, that position is what [`Store::durable_position`] says from then on,
 //!   so a Kafka source commits offsets only for records in the object store.
 //! - **Faults**: an upload or a commit that fails leaves its parts waiting on the local disk
@@ -35,6 +37,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 /// A worker's share of a read planned from a manifest version: parts to add (by partition
 /// start), and names of its own parts to leave out (dealt to another).
@@ -61,6 +64,13 @@ pub(super) struct Remote {
     pub failing: Mutex<Option<String>>,
     /// Keys of uploaded parts dropped by retention, to retire at the next commit.
     pub to_retire: Mutex<Vec<String>>,
+    /// Parts uploaded and not committed yet (commits wait for `commit_every`), by name.
+    pub uploaded: Mutex<HashMap<String, (i64, Part)>>,
+    /// When the last commit of uploads was.
+    pub committed_at: Mutex<Option<Instant>>,
+    /// Commits of uploads come at most this often (`StoreConfig::commit_ms`; zero: each
+    /// upload round commits).
+    pub commit_every: Duration,
     pub counters: RemoteCounters,
 }
 
@@ -112,6 +122,7 @@ impl Remote {
         config: &RemoteConfig,
         local: &Path,
         read_only: bool,
+        commit_every: Duration,
     ) -> Result<Remote, HistoryError> {
         let bucket = Arc::new(Bucket::open(&config.url, &config.options)?);
         bucket.check()?;
@@ -138,6 +149,9 @@ impl Remote {
             pending_bytes: AtomicU64::new(0),
             failing: Mutex::new(None),
             to_retire: Mutex::new(Vec::new()),
+            uploaded: Mutex::new(HashMap::new()),
+            committed_at: Mutex::new(None),
+            commit_every,
             counters: RemoteCounters::default(),
         })
     }
@@ -414,11 +428,12 @@ impl Store {
         Ok(())
     }
 
-    /// Uploads the parts written here and not uploaded yet, oldest first, and commits them
-    /// (with the parts they replace retired, and retention's drops) in one manifest version.
-    /// Failures are counted, kept in health and tried again next time; `Ok` tells nothing
-    /// about them.
-    pub(super) fn sync_remote(&self) -> Result<(), HistoryError> {
+    /// Uploads the parts written here and not uploaded yet, oldest first, and commits the
+    /// uploaded ones (with the parts they replace retired, and retention's drops) in one
+    /// manifest version when `commit_ms` has passed since the last commit, or at once when
+    /// `force`. Failures are counted, kept in health and tried again next time; `Ok` tells
+    /// nothing about them.
+    pub(super) fn sync_remote(&self, force: bool) -> Result<(), HistoryError> {
         let Some(remote) = self.remote() else { return Ok(()) };
         if self.inner.read_only || remote.fenced.load(Ordering::Relaxed) {
             return Ok(());
@@ -435,29 +450,50 @@ impl Store {
                 .collect()
         };
         pending.sort_by_key(|(_, p)| p.sequence);
-        let mut uploaded: Vec<(i64, Part)> = Vec::new();
         let mut failure: Option<String> = None;
-        for (start, part) in pending.iter() {
-            let key = key_of(*start, &part.name);
-            match remote.bucket.upload(&key, &part.path) {
-                Ok(bytes) => {
-                    remote.counters.uploads.fetch_add(1, Ordering::Relaxed);
-                    remote.counters.bytes_uploaded.fetch_add(bytes, Ordering::Relaxed);
-                    uploaded.push((*start, part.clone()));
+        {
+            let mut uploaded = Remote::lock(&remote.uploaded);
+            // an upload a merge replaced before any commit named it: no snapshot ever will
+            let live: HashSet<&str> = pending.iter().map(|(_, p)| p.name.as_str()).collect();
+            uploaded.retain(|name, (start, _)| {
+                let keep = live.contains(name.as_str());
+                if !keep {
+                    let _ = remote.bucket.delete(&key_of(*start, name));
                 }
-                Err(error) => {
-                    remote.counters.upload_errors.fetch_add(1, Ordering::Relaxed);
-                    failure = Some(error.to_string());
-                    break;
+                keep
+            });
+            for (start, part) in pending.iter() {
+                if uploaded.contains_key(&part.name) {
+                    continue;
+                }
+                let key = key_of(*start, &part.name);
+                match remote.bucket.upload(&key, &part.path) {
+                    Ok(bytes) => {
+                        remote.counters.uploads.fetch_add(1, Ordering::Relaxed);
+                        remote.counters.bytes_uploaded.fetch_add(bytes, Ordering::Relaxed);
+                        uploaded.insert(part.name.clone(), (*start, part.clone()));
+                    }
+                    Err(error) => {
+                        remote.counters.upload_errors.fetch_add(1, Ordering::Relaxed);
+                        failure = Some(error.to_string());
+                        break;
+                    }
                 }
             }
         }
-        if failure.is_some() {
-            // a flush's parts join the manifest together, with their source offsets, or not at
-            // all: the ones uploaded are uploaded again next time
-            uploaded.clear();
-        }
-        let retire: Vec<String> = Remote::lock(&remote.to_retire).clone();
+        let due = force
+            || Remote::lock(&remote.committed_at)
+                .is_none_or(|at| at.elapsed() >= remote.commit_every);
+        // a flush's parts join the manifest together, with their source offsets, or not at
+        // all: after a failed upload, the uploaded ones wait for the next round
+        let mut uploaded: Vec<(i64, Part)> = if failure.is_none() && due {
+            Remote::lock(&remote.uploaded).values().cloned().collect()
+        } else {
+            Vec::new()
+        };
+        uploaded.sort_by_key(|(_, p)| p.sequence);
+        let retire: Vec<String> =
+            if due { Remote::lock(&remote.to_retire).clone() } else { Vec::new() };
         if !uploaded.is_empty() || !retire.is_empty() {
             let entries: Vec<ManifestPart> = uploaded
                 .iter()
@@ -509,7 +545,14 @@ impl Store {
             match committed {
                 Ok((Committed::Version(_), manifest)) => {
                     remote.counters.commits.fetch_add(1, Ordering::Relaxed);
+                    *Remote::lock(&remote.committed_at) = Some(Instant::now());
                     Remote::lock(&remote.to_retire).retain(|k| !retire.contains(k));
+                    {
+                        let mut waiting = Remote::lock(&remote.uploaded);
+                        for (_, part) in &uploaded {
+                            waiting.remove(&part.name);
+                        }
+                    }
                     let mut state = self.state();
                     for (start, part) in &uploaded {
                         let Some(parts) = state.parts.get_mut(start) else { continue };

@@ -23,12 +23,12 @@ use std::time::{Duration, Instant};
 
 /// The table of a local store.
 pub(super) struct LocalTable {
-    bucket: Bucket,
+    pub(super) bucket: Bucket,
     /// The SQL catalog beside it (`DIR/catalog.db`), pointed at each version committed
     /// (none for a reader).
     catalog: Option<SqlCatalog>,
     /// The newest version committed.
-    manifest: Mutex<Manifest>,
+    pub(super) manifest: Mutex<Manifest>,
     /// The table's field ids: the committed ones, and those parts written since took.
     fields: Arc<Mutex<Vec<crate::iceberg::FieldId>>>,
     /// When it was.
