@@ -216,6 +216,8 @@ fn every_query_over_history_on_object_storage_equals_the_same_query_live() {
         let writer = fill(store_config(dir.path(), Some(remote.clone()), &["k"], 16), 500, true);
         check(&writer, &format!("{label}, the writer (half merged, the rest buffered)"));
         writer.flush().unwrap();
+        // (the uploads since the last commit join the table as the writer stops)
+        writer.close().unwrap();
         drop(writer);
         // another machine, every range read from the object store
         let elsewhere = tempfile::tempdir().unwrap();
