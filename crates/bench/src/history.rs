@@ -18,10 +18,16 @@
 //!    a store on a real S3 server started for the run, its figures beside the local store's
 //!    (ingest, bytes per point, each query warm and cold, bytes fetched; the `history_s3` module).
 //!
+//! 6. The table: the store is an Apache Iceberg table; the same records go a second time into
+//!    a store that is no table, and ingest and each query are set side by side; a live stream
+//!    of `--stream-seconds` counts commits and metadata bytes per hour (the `history_table`
+//!    module).
+//!
 //! `--peer none` skips DuckDB and streams the records straight from the generator into the
 //! store (no NDJSON file): the way to take the billion-point run on a small disk.
 
 use crate::history_s3::{ColdOpen, ObjectStoreFigures, ObjectStoreQuery, ObjectStoreSide};
+use crate::history_table::TableFigures;
 use crate::{Outcome, Output};
 use needle::ingest;
 use needle_engine::exec::{CompiledQuery, Emission};
@@ -70,6 +76,10 @@ pub struct Args {
     /// MinIO server started for the run, read warm and cold, beside the local store's figures.
     #[arg(long, default_value = "local", value_parser = ["local", "s3"])]
     store: String,
+    /// Seconds of a live stream of the workload (each sensor once a minute) kept as a table,
+    /// counting its commits and metadata bytes; 0 skips it.
+    #[arg(long, default_value_t = 60.0)]
+    stream_seconds: f64,
     /// Where the records, the store and DuckDB's files go (default: a temporary directory,
     /// removed afterwards).
     #[arg(long)]
@@ -94,6 +104,8 @@ pub struct HistoryBench {
     /// `--store s3`: the store on the object store, beside the local one.
     #[serde(skip_serializing_if = "Option::is_none")]
     s3: Option<ObjectStoreFigures>,
+    /// The Iceberg table's cost, beside a store that is no table.
+    table: TableFigures,
 }
 
 #[derive(Debug, Serialize)]
@@ -123,6 +135,10 @@ struct QueryFigures {
     records_read: u64,
     /// Share of the store's records read.
     records_read_share: f64,
+    /// The same query over the store that is no table (`commit_ms = 0`), runs alternated.
+    no_table_ms: f64,
+    /// `needle_ms / no_table_ms` (target ≤ 1).
+    ratio_to_no_table: f64,
     /// `--store s3`: this query read from the object store, warm and cold.
     #[serde(skip_serializing_if = "Option::is_none")]
     s3: Option<ObjectStoreQuery>,
@@ -166,11 +182,13 @@ impl Outcome for HistoryBench {
                 "; DuckDB's sorted zstd Parquet: {d:.4} bytes per point"
             ))
         );
+        self.table.print(i.points_per_cpu_second);
         let mut table = comfy_table::Table::new();
         table.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
         table.set_header(vec![
             "query",
             "needle ms",
+            "no table ms",
             "DuckDB table ms",
             "DuckDB own Parquet ms",
             "DuckDB on needle's files ms",
@@ -184,6 +202,7 @@ impl Outcome for HistoryBench {
             table.add_row(vec![
                 q.name.clone(),
                 format!("{:.2}", q.needle_ms),
+                format!("{:.2}", q.no_table_ms),
                 ms(q.duckdb_table_ms),
                 ms(q.duckdb_own_parquet_ms),
                 ms(q.duckdb_needle_files_ms),
@@ -330,6 +349,21 @@ fn measure(args: &Args) -> Result<HistoryBench, String> {
     if summary.records != records {
         return Err(format!("ingested {} records of {records}", summary.records));
     }
+    let ingest_commits = crate::history_table::commits(&store_dir);
+    // the same records into a store that is no table
+    let plain_history = HistoryConfig {
+        dir: work.path().join("store-no-table").display().to_string(),
+        commit_ms: 0,
+        ..history.clone()
+    };
+    let _ = std::fs::remove_dir_all(&plain_history.dir);
+    let cpu_before = process_cpu_seconds();
+    let plain = ingest::ingest(&plain_history, open_input()?, args.threads, &|_| {})?;
+    let plain_cpu_seconds = process_cpu_seconds() - cpu_before;
+    if plain.records != records {
+        return Err(format!("ingested {} records of {records} (no table)", plain.records));
+    }
+    let plain_points_per_cpu_second = points as f64 / plain_cpu_seconds.max(1e-9);
     let ingest_figures = IngestFigures {
         seconds: summary.seconds,
         cpu_seconds,
@@ -349,6 +383,8 @@ fn measure(args: &Args) -> Result<HistoryBench, String> {
     };
     let store =
         needle_history::Store::open_read_only(history.store_config()).map_err(|e| e.to_string())?;
+    let plain_store = needle_history::Store::open_read_only(plain_history.store_config())
+        .map_err(|e| e.to_string())?;
     let day_to = T0 + args.minutes as i64 * 60_000;
     let sensor = format!("sensor_{}", 3.min(args.sensors - 1));
     let queries = [
@@ -375,19 +411,25 @@ fn measure(args: &Args) -> Result<HistoryBench, String> {
     let mut answers = Vec::new();
     for (name, text) in &queries {
         let query = PreparedQuery::compile(name, text, &config)?;
-        let mut times = Vec::new();
         let mut last = None;
-        for run in 0..=args.runs {
-            let QueryRun { ms, emissions, report } = query.run(&store, threads)?;
-            if run > 0 {
-                times.push(ms);
-            }
-            last = Some((emissions, report));
-        }
+        let mut plain_answer = None;
+        let (needle_ms, no_table_ms) = crate::history_table::alternated(
+            args.runs,
+            || {
+                let QueryRun { ms, emissions, report } = query.run(&store, threads)?;
+                last = Some((emissions, report));
+                Ok(ms)
+            },
+            || {
+                let run = query.run(&plain_store, threads)?;
+                plain_answer = Some(query.answer(&run.emissions));
+                Ok(run.ms)
+            },
+        )?;
         let (emissions, report) = last.ok_or("no run")?;
         let rows: u64 = emissions.iter().map(|e| e.records.len() as u64).sum();
         let answer = query.answer(&emissions);
-        let needle_ms = median(&mut times);
+        plain_answer.ok_or("no run")?.check_same(&answer, "the store that is no table")?;
         let s3 = match &object_store {
             Some((side, _)) => Some(side.time_query(&query, args.runs, threads, &answer)?),
             None => None,
@@ -406,6 +448,8 @@ fn measure(args: &Args) -> Result<HistoryBench, String> {
             blocks_total: report.scan.blocks_in_range,
             records_read: report.records_read,
             records_read_share: report.records_read as f64 / records.max(1) as f64,
+            no_table_ms,
+            ratio_to_no_table: needle_ms / no_table_ms,
             s3_warm_ratio_to_local: s3.as_ref().map(|o| o.warm_ms / needle_ms),
             s3_cold_ratio_to_local: s3.as_ref().map(|o| o.cold_ms / needle_ms),
             s3,
@@ -435,6 +479,19 @@ fn measure(args: &Args) -> Result<HistoryBench, String> {
         }
         None => None,
     };
+    let stream = crate::history_table::stream(
+        &history,
+        &spec,
+        &work.path().join("store-stream"),
+        args.stream_seconds,
+    )?;
+    let table = TableFigures {
+        ingest_without_commits_points_per_cpu_second: plain_points_per_cpu_second,
+        ingest_ratio_with_commits: ingest_figures.points_per_cpu_second
+            / plain_points_per_cpu_second,
+        ingest_commits,
+        stream,
+    };
     let mut bench = HistoryBench {
         scenario: "history",
         machine: machine(),
@@ -448,6 +505,7 @@ fn measure(args: &Args) -> Result<HistoryBench, String> {
         queries: figures,
         duckdb_version: None,
         s3,
+        table,
     };
     if with_duckdb {
         duckdb(args, work.path(), &input, &store_dir, &sensor, &answers, &mut bench)?;

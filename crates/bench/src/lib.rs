@@ -15,6 +15,7 @@ pub mod eps;
 pub mod harness;
 pub mod history;
 mod history_s3;
+mod history_table;
 pub mod ingest;
 pub mod kafka_scaling;
 pub mod latency;

@@ -360,10 +360,21 @@ fn history_checks_needle_and_duckdb_agree_then_reports_both() {
             "8192",
             "--page-rows",
             "2048",
+            "--stream-seconds",
+            "3",
         ],
     );
     let result = &rows[0];
     assert_eq!(result["scenario"], "history");
+    // the table beside a store that is no table: both ingested, a live stream committed
+    let table = &result["table"];
+    assert!(table["ingest_ratio_with_commits"].as_f64().unwrap() > 0.0, "{table}");
+    assert!(table["ingest_commits"].as_u64().unwrap() >= 1, "{table}");
+    let stream = &table["stream"];
+    assert!(stream["records"].as_u64().unwrap() > 0, "{stream}");
+    assert!(stream["commits"].as_u64().unwrap() >= 2, "{stream}");
+    assert!(stream["metadata_bytes_written"].as_u64() >= stream["metadata_bytes_kept"].as_u64());
+    assert!(stream["metadata_bytes_kept"].as_u64().unwrap() > 0, "{stream}");
     assert_eq!(result["points"], 200 * 180 * 10);
     assert!(result["ingest"]["points_per_cpu_second"].as_f64().unwrap() > 0.0, "{result}");
     assert!(result["bytes_per_point"].as_f64().unwrap() > 0.0, "{result}");
@@ -374,6 +385,7 @@ fn history_checks_needle_and_duckdb_agree_then_reports_both() {
         // the answers were checked equal before these figures were kept
         assert!(q["needle_ms"].as_f64().unwrap() > 0.0, "{q}");
         assert!(q["duckdb_table_ms"].as_f64().unwrap() > 0.0, "{q}");
+        assert!(q["no_table_ms"].as_f64().unwrap() > 0.0, "{q}");
     }
     assert_eq!(queries[0]["rows"], 200, "one MAX per sensor");
     assert_eq!(queries[2]["rows"], 3, "three hours of one sensor");
