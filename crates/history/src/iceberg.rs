@@ -361,6 +361,10 @@ pub(crate) fn write_version(
     let mut properties = HashMap::new();
     properties.insert("schema.name-mapping.default".to_owned(), name_mapping(&next.fields));
     properties.insert("write.format.default".to_owned(), "parquet".to_owned());
+    if let Some(age) = next.snapshot_max_age_ms {
+        // what an engine's own snapshot expiry keeps to, as needle does
+        properties.insert("history.expire.max-snapshot-age-ms".to_owned(), age.to_string());
+    }
     builder = builder.set_properties(properties).map_err(iceberg_error)?;
 
     if !added.is_empty() || !removed.is_empty() {
@@ -476,10 +480,14 @@ pub(crate) fn write_version(
         i64::try_from(next.version.saturating_sub(crate::manifest::KEEP_VERSIONS - 1))
             .unwrap_or(i64::MAX);
     let current = built.current_snapshot_id();
+    let too_old = next.snapshot_max_age_ms.map_or(i64::MIN, |age| {
+        crate::manifest::now_ms().saturating_sub(i64::try_from(age).unwrap_or(i64::MAX))
+    });
     let expired: Vec<i64> = built
         .snapshots()
+        .filter(|s| s.snapshot_id() < oldest_kept || s.timestamp_ms() < too_old)
         .map(|s| s.snapshot_id())
-        .filter(|id| *id < oldest_kept && Some(*id) != current)
+        .filter(|id| Some(*id) != current)
         .collect();
     if !expired.is_empty() {
         builder = builder.remove_snapshots(&expired);

@@ -115,6 +115,11 @@ pub struct Manifest {
     /// Per kept snapshot, the manifests and manifest list written for it.
     #[serde(default)]
     pub iceberg_objects: Vec<(i64, Vec<String>)>,
+    /// Snapshots older than this (in ms) expire besides those past the last
+    /// [`KEEP_VERSIONS`]: the writer's `delete_grace_ms`, after which the files an older
+    /// snapshot alone names may be gone. `None`: by count alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_max_age_ms: Option<u64>,
     /// This version's Iceberg metadata (what it was read from or written as).
     #[serde(skip)]
     pub table: Option<Table>,

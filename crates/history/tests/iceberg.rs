@@ -86,8 +86,8 @@ fn pyiceberg_reads_what_needle_keeps_from_the_metadata_file_alone() {
     let bucket = tempfile::tempdir().unwrap();
     let local = tempfile::tempdir().unwrap();
     let mut config = sensors(local.path());
-    let mut remote = RemoteConfig::new(format!("file://{}", bucket.path().display()));
-    remote.delete_grace_ms = 0;
+    // (the default grace: the snapshots before the merges stay, their files with them)
+    let remote = RemoteConfig::new(format!("file://{}", bucket.path().display()));
     config.remote = Some(remote);
     // a snapshot for each upload and merge
     config.commit_ms = Some(0);
@@ -245,7 +245,7 @@ fn every_snapshot_file_is_there(dir: &Path) {
     let table: serde_json::Value =
         serde_json::from_slice(&std::fs::read(metadata).unwrap()).unwrap();
     let snapshots = table["snapshots"].as_array().unwrap();
-    assert!(snapshots.len() > 1, "{table}");
+    assert!(!snapshots.is_empty(), "{table}");
     for snapshot in snapshots {
         let list = snapshot["manifest-list"].as_str().unwrap();
         let path = list.strip_prefix("file://").unwrap();
@@ -277,6 +277,7 @@ fn a_manifest_no_snapshot_names_is_swept_once_its_grace_is_over() {
     config.delete_grace_ms = 0;
     let store = Store::open(config).unwrap();
     assert!(!stray.exists());
+    assert!(snapshots_and_properties(dir.path()).0 > 1);
     every_snapshot_file_is_there(dir.path());
     let newest = {
         let hint = std::fs::read_to_string(dir.path().join("metadata/version-hint.text")).unwrap();
@@ -284,4 +285,31 @@ fn a_manifest_no_snapshot_names_is_swept_once_its_grace_is_over() {
     };
     assert_eq!(pyiceberg(&newest)["rows"], n);
     assert_eq!(store.sweep_orphans().unwrap(), 0);
+}
+
+/// The snapshots the newest metadata file of the table in `dir` keeps, and its properties.
+fn snapshots_and_properties(dir: &Path) -> (usize, serde_json::Value) {
+    let hint = std::fs::read_to_string(dir.join("metadata/version-hint.text")).unwrap();
+    let metadata = dir.join(format!("metadata/v{}.metadata.json", hint.trim()));
+    let table: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(metadata).unwrap()).unwrap();
+    (table["snapshots"].as_array().unwrap().len(), table["properties"].clone())
+}
+
+#[test]
+fn snapshots_expire_once_older_than_the_grace_their_files_have() {
+    for (grace, kept) in [(600_000, 6), (0, 1)] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = sensors(dir.path());
+        config.commit_ms = Some(0);
+        config.delete_grace_ms = grace;
+        let store = Store::open(config).unwrap();
+        fill(&store);
+        let (snapshots, properties) = snapshots_and_properties(dir.path());
+        // six flushes, a snapshot each; with no grace, none but the newest (the files the
+        // others alone name may be gone at once)
+        assert_eq!(snapshots, kept, "grace {grace}");
+        assert_eq!(properties["history.expire.max-snapshot-age-ms"], grace.to_string());
+        every_snapshot_file_is_there(dir.path());
+    }
 }

@@ -133,6 +133,7 @@ impl Remote {
             let writer = config.writer.clone();
             let (_, taken) = Manifest::commit(&bucket, &manifest, None, |m| {
                 *m.writers.entry(writer.clone()).or_default() += 1;
+                m.snapshot_max_age_ms = Some(config.delete_grace_ms);
             })?;
             epoch = taken.writers.get(&config.writer).copied().unwrap_or_default();
             manifest = taken;
@@ -514,6 +515,7 @@ impl Store {
             let base = Remote::lock(&remote.manifest).clone();
             let committed =
                 Manifest::commit(&remote.bucket, &base, Some((&writer, remote.epoch)), |m| {
+                    m.snapshot_max_age_ms = Some(remote.config.delete_grace_ms);
                     let delete_after_ms = crate::manifest::now_ms().saturating_add(grace);
                     let replaced: HashSet<&str> = entries
                         .iter()
@@ -695,6 +697,7 @@ impl Store {
         let writer = remote.config.writer.clone();
         let (committed, manifest) =
             Manifest::commit(&remote.bucket, &base, Some((&writer, remote.epoch)), |m| {
+                m.snapshot_max_age_ms = Some(remote.config.delete_grace_ms);
                 m.retired.retain(|r| !deleted.contains(&r.key));
             })?;
         if let Committed::Fenced { .. } = committed {

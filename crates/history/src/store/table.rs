@@ -112,6 +112,7 @@ impl Store {
         };
         let (committed, manifest) = Manifest::commit(&table.bucket, &base, None, |m| {
             m.fields = fields.clone();
+            m.snapshot_max_age_ms = Some(config.delete_grace_ms);
             m.parts = parts.clone();
             m.sort_by = config.sort_by.clone();
             m.partition_ms = config.partition_ms;
