@@ -313,3 +313,67 @@ fn snapshots_expire_once_older_than_the_grace_their_files_have() {
         every_snapshot_file_is_there(dir.path());
     }
 }
+
+/// Loads the table through the SQL catalog again and again until the file `argv[2]` exists,
+/// printing each load's row count, then one more after; `argv[2].ready` says the first load
+/// is done.
+const PYICEBERG_WHILE_WRITING: &str = r#"
+import json, os, sys, time
+from pyiceberg.catalog.sql import SqlCatalog
+catalog = SqlCatalog("needle", uri=f"sqlite:///{sys.argv[1]}/catalog.db", warehouse=f"file://{sys.argv[1]}")
+counts = []
+while True:
+    done = os.path.exists(sys.argv[2])
+    table = catalog.load_table("needle.history")
+    counts.append(table.scan().to_arrow().num_rows)
+    open(sys.argv[2] + ".ready", "w").close()
+    if done:
+        break
+print(json.dumps(counts))
+"#;
+
+#[test]
+fn a_reader_of_the_table_while_needle_writes_and_compacts_never_sees_a_count_jump_or_double() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = sensors(dir.path());
+    config.commit_ms = Some(0);
+    let store = Store::open(config).unwrap();
+    store.append((0..400).map(|i| (record(i), 0)), None).unwrap();
+    store.flush().unwrap();
+    let done = dir.path().join("done");
+    let reader = Command::new("python3")
+        .args(["-c", PYICEBERG_WHILE_WRITING, dir.path().to_str().unwrap()])
+        .arg(&done)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ready = dir.path().join("done.ready");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !ready.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // flushes of 400 records, each third round every partition's parts merged into one
+    let rounds = 12;
+    for round in 1..rounds {
+        let records = (round * 400..(round + 1) * 400).map(|i| (record(i), 0));
+        store.append(records, None).unwrap();
+        store.flush().unwrap();
+        if round % 3 == 0 {
+            store.compact().unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    std::fs::write(&done, b"").unwrap();
+    let out = reader.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let counts: Vec<i64> = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(counts.len() >= 3, "{counts:?}");
+    // each load a whole snapshot: a count of whole flushes, never less than the one before
+    // (a merge's snapshot has the same rows in fewer files), never more than were written
+    for pair in counts.windows(2) {
+        assert!(pair[0] <= pair[1], "{counts:?}");
+    }
+    assert!(counts.iter().all(|n| n % 400 == 0 && *n <= rounds * 400), "{counts:?}");
+    assert_eq!(*counts.last().unwrap(), rounds * 400, "{counts:?}");
+}
