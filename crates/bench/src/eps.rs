@@ -34,7 +34,7 @@ use super::{Outcome, Output};
 use comfy_table::Table;
 use needle_workload::WorkloadKind;
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::io::Read;
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -279,10 +279,6 @@ fn needle(pool: &Arc<Pool>, args: &Args) -> Result<NeedleRun, String> {
 impl Outcome for EpsResult {
     fn scenario(&self) -> &str {
         self.scenario
-    }
-
-    fn json_lines(&self) -> Vec<Value> {
-        vec![serde_json::to_value(self).expect("a result serializes")]
     }
 
     fn print_table(&self) {

@@ -155,10 +155,6 @@ impl Outcome for HistoryBench {
         self.scenario
     }
 
-    fn json_lines(&self) -> Vec<serde_json::Value> {
-        vec![serde_json::to_value(self).unwrap_or_default()]
-    }
-
     fn print_table(&self) {
         println!(
             "history: {} ({} sensors × {} minutes, {} points)",

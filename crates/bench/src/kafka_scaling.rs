@@ -148,7 +148,7 @@ impl Outcome for ScalingResult {
     }
 
     fn json_lines(&self) -> Vec<serde_json::Value> {
-        self.rows.iter().map(|r| serde_json::to_value(r).expect("a row serializes")).collect()
+        crate::json_lines_of(&self.rows)
     }
 
     fn print_table(&self) {

@@ -94,10 +94,6 @@ impl Outcome for LatencyResult {
         self.scenario
     }
 
-    fn json_lines(&self) -> Vec<serde_json::Value> {
-        vec![serde_json::to_value(self).expect("a result serializes")]
-    }
-
     fn print_table(&self) {
         let mut table = Table::new();
         table.set_header(["", "runs", "p50 ms", "p90 ms", "p99 ms", "max ms"]);

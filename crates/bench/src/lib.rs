@@ -65,8 +65,11 @@ impl ValidateOption {
 pub trait Outcome: Serialize {
     /// The scenario's name, which names the result file.
     fn scenario(&self) -> &str;
-    /// The objects `--format json` prints, one per line.
-    fn json_lines(&self) -> Vec<serde_json::Value>;
+    /// The objects `--format json` prints, one per line: the whole result unless a scenario
+    /// reports rows.
+    fn json_lines(&self) -> Vec<serde_json::Value> {
+        vec![serde_json::to_value(self).expect("a result serializes")]
+    }
     /// The human-readable report.
     fn print_table(&self);
 }

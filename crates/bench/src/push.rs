@@ -34,7 +34,6 @@ use comfy_table::Table;
 use crossbeam_channel::bounded;
 use needle::{Needle, Record, RecordWriter};
 use serde::Serialize;
-use serde_json::Value;
 use std::time::{Duration, Instant};
 
 /// Events per batch of the batched hand-offs (needle's pusher's default too).
@@ -346,10 +345,6 @@ fn needle_push(
 impl Outcome for PushResult {
     fn scenario(&self) -> &str {
         self.scenario
-    }
-
-    fn json_lines(&self) -> Vec<Value> {
-        vec![serde_json::to_value(self).expect("a result serializes")]
     }
 
     fn print_table(&self) {
