@@ -242,10 +242,140 @@ impl Replay {
         threads: usize,
         now_ms: i64,
         cancel: &AtomicBool,
-        mut out: impl FnMut(Piece),
+        out: impl FnMut(Piece),
     ) -> ReplayReport {
         let started = Instant::now();
-        let ctx = EvalContext::new(now_ms);
+        let plan = ReadPlan::new(query, now_ms);
+        // blocks in an object store: their columns fetched at once, in parallel, before the
+        // threads read them block by block (a cold read waited for a request a block, in
+        // turn); not for RAW queries, whose LIMIT may stop the read early, nor for blocks
+        // their statistics answer
+        if !plan.raw {
+            let to_read: Vec<&Block> =
+                self.blocks.iter().filter(|b| plan.stats_answer(b).is_none()).collect();
+            if let Err(error) = needle_history::store::prefetch(&to_read) {
+                eprintln!(
+                    "needle: history: fetching ahead failed (each block fetches its own): {error}"
+                );
+            }
+        }
+        let results = self.read_on_threads(&plan, threads, cancel);
+        let mut report = ReplayReport { scan: self.scan.clone(), ..ReplayReport::default() };
+        plan.deliver(results, &mut report, out);
+        report.seconds = started.elapsed().as_secs_f64();
+        report
+    }
+
+    /// Every block, and the write buffer's records after them, each a unit of work pulled by
+    /// `threads` threads in turn; what each thread made.
+    fn read_on_threads(
+        &self,
+        plan: &ReadPlan<'_>,
+        threads: usize,
+        cancel: &AtomicBool,
+    ) -> Vec<ThreadResult> {
+        let units = self.blocks.len() + usize::from(!self.buffered.is_empty());
+        let next = AtomicUsize::new(0);
+        let results: Mutex<Vec<ThreadResult>> = Mutex::new(Vec::new());
+        let threads = threads.clamp(1, units.max(1));
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| {
+                    let mut mine = ThreadResult::default();
+                    let mut raw_worker = plan.query.new_worker();
+                    while !cancel.load(Ordering::Relaxed) {
+                        let unit = next.fetch_add(1, Ordering::Relaxed);
+                        if unit >= units {
+                            break;
+                        }
+                        self.read_unit(plan, unit, &mut mine, &mut raw_worker);
+                    }
+                    results.lock().unwrap_or_else(|e| e.into_inner()).push(mine);
+                });
+            }
+        });
+        results.into_inner().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Reads unit `unit` (a block, or the write buffer past the last block) the cheapest way
+    /// that answers exactly: from its statistics, column at a time, or record by record.
+    fn read_unit(
+        &self,
+        plan: &ReadPlan<'_>,
+        unit: usize,
+        mine: &mut ThreadResult,
+        raw_worker: &mut WorkerState,
+    ) {
+        let Some(block) = self.blocks.get(unit) else {
+            for (row, stored) in self.buffered.iter().enumerate() {
+                mine.take_row(plan, raw_worker, (unit, row), stored.time_ms, Some(&stored.record));
+            }
+            return;
+        };
+        if let Some(piece) = plan.stats_answer(block) {
+            mine.from_aggregates += 1;
+            mine.add_pieces(plan.query, [piece]);
+            return;
+        }
+        match plan.by_columns(block) {
+            Ok(Some(pieces)) => {
+                mine.by_columns += 1;
+                mine.add_pieces(plan.query, pieces);
+                return;
+            }
+            Ok(None) => {}
+            Err(error) => {
+                eprintln!("needle: history: a block could not be read: {error}");
+                mine.failed += 1;
+                return;
+            }
+        }
+        let mut row = 0usize;
+        // a record, or the times of rows the column filter proved fail the WHERE (a RAW query
+        // only counts those)
+        let read =
+            block.for_each_matching(plan.prefilter(), &mut |rows: BlockRows<'_>| match rows {
+                BlockRows::Record(time_ms, record) => {
+                    mine.take_row(plan, raw_worker, (unit, row), time_ms, Some(record));
+                    row += 1;
+                }
+                BlockRows::Failed(times) if plan.raw => {
+                    mine.read += times.len() as u64;
+                    row += times.len();
+                }
+                BlockRows::Failed(times) => {
+                    for t in times {
+                        mine.take_row(plan, raw_worker, (unit, row), *t, None);
+                        row += 1;
+                    }
+                }
+            });
+        if let Err(error) = read {
+            eprintln!("needle: history: a block could not be read: {error}");
+            mine.failed += 1;
+        }
+    }
+}
+
+/// How a run reads: what the query asks of each block, decided once.
+struct ReadPlan<'q> {
+    query: &'q CompiledQuery,
+    ctx: EvalContext,
+    raw: bool,
+    /// A RAW query without a window keeps only its first `n` matches by time.
+    keep_raw: Option<usize>,
+    /// A time window's (size, include) in ms.
+    bucket_ms: Option<(i64, i64)>,
+    summarizes: bool,
+    /// The WHERE over whole columns ([`column_filter`]).
+    column_filter: Option<Option<Filter>>,
+    /// GROUP ALL / GROUP BY of plain fields: the keys, and the fields summarized.
+    group_fields: Option<(Vec<String>, Vec<String>)>,
+    bucket_fn: Option<Box<dyn Fn(i64) -> i64 + Sync>>,
+}
+
+impl<'q> ReadPlan<'q> {
+    fn new(query: &'q CompiledQuery, now_ms: i64) -> Self {
         let raw = query.is_raw();
         let keep_raw = match (raw, query.window()) {
             (true, WindowPlan::None) => query.raw_limit().map(|n| n as usize),
@@ -257,154 +387,73 @@ impl Replay {
             }
             _ => None,
         };
-        let summarizes = query.summary_fields().is_some();
-        let summarized = |block: &Block| summarizes.then(|| answer(query, block)).flatten();
-        // the column path: the WHERE over whole columns, and GROUP ALL / GROUP BY folded
-        // from columns into per-group summaries (no record built)
-        let column_filter = column_filter(query);
-        let prefilter = column_filter.as_ref().and_then(Option::as_ref);
-        let bucket_fn = bucket_ms.map(|(every, include)| move |t| bucket_of(t, every, include));
+        let bucket_fn = bucket_ms.map(|(every, include)| {
+            Box::new(move |t| bucket_of(t, every, include)) as Box<dyn Fn(i64) -> i64 + Sync>
+        });
         let group_fields = query.group_fields().map(|(keys, fields)| {
             let owned =
                 |names: Vec<&str>| names.into_iter().map(str::to_owned).collect::<Vec<String>>();
             (owned(keys), owned(fields))
         });
-        let group_request = match (&group_fields, &column_filter) {
-            (Some((keys, fields)), Some(filter)) => Some(GroupRequest {
-                keys: keys.as_slice(),
-                fields: fields.as_slice(),
-                filter: filter.as_ref(),
-                bucket: bucket_fn.as_ref().map(|f| f as &(dyn Fn(i64) -> i64 + Sync)),
-            }),
-            _ => None,
+        Self {
+            query,
+            ctx: EvalContext::new(now_ms),
+            raw,
+            keep_raw,
+            bucket_ms,
+            summarizes: query.summary_fields().is_some(),
+            column_filter: column_filter(query),
+            group_fields,
+            bucket_fn,
+        }
+    }
+
+    /// The WHERE the record path evaluates over a block's columns first, when it can.
+    fn prefilter(&self) -> Option<&Filter> {
+        self.column_filter.as_ref().and_then(Option::as_ref)
+    }
+
+    /// The block's partial from its statistics alone, when they answer the query.
+    fn stats_answer(&self, block: &Block) -> Option<BucketPiece> {
+        self.summarizes.then(|| answer(self.query, block)).flatten()
+    }
+
+    /// The column path: the WHERE over whole columns, and GROUP ALL / GROUP BY folded from
+    /// columns into per-bucket, per-group summaries (no record built); `None` when the query
+    /// or the block does not allow it.
+    fn by_columns(&self, block: &Block) -> Result<Option<Vec<BucketPiece>>, String> {
+        let (Some((keys, fields)), Some(filter)) = (&self.group_fields, &self.column_filter) else {
+            return Ok(None);
         };
-        let by_columns = |block: &Block| -> Result<Option<Vec<BucketPiece>>, String> {
-            let Some(request) = &group_request else { return Ok(None) };
-            let Some(buckets) = block.summarize(request).map_err(|e| e.to_string())? else {
-                return Ok(None);
-            };
-            let mut out = Vec::with_capacity(buckets.len());
-            for b in buckets {
-                let groups: Vec<GroupRows> = b.groups.into_iter().map(group_rows).collect();
-                match query.partial_from_groups(b.seen, &groups) {
-                    Some(partial) => out.push((b.bucket, b.last_ms, partial)),
-                    None => return Ok(None), // a summary cannot stand in: read the records
-                }
-            }
-            Ok(Some(out))
+        let request = GroupRequest {
+            keys: keys.as_slice(),
+            fields: fields.as_slice(),
+            filter: filter.as_ref(),
+            bucket: self.bucket_fn.as_deref(),
         };
-        // blocks in an object store: their columns fetched at once, in parallel, before the
-        // threads read them block by block (a cold read waited for a request a block, in
-        // turn); not for RAW queries, whose LIMIT may stop the read early, nor for blocks
-        // their statistics answer
-        if !raw {
-            let to_read: Vec<&Block> =
-                self.blocks.iter().filter(|b| summarized(b).is_none()).collect();
-            if let Err(error) = needle_history::store::prefetch(&to_read) {
-                eprintln!(
-                    "needle: history: fetching ahead failed (each block fetches its own): {error}"
-                );
+        let Some(buckets) = block.summarize(&request).map_err(|e| e.to_string())? else {
+            return Ok(None);
+        };
+        let mut out = Vec::with_capacity(buckets.len());
+        for b in buckets {
+            let groups: Vec<GroupRows> = b.groups.into_iter().map(group_rows).collect();
+            match self.query.partial_from_groups(b.seen, &groups) {
+                Some(partial) => out.push((b.bucket, b.last_ms, partial)),
+                None => return Ok(None), // a summary cannot stand in: read the records
             }
         }
-        // the write buffer's records are one more unit of work, after the blocks
-        let units = self.blocks.len() + usize::from(!self.buffered.is_empty());
-        let next = AtomicUsize::new(0);
-        let results: Mutex<Vec<ThreadResult>> = Mutex::new(Vec::new());
-        let threads = threads.clamp(1, units.max(1));
-        std::thread::scope(|scope| {
-            for _ in 0..threads {
-                scope.spawn(|| {
-                    let mut mine = ThreadResult::default();
-                    let mut raw_worker = query.new_worker();
-                    loop {
-                        if cancel.load(Ordering::Relaxed) {
-                            break;
-                        }
-                        let unit = next.fetch_add(1, Ordering::Relaxed);
-                        if unit >= units {
-                            break;
-                        }
-                        let mut row = 0usize;
-                        // a record, or the times of rows the column filter proved fail the
-                        // WHERE (a RAW query only counts those)
-                        let mut handle = |rows: BlockRows<'_>| {
-                            let mut one = |time_ms: i64, record: Option<&Record>| {
-                                mine.read += 1;
-                                if raw {
-                                    if let Some(record) = record {
-                                        if query.process(&mut raw_worker, record, &ctx) {
-                                            if let Some(mut partial) = query.flush(&mut raw_worker)
-                                            {
-                                                partial.seen = 0;
-                                                let at_ms = time_ms;
-                                                let hit = Hit { at_ms, unit, row, partial };
-                                                mine.push_hit(hit, keep_raw);
-                                            }
-                                        }
-                                    }
-                                } else {
-                                    let bucket = bucket_ms.map_or(0, |(every, include)| {
-                                        bucket_of(time_ms, every, include)
-                                    });
-                                    let state = mine.buckets.entry(bucket).or_insert_with(|| {
-                                        Bucket { worker: query.new_worker(), last_ms: i64::MIN }
-                                    });
-                                    state.last_ms = state.last_ms.max(time_ms);
-                                    match record {
-                                        Some(record) => {
-                                            query.process(&mut state.worker, record, &ctx);
-                                        }
-                                        None => query.skip(&mut state.worker),
-                                    }
-                                }
-                                row += 1;
-                            };
-                            match rows {
-                                BlockRows::Record(time_ms, record) => one(time_ms, Some(record)),
-                                BlockRows::Failed(times) if raw => {
-                                    mine.read += times.len() as u64;
-                                    row += times.len();
-                                }
-                                BlockRows::Failed(times) => {
-                                    times.iter().for_each(|t| one(*t, None));
-                                }
-                            }
-                        };
-                        // the cheapest read that answers exactly: statistics, then columns
-                        let block = self.blocks.get(unit);
-                        let from_stats = block.and_then(&summarized);
-                        let columns = match block {
-                            Some(block) if from_stats.is_none() => by_columns(block),
-                            _ => Ok(None),
-                        };
-                        if let Some(piece) = from_stats {
-                            mine.from_aggregates += 1;
-                            mine.add_pieces(query, [piece]);
-                        } else if let Ok(Some(pieces)) = columns {
-                            mine.by_columns += 1;
-                            mine.add_pieces(query, pieces);
-                        } else if let Err(error) = columns {
-                            eprintln!("needle: history: a block could not be read: {error}");
-                            mine.failed += 1;
-                        } else if unit < self.blocks.len() {
-                            if let Err(error) =
-                                self.blocks[unit].for_each_matching(prefilter, &mut handle)
-                            {
-                                eprintln!("needle: history: a block could not be read: {error}");
-                                mine.failed += 1;
-                            }
-                        } else {
-                            for stored in &self.buffered {
-                                handle(BlockRows::Record(stored.time_ms, &stored.record));
-                            }
-                        }
-                    }
-                    results.lock().unwrap_or_else(|e| e.into_inner()).push(mine);
-                });
-            }
-        });
-        let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
-        let mut report = ReplayReport { scan: self.scan.clone(), ..ReplayReport::default() };
+        Ok(Some(out))
+    }
+
+    /// The threads' results merged and handed to `out` in time order: RAW matches by time
+    /// (the first `n` when only those are kept), a time bucket's partials at its start, and
+    /// without time windows at the last record's time.
+    fn deliver(
+        &self,
+        results: Vec<ThreadResult>,
+        report: &mut ReplayReport,
+        mut out: impl FnMut(Piece),
+    ) {
         let mut hits = Vec::new();
         let mut buckets: BTreeMap<i64, (i64, Vec<Partial>)> = BTreeMap::new();
         for mut r in results {
@@ -422,14 +471,14 @@ impl Replay {
                 let slot = buckets.entry(bucket).or_insert((i64::MIN, Vec::new()));
                 slot.0 = slot.0.max(state.last_ms);
                 // a bucket's partial counts the records it read as seen
-                if let Some(partial) = query.flush(&mut state.worker) {
+                if let Some(partial) = self.query.flush(&mut state.worker) {
                     slot.1.push(partial);
                 }
             }
         }
-        if raw {
+        if self.raw {
             hits.sort_by(Hit::order);
-            if let Some(n) = keep_raw {
+            if let Some(n) = self.keep_raw {
                 hits.truncate(n);
             }
             // the records read are seen by the time the first match arrives (it may end the
@@ -443,16 +492,12 @@ impl Replay {
             }
         } else {
             for (bucket, (last_ms, partials)) in buckets {
-                // a time bucket's partials belong at its start; without time windows, at the
-                // last record's time
-                let at_ms = if bucket_ms.is_some() { bucket } else { last_ms };
+                let at_ms = if self.bucket_ms.is_some() { bucket } else { last_ms };
                 for partial in partials {
                     out(Piece { at_ms, partial });
                 }
             }
         }
-        report.seconds = started.elapsed().as_secs_f64();
-        report
     }
 }
 
@@ -623,6 +668,44 @@ impl ThreadResult {
                 }
                 None => slot.1.push(partial),
             }
+        }
+    }
+
+    /// One stored row read record by record: its record, or `None` when the column filter
+    /// proved it fails the WHERE (it is counted as seen, in its time bucket). `at` is the
+    /// row's place (unit, row in it), which orders RAW matches of the same time.
+    fn take_row(
+        &mut self,
+        plan: &ReadPlan<'_>,
+        raw_worker: &mut WorkerState,
+        (unit, row): (usize, usize),
+        time_ms: i64,
+        record: Option<&Record>,
+    ) {
+        self.read += 1;
+        let query = plan.query;
+        if plan.raw {
+            let Some(record) = record else { return };
+            if query.process(raw_worker, record, &plan.ctx) {
+                if let Some(mut partial) = query.flush(raw_worker) {
+                    partial.seen = 0;
+                    self.push_hit(Hit { at_ms: time_ms, unit, row, partial }, plan.keep_raw);
+                }
+            }
+            return;
+        }
+        let bucket =
+            plan.bucket_ms.map_or(0, |(every, include)| bucket_of(time_ms, every, include));
+        let state = self
+            .buckets
+            .entry(bucket)
+            .or_insert_with(|| Bucket { worker: query.new_worker(), last_ms: i64::MIN });
+        state.last_ms = state.last_ms.max(time_ms);
+        match record {
+            Some(record) => {
+                query.process(&mut state.worker, record, &plan.ctx);
+            }
+            None => query.skip(&mut state.worker),
         }
     }
 
