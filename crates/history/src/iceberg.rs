@@ -30,9 +30,10 @@ use crate::HistoryError;
 use iceberg::io::FileIO;
 use iceberg::spec::{
     DataContentType, DataFileBuilder, DataFileFormat, Datum, FormatVersion, Literal,
-    ManifestListWriter, ManifestWriterBuilder, NestedField, Operation, PrimitiveType, Schema,
-    Snapshot, SnapshotReference, SnapshotRetention, SortOrder, Struct, Summary, TableMetadata,
-    TableMetadataBuilder, Transform, Type, UnboundPartitionSpec,
+    ManifestContentType, ManifestFile, ManifestList, ManifestListWriter, ManifestWriterBuilder,
+    NestedField, Operation, PrimitiveType, Schema, Snapshot, SnapshotReference, SnapshotRetention,
+    SortOrder, Struct, Summary, TableMetadata, TableMetadataBuilder, Transform, Type,
+    UnboundPartitionSpec,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -289,6 +290,85 @@ fn data_file(
         })
 }
 
+/// Manifests of a previous snapshot listed again by the next: at most this many a partition
+/// spec, past which they are folded into the next commit's new manifest (Iceberg's manifest
+/// merging), so a table's manifest list stays short while commits stay small.
+pub(crate) const MAX_REUSED_MANIFESTS: usize = 16;
+
+/// Which of the previous snapshot's manifests the next snapshot lists again.
+struct ManifestPlan {
+    /// Listed again as they are.
+    reused: Vec<ManifestFile>,
+    /// Their keys: the parts they list need no new entry.
+    kept: HashSet<String>,
+    /// Every live part is written again (no previous manifests to trust).
+    all: bool,
+}
+
+impl ManifestPlan {
+    /// A manifest is listed again when none of its parts left and its spec has few enough
+    /// manifests; everything is rewritten when a live part's manifest is unknown (written
+    /// before parts knew theirs) or the previous list cannot be read.
+    fn of(
+        bucket: &Bucket,
+        location: &str,
+        previous: &Manifest,
+        next: &Manifest,
+        removed: &[&ManifestPart],
+        snapshot_id: i64,
+    ) -> ManifestPlan {
+        let everything = ManifestPlan { reused: Vec::new(), kept: HashSet::new(), all: true };
+        let Some(list) = previous
+            .table
+            .as_ref()
+            .and_then(|t| t.0.current_snapshot())
+            .map(|s| s.manifest_list().to_owned())
+        else {
+            return everything;
+        };
+        let prefix = format!("{location}/");
+        let Some(list_key) = list.strip_prefix(&prefix) else { return everything };
+        let Ok(Some(bytes)) = bucket.get(list_key) else { return everything };
+        let Ok(list) = ManifestList::parse_with_version(&bytes, FormatVersion::V2) else {
+            return everything;
+        };
+        let touched: HashSet<&str> = removed.iter().filter_map(|p| p.manifest.as_deref()).collect();
+        if removed.iter().any(|p| p.manifest.is_none()) {
+            return everything;
+        }
+        let mut candidates: BTreeMap<i32, Vec<ManifestFile>> = BTreeMap::new();
+        for file in list.consume_entries() {
+            let Some(key) = file.manifest_path.strip_prefix(&prefix) else { return everything };
+            if file.added_snapshot_id == snapshot_id {
+                return everything; // a version number reused: trust nothing
+            }
+            if !touched.contains(key) && file.content == ManifestContentType::Data {
+                candidates.entry(file.partition_spec_id).or_default().push(file);
+            }
+        }
+        let mut reused = Vec::new();
+        for (_, files) in candidates {
+            if files.len() <= MAX_REUSED_MANIFESTS {
+                reused.extend(files);
+            }
+        }
+        let kept: HashSet<String> = reused
+            .iter()
+            .filter_map(|f| f.manifest_path.strip_prefix(&prefix).map(str::to_owned))
+            .collect();
+        // a live part added before must be in a manifest listed again or be rewritten; one
+        // whose manifest is unknown makes the whole list suspect
+        let unknown = next
+            .parts
+            .iter()
+            .any(|p| p.added.is_some_and(|a| a.snapshot != snapshot_id) && p.manifest.is_none());
+        if unknown {
+            return everything;
+        }
+        ManifestPlan { reused, kept, all: false }
+    }
+}
+
 /// What a version's Iceberg metadata took: the metadata JSON, and the objects written for it.
 pub(crate) struct Written {
     pub json: Vec<u8>,
@@ -345,6 +425,8 @@ pub(crate) fn write_version(
     };
     let mut objects = Vec::new();
     let mut new_snapshot: Option<i64> = None;
+    // what the new snapshot lists: its manifest list and every manifest in it
+    let mut referenced: Vec<String> = Vec::new();
     let before: HashMap<&str, &ManifestPart> =
         previous.parts.iter().map(|p| (p.key.as_str(), p)).collect();
     let now: HashSet<&str> = next.parts.iter().map(|p| p.key.as_str()).collect();
@@ -376,11 +458,19 @@ pub(crate) fn write_version(
         let table_schema = Arc::new(crate::iceberg::schema(&next.fields)?);
         let io = FileIO::new_with_memory();
         let unique = uuid::Uuid::new_v4();
-        // one manifest per partition spec in use
-        let mut manifests = Vec::new();
-        let mut by_spec: BTreeMap<i32, (Vec<&ManifestPart>, Vec<&ManifestPart>)> = BTreeMap::new();
-        for part in &next.parts {
-            by_spec.entry(partition_of(part, part.partition_span_ms).0).or_default().0.push(part);
+        // the previous snapshot's manifests whose parts are all still live, and unchanged
+        // partition specs, are listed again as they are (a fast append); the others are
+        // rewritten, with the new parts, into one new manifest per partition spec
+        let plan = ManifestPlan::of(bucket, &location, previous, next, &removed, snapshot_id);
+        let mut manifests = plan.reused;
+        let mut by_spec: BTreeMap<i32, (Vec<usize>, Vec<&ManifestPart>)> = BTreeMap::new();
+        for i in 0..next.parts.len() {
+            let part = &next.parts[i];
+            let listed_again =
+                part.manifest.as_deref().is_some_and(|m| plan.kept.contains(m)) && !plan.all;
+            if !listed_again {
+                by_spec.entry(partition_of(part, part.partition_span_ms).0).or_default().0.push(i);
+            }
         }
         for part in &removed {
             by_spec.entry(partition_of(part, part.partition_span_ms).0).or_default().1.push(part);
@@ -401,7 +491,8 @@ pub(crate) fn write_version(
                 spec.clone(),
             )
             .build_v2_data();
-            for part in live {
+            for i in &live {
+                let part = &next.parts[*i];
                 let file = data_file(&location, part, &next.fields)?;
                 match part.added {
                     Some(Added { snapshot, sequence: seq }) if snapshot != snapshot_id => writer
@@ -419,9 +510,18 @@ pub(crate) fn write_version(
             let bytes = block_on(io.new_input(&path).map_err(iceberg_error)?.read())
                 .map_err(iceberg_error)?;
             bucket.put(&key, bytes)?;
+            for i in live {
+                next.parts[i].manifest = Some(key.clone());
+            }
             objects.push(key);
             manifests.push(manifest);
         }
+        // every manifest this snapshot lists (its own and those it reuses) stays while it does
+        let listed: Vec<String> = manifests
+            .iter()
+            .filter_map(|m| m.manifest_path.strip_prefix(&format!("{location}/")))
+            .map(str::to_owned)
+            .collect();
         let list_key = format!("metadata/snap-{snapshot_id}-{unique}.avro");
         let list_path = format!("{location}/{list_key}");
         let output = io.new_output(&list_path).map_err(iceberg_error)?;
@@ -437,7 +537,9 @@ pub(crate) fn write_version(
         let bytes = block_on(io.new_input(&list_path).map_err(iceberg_error)?.read())
             .map_err(iceberg_error)?;
         bucket.put(&list_key, bytes)?;
-        objects.push(list_key);
+        objects.push(list_key.clone());
+        referenced = listed;
+        referenced.push(list_key);
 
         let rows_added: u64 = added.iter().map(|i| next.parts[*i].rows).sum();
         let rows_removed: u64 = removed.iter().map(|p| p.rows).sum();
@@ -493,18 +595,24 @@ pub(crate) fn write_version(
         builder = builder.remove_snapshots(&expired);
     }
     // the objects of the snapshots that go, deleted once this version is committed
+    // (a manifest listed by several snapshots goes with the last of them)
     let mut expired_objects = Vec::new();
-    if !objects.is_empty() {
-        let snapshot = new_snapshot.unwrap_or_default();
-        next.iceberg_objects.push((snapshot, objects.clone()));
+    if let Some(snapshot) = new_snapshot {
+        next.iceberg_objects.push((snapshot, referenced));
     }
+    let mut expiring: Vec<String> = Vec::new();
     next.iceberg_objects.retain(|(snapshot, keys)| {
         let gone = expired.contains(snapshot);
         if gone {
-            expired_objects.extend(keys.iter().cloned());
+            expiring.extend(keys.iter().cloned());
         }
         !gone
     });
+    let still: HashSet<&str> =
+        next.iceberg_objects.iter().flat_map(|(_, keys)| keys.iter().map(String::as_str)).collect();
+    expiring.sort();
+    expiring.dedup();
+    expired_objects.extend(expiring.into_iter().filter(|k| !still.contains(k.as_str())));
     // needle's own manifest, in the same object
     let mut own = next.clone();
     own.table = None;

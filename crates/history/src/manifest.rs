@@ -160,6 +160,10 @@ pub struct ManifestPart {
     /// The Iceberg snapshot that added it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub added: Option<Added>,
+    /// The Iceberg manifest listing it in the newest snapshot (its key under the prefix):
+    /// a commit rewrites only the manifests whose parts changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<String>,
 }
 
 /// A column's statistics over a part (JSON values: numbers, strings, booleans).
@@ -430,6 +434,7 @@ mod tests {
             families: BTreeMap::new(),
             partition_span_ms: 3_600_000,
             added: None,
+            manifest: None,
         }
     }
 
@@ -501,11 +506,70 @@ mod tests {
         let count = |suffix: &str| files.iter().filter(|f| f.ends_with(suffix)).count() as u64;
         assert_eq!(count(".metadata.json"), KEEP_VERSIONS, "{files:?}");
         assert_eq!(count("version-hint.text"), 1);
-        assert_eq!(count(".avro"), KEEP_VERSIONS * 2, "{files:?}");
         let newest = Manifest::load(&bucket).unwrap();
         assert_eq!(newest.version, KEEP_VERSIONS + 5);
         assert_eq!(newest.parts.len() as u64, KEEP_VERSIONS + 5);
-        let table = newest.table.unwrap().0;
+        let table = newest.table.clone().unwrap().0;
         assert_eq!(table.snapshots().count() as u64, KEEP_VERSIONS);
+        // every avro file is a kept snapshot's list or a manifest one lists, and each of those
+        // is there
+        let mut referenced = std::collections::HashSet::new();
+        for snapshot in table.snapshots() {
+            let (list_key, manifests) = listed(&bucket, snapshot.manifest_list());
+            referenced.insert(list_key);
+            referenced.extend(manifests);
+        }
+        let avro: std::collections::HashSet<String> = files
+            .iter()
+            .filter(|f| f.ends_with(".avro"))
+            .map(|f| format!("metadata/{f}"))
+            .collect();
+        assert_eq!(avro, referenced);
+    }
+
+    /// The key of a manifest list and the keys of the manifests it lists.
+    fn listed(bucket: &Bucket, list: &str) -> (String, Vec<String>) {
+        let key = |path: &str| path.strip_prefix(&format!("{}/", bucket.url())).unwrap().to_owned();
+        let bytes = bucket.get(&key(list)).unwrap().unwrap();
+        let parsed = iceberg::spec::ManifestList::parse_with_version(
+            &bytes,
+            iceberg::spec::FormatVersion::V2,
+        )
+        .unwrap();
+        (key(list), parsed.entries().iter().map(|m| key(&m.manifest_path)).collect())
+    }
+
+    #[test]
+    fn an_append_lists_the_manifests_before_it_again_and_a_removal_rewrites_its_own() {
+        let (_dir, bucket) = bucket();
+        let mut m = Manifest::empty();
+        for name in ["a", "b", "c"] {
+            m = Manifest::commit(&bucket, &m, None, |m| m.parts.push(part(name))).unwrap().1;
+        }
+        let current = |m: &Manifest| {
+            let table = m.table.clone().unwrap().0;
+            listed(&bucket, table.current_snapshot().unwrap().manifest_list()).1
+        };
+        // three appends: three manifests of one part each, the first two listed again
+        let three = current(&m);
+        assert_eq!(three.len(), 3, "{three:?}");
+        let manifest_of = |m: &Manifest, name: &str| {
+            m.parts.iter().find(|p| p.name == name).unwrap().manifest.clone().unwrap()
+        };
+        assert!(three.contains(&manifest_of(&m, "a")) && three.contains(&manifest_of(&m, "c")));
+        // b goes: its manifest is rewritten (b deleted), a's and c's are listed again
+        let (a, b, c) = (manifest_of(&m, "a"), manifest_of(&m, "b"), manifest_of(&m, "c"));
+        m = Manifest::commit(&bucket, &m, None, |m| m.parts.retain(|p| p.name != "b")).unwrap().1;
+        let after = current(&m);
+        assert!(after.contains(&a) && after.contains(&c), "{after:?}");
+        assert!(!after.contains(&b), "{after:?}");
+        assert_eq!(after.len(), 3, "a, c and the one recording b's removal: {after:?}");
+        // past the bound a spec's manifests are folded into one
+        for i in 0..super::super::iceberg::MAX_REUSED_MANIFESTS + 1 {
+            let name = format!("x{i}");
+            m = Manifest::commit(&bucket, &m, None, |m| m.parts.push(part(&name))).unwrap().1;
+        }
+        assert!(current(&m).len() <= super::super::iceberg::MAX_REUSED_MANIFESTS + 1);
+        assert_eq!(m.parts.len(), 2 + super::super::iceberg::MAX_REUSED_MANIFESTS + 1);
     }
 }

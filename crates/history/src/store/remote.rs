@@ -306,6 +306,7 @@ pub(super) fn describe(
         })
         .unwrap_or(i64::MAX),
         added: None,
+        manifest: None,
     }
 }
 
