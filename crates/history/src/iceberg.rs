@@ -20,7 +20,8 @@
 //!   store's directories are (`p=<start>`); another `partition_ms` leaves the table unpartitioned.
 //! - **Snapshots**: a version whose parts changed is a snapshot: `append` (parts uploaded),
 //!   `replace` (a merge: the same rows in fewer parts), `delete` (retention) or `overwrite`. Each
-//!   writes one manifest listing every live part; the snapshots of the last
+//!   lists the previous snapshot's manifests again where none of their parts left, and writes
+//!   a manifest per partition spec for the rest ([`ManifestPlan`]); the snapshots of the last
 //!   [`crate::manifest::KEEP_VERSIONS`] versions are kept.
 
 use crate::columns::{Kind, LAYOUT_COLUMN, TIME_COLUMN};
