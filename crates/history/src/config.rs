@@ -1,5 +1,6 @@
 //! [`StoreConfig`]: where a store lives and how it keeps records; [`RemoteConfig`]: the object
-//! store it is kept in, when it is not a local directory.
+//! store it is kept in, when it is not a local directory; [`RestCatalogConfig`]: the Iceberg
+//! REST catalog its table is registered in, when one is set.
 
 use crate::object::ObjectStoreOptions;
 use std::path::PathBuf;
@@ -53,6 +54,56 @@ pub struct StoreConfig {
     /// ms: an engine reading an older snapshot still finds it (removed at once when the store
     /// closes).
     pub delete_grace_ms: u64,
+    /// The Iceberg REST catalog the store's table is kept registered in after each commit
+    /// ([`crate::rest`]); `None`: none. A local store needs `commit_ms` for a table to keep.
+    pub catalog: Option<RestCatalogConfig>,
+}
+
+/// An Iceberg REST catalog the store's table is kept in (`history.catalog_url`).
+#[derive(Clone, PartialEq)]
+pub struct RestCatalogConfig {
+    /// The catalog's base URL, before `/v1/...` (`http://host:8181`, `https://host/api/catalog`).
+    pub url: String,
+    /// A bearer token sent with each request (`Authorization: Bearer ...`); `None`: none.
+    pub token: Option<String>,
+    /// The warehouse asked for in `GET /v1/config` (the catalog answers with its prefix).
+    pub warehouse: Option<String>,
+    /// The table's namespace and name in the catalog (`needle.history`).
+    pub namespace: String,
+    pub table: String,
+    /// How long one request may take, in ms.
+    pub request_timeout_ms: u64,
+    /// After a failed sync, how long the catalog is left alone before the next try, in ms.
+    pub retry_ms: u64,
+}
+
+impl RestCatalogConfig {
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            token: None,
+            warehouse: None,
+            namespace: crate::catalog::NAMESPACE.into(),
+            table: crate::catalog::TABLE.into(),
+            request_timeout_ms: 10_000,
+            retry_ms: 5_000,
+        }
+    }
+}
+
+impl std::fmt::Debug for RestCatalogConfig {
+    /// Without the token's value.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RestCatalogConfig")
+            .field("url", &self.url)
+            .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .field("warehouse", &self.warehouse)
+            .field("namespace", &self.namespace)
+            .field("table", &self.table)
+            .field("request_timeout_ms", &self.request_timeout_ms)
+            .field("retry_ms", &self.retry_ms)
+            .finish()
+    }
 }
 
 /// A store kept in an object store (`history.dir = "s3://bucket/prefix"`).
@@ -112,6 +163,7 @@ impl StoreConfig {
             remote: None,
             commit_ms: Some(10_000),
             delete_grace_ms: 60_000,
+            catalog: None,
         }
     }
 }

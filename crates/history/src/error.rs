@@ -23,6 +23,10 @@ pub enum HistoryError {
     /// The store's SQL catalog (a SQLite file) could not be read or written.
     #[error("the table's catalog {path}: {message}")]
     Catalog { path: PathBuf, message: String },
+    /// The Iceberg REST catalog the table is kept in could not be reached, or refused a
+    /// request (the store goes on: see [`crate::rest`]).
+    #[error("the REST catalog {url}: {message}")]
+    RestCatalog { url: String, message: String },
     /// The store refuses writes (opened read-only).
     #[error("this store is open read-only")]
     ReadOnly,

@@ -26,12 +26,13 @@ pub mod offsets;
 mod pages;
 pub mod part;
 pub mod prune;
+pub mod rest;
 pub mod store;
 pub mod testing;
 pub mod vector;
 
 pub use columns::{ColumnBuffer, StoredRecord};
-pub use config::{RemoteConfig, StoreConfig, SORT_BY_TEXT_FIELDS};
+pub use config::{RemoteConfig, RestCatalogConfig, StoreConfig, SORT_BY_TEXT_FIELDS};
 pub use error::HistoryError;
 pub use offsets::{OffsetRange, OffsetRanges};
 pub use prune::ColumnStats;

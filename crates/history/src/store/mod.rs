@@ -141,6 +141,8 @@ struct Inner {
     remote: Option<remote::Remote>,
     /// When [`Store::sweep_orphans`] last ran.
     swept_at: Mutex<Option<Instant>>,
+    /// The REST catalog the table is kept registered in, when `config.catalog` names one.
+    rest: Option<crate::rest::RestCatalog>,
 }
 
 /// A scan's hold on the parts it saw: while any is alive, merged-away parts stay on disk.
@@ -452,6 +454,7 @@ impl Store {
             (None, Some(every)) => table::LocalTable::open(&config.dir, every, read_only)?,
             _ => None,
         };
+        let rest = table::open_rest_catalog(&config, read_only)?;
         let store = Store {
             inner: Arc::new(Inner {
                 read_only,
@@ -464,6 +467,7 @@ impl Store {
                 doomed: Mutex::new(Vec::new()),
                 table,
                 remote,
+                rest,
                 config,
                 swept_at: Mutex::new(None),
             }),

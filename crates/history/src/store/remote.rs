@@ -615,6 +615,11 @@ impl Store {
         if let Some(reason) = remote.stopped() {
             *self.health_mut() = Health::WritesStopped { reason };
         }
+        let (version, table) = {
+            let manifest = Remote::lock(&remote.manifest);
+            (manifest.version, manifest.table.clone())
+        };
+        self.sync_rest_catalog(&remote.bucket, version, table.as_ref());
         Ok(())
     }
 

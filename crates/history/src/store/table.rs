@@ -4,7 +4,9 @@
 //! ends with [`Store::commit_table`] forced (`needle ingest`, a stop).
 //!
 //! The table is named `needle.history` in the SQL catalog beside it (`DIR/catalog.db`, see
-//! [`crate::catalog`]), pointed at each version.
+//! [`crate::catalog`]), pointed at each version; with `history.catalog_url` set, in that Iceberg
+//! REST catalog too ([`crate::rest`]), for a local store's table and a store's on object storage
+//! alike (see [`Store::sync_rest_catalog`]).
 //!
 //! The directory stays the writer's truth (one process writes a local store): a version says
 //! which of its parts a reader of the table reads. A part a merge replaced stays on disk for
@@ -14,8 +16,10 @@
 
 use super::Store;
 use crate::catalog::SqlCatalog;
+use crate::iceberg::Table;
 use crate::manifest::{Committed, Manifest, ManifestPart};
 use crate::object::{Bucket, ObjectStoreOptions};
+use crate::rest::{RestCatalog, RestCatalogInfo};
 use crate::HistoryError;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -100,6 +104,8 @@ impl Store {
             && parts.iter().all(|p| known.contains_key(p.key.as_str()));
         if same && base.version > 0 {
             *table.committed_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+            // a REST catalog that missed the last version catches up
+            self.sync_rest_catalog(&table.bucket, base.version, base.table.as_ref());
             return Ok(());
         }
         // (the columns of parts written before parts carried ids are registered now)
@@ -121,10 +127,50 @@ impl Store {
             if let Some(catalog) = &table.catalog {
                 catalog.point(&crate::manifest::metadata_location(&table.bucket, version))?;
             }
+            self.sync_rest_catalog(&table.bucket, version, manifest.table.as_ref());
             *table.manifest.lock().unwrap_or_else(|e| e.into_inner()) = manifest;
             *table.committed_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
         }
         Ok(())
+    }
+}
+
+/// The REST catalog a writer keeps its table in (`config.catalog`), if one is set; a local
+/// store must be a table (`commit_ms`) for it.
+pub(super) fn open_rest_catalog(
+    config: &crate::StoreConfig,
+    read_only: bool,
+) -> Result<Option<RestCatalog>, HistoryError> {
+    let Some(catalog) = config.catalog.as_ref().filter(|_| !read_only) else { return Ok(None) };
+    if config.remote.is_none() && config.commit_ms.is_none() {
+        return Err(HistoryError::Config {
+            setting: "history.catalog_url".into(),
+            message: "a local store is kept in a REST catalog only as an Iceberg table: set \
+                      history.commit_ms above 0"
+                .into(),
+        });
+    }
+    Ok(Some(RestCatalog::open(catalog)?))
+}
+
+impl Store {
+    /// Brings the REST catalog's table, when one is set, to version `version` of the table in
+    /// `bucket` (`table`, its metadata): at once after a commit, and after a failed sync once
+    /// its `retry_ms` passed. Never fails: see [`crate::rest`].
+    pub(super) fn sync_rest_catalog(&self, bucket: &Bucket, version: u64, table: Option<&Table>) {
+        let (Some(rest), Some(table)) = (self.inner.rest.as_ref(), table) else { return };
+        if version == 0 {
+            return;
+        }
+        let location = crate::manifest::metadata_location(bucket, version);
+        if rest.behind(&location) {
+            rest.sync(&location, &table.0);
+        }
+    }
+
+    /// Where the REST catalog's table stands, when one is set.
+    pub fn rest_catalog(&self) -> Option<RestCatalogInfo> {
+        self.inner.rest.as_ref().map(RestCatalog::info)
     }
 }
 
