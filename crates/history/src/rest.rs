@@ -90,7 +90,7 @@ impl std::fmt::Debug for RestCatalog {
 pub struct RestCatalogInfo {
     pub url: String,
     pub table: String,
-    /// The metadata file of needle's the catalog's table was last brought to.
+    /// needle's metadata file the catalog's table was last brought to.
     pub synced: Option<String>,
     /// Why the catalog is behind, while it is.
     pub last_error: Option<String>,
@@ -616,4 +616,219 @@ pub(crate) fn plan(theirs: &CatalogTable, ours: &TableMetadata) -> Plan {
         TableRequirement::RefSnapshotIdMatch { r#ref: MAIN.to_owned(), snapshot_id: theirs.main() },
     ];
     Plan::Commit(Commit { requirements, updates })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::iceberg::Family;
+    use crate::manifest::{Manifest, ManifestPart};
+    use crate::object::{Bucket, ObjectStoreOptions};
+
+    fn part(n: i64, rows: u64) -> ManifestPart {
+        let start = 1_700_000_000_000 / 3_600_000 * 3_600_000 + n * 3_600_000;
+        ManifestPart {
+            key: format!("p={start}/part-{n}.parquet"),
+            name: format!("part-{n}.parquet"),
+            writer: String::new(),
+            partition_start: start,
+            sequence: n as u64,
+            level: 0,
+            rows,
+            bytes: 100,
+            time_min: start,
+            time_max: start + 1,
+            replaces: Vec::new(),
+            compacted: false,
+            columns: Default::default(),
+            families: [("x".to_owned(), Family::Long)].into_iter().collect(),
+            partition_span_ms: 3_600_000,
+            added: None,
+        }
+    }
+
+    /// Three versions of a table: none of its parts, one part, then a second part of a new
+    /// column (a new schema).
+    fn versions(dir: &std::path::Path) -> Vec<Manifest> {
+        let bucket =
+            Bucket::open(&format!("file://{}", dir.display()), &ObjectStoreOptions::default())
+                .unwrap();
+        let mut out = Vec::new();
+        let mut base = Manifest::load(&bucket).unwrap();
+        type Step = (Vec<ManifestPart>, &'static [(&'static str, Family)]);
+        let steps: [Step; 3] = [
+            (Vec::new(), &[]),
+            (vec![part(0, 10)], &[("x", Family::Long)]),
+            (vec![part(0, 10), part(1, 5)], &[("x", Family::Long), ("y", Family::String)]),
+        ];
+        for (parts, columns) in steps {
+            let wanted: Vec<(String, Family)> =
+                columns.iter().map(|(c, f)| ((*c).to_owned(), *f)).collect();
+            let (_, next) = Manifest::commit(&bucket, &base, None, |m| {
+                m.parts = parts.clone();
+                crate::iceberg::register(&mut m.fields, &wanted);
+            })
+            .unwrap();
+            out.push(next.clone());
+            base = next;
+        }
+        out
+    }
+
+    /// The catalog's view of a version, as a catalog that registered it returns it.
+    fn held(manifest: &Manifest) -> CatalogTable {
+        serde_json::from_value(serde_json::to_value(&*manifest.table.as_ref().unwrap().0).unwrap())
+            .unwrap()
+    }
+
+    fn ours(manifest: &Manifest) -> &TableMetadata {
+        &manifest.table.as_ref().unwrap().0
+    }
+
+    fn commit_json(plan: Plan) -> serde_json::Value {
+        let Plan::Commit(commit) = plan else { panic!("a commit expected, got {plan:?}") };
+        serde_json::to_value(CommitRequest {
+            identifier: Identifier { namespace: vec!["needle".into()], name: "history".into() },
+            requirements: commit.requirements,
+            updates: commit.updates,
+        })
+        .unwrap()
+    }
+
+    fn actions(request: &serde_json::Value) -> Vec<String> {
+        request["updates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|u| u["action"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn a_catalog_versions_behind_gets_the_schemas_and_snapshots_it_lacks_in_one_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let v = versions(dir.path());
+        let request = commit_json(plan(&held(&v[0]), ours(&v[2])));
+        assert_eq!(
+            actions(&request),
+            [
+                "add-schema",
+                "add-schema",
+                "set-current-schema",
+                "add-snapshot",
+                "add-snapshot",
+                "set-snapshot-ref",
+                "set-properties",
+                "remove-properties"
+            ],
+            "{request:#}"
+        );
+        let updates = &request["updates"];
+        // both columns' schemas, the newest made current (the last added: ids are the catalog's)
+        assert_eq!(updates[2]["schema-id"], -1);
+        assert_eq!(updates[1]["schema"]["fields"].as_array().unwrap().len(), 4, "{request:#}");
+        // oldest snapshot first, each with its manifest list; the branch at the newest
+        let first = updates[3]["snapshot"]["snapshot-id"].as_i64().unwrap();
+        let second = updates[4]["snapshot"]["snapshot-id"].as_i64().unwrap();
+        assert!(first < second);
+        assert!(updates[4]["snapshot"]["manifest-list"].as_str().unwrap().ends_with(".avro"));
+        assert_eq!(updates[5]["ref-name"], "main");
+        assert_eq!(updates[5]["snapshot-id"], second);
+        assert_eq!(updates[5]["type"], "branch");
+        // needle's manifest is never copied into the catalog's table
+        assert!(updates[6]["updates"].get(MANIFEST_PROPERTY).is_none());
+        assert!(updates[6]["updates"].get("schema.name-mapping.default").is_some());
+        assert_eq!(updates[7]["removals"], serde_json::json!([MANIFEST_PROPERTY]));
+        // the table must still be the one loaded, its branch where it was (none yet)
+        assert_eq!(
+            request["requirements"],
+            serde_json::json!([
+                {"type": "assert-table-uuid", "uuid": ours(&v[2]).uuid().to_string()},
+                {"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": null},
+            ])
+        );
+    }
+
+    #[test]
+    fn a_catalog_at_needles_version_is_up_to_date_once_it_holds_no_manifest_property() {
+        let dir = tempfile::tempdir().unwrap();
+        let v = versions(dir.path());
+        // just registered: it holds needle's file, the manifest property with it
+        let request = commit_json(plan(&held(&v[2]), ours(&v[2])));
+        assert_eq!(actions(&request), ["remove-properties"]);
+        assert_eq!(
+            request["requirements"][1]["snapshot-id"],
+            ours(&v[2]).current_snapshot_id().unwrap()
+        );
+        let mut theirs = held(&v[2]);
+        theirs.properties.remove(MANIFEST_PROPERTY);
+        assert!(matches!(plan(&theirs, ours(&v[2])), Plan::UpToDate));
+    }
+
+    #[test]
+    fn snapshots_needle_expired_go_from_the_catalog_after_the_branch_moved() {
+        let dir = tempfile::tempdir().unwrap();
+        let v = versions(dir.path());
+        let mut theirs = held(&v[1]);
+        theirs.properties.remove(MANIFEST_PROPERTY);
+        theirs.snapshots.push(SnapshotIdOf { snapshot_id: 424_242 });
+        let request = commit_json(plan(&theirs, ours(&v[2])));
+        let acts = actions(&request);
+        let set_ref = acts.iter().position(|a| a == "set-snapshot-ref").unwrap();
+        let remove = acts.iter().position(|a| a == "remove-snapshots").unwrap();
+        assert!(set_ref < remove, "{acts:?}");
+        assert_eq!(request["updates"][remove]["snapshot-ids"], serde_json::json!([424_242]));
+        assert_eq!(
+            request["requirements"][1]["snapshot-id"],
+            ours(&v[1]).current_snapshot_id().unwrap()
+        );
+    }
+
+    #[test]
+    fn another_table_is_replaced_at_the_stores_location_and_left_alone_elsewhere() {
+        let dir = tempfile::tempdir().unwrap();
+        let v = versions(dir.path());
+        let mut theirs = held(&v[2]);
+        theirs.table_uuid = uuid::Uuid::new_v4().to_string();
+        assert!(matches!(plan(&theirs, ours(&v[2])), Plan::Replace));
+        theirs.location = "s3://elsewhere/table".into();
+        let Plan::Foreign(why) = plan(&theirs, ours(&v[2])) else { panic!("left alone") };
+        assert!(why.contains("s3://elsewhere/table"), "{why}");
+    }
+
+    #[test]
+    fn endpoints_carry_the_prefix_and_escape_names() {
+        let mut config = RestCatalogConfig::new("http://127.0.0.1:1/api/catalog/");
+        config.namespace = "my ns".into();
+        let catalog = RestCatalog::open(&config).unwrap();
+        let prefix = vec!["wh".to_owned()];
+        let url =
+            catalog.endpoint(&prefix, &["namespaces", "my ns", "tables", "t/1"], &[]).unwrap();
+        assert_eq!(
+            url.as_str(),
+            "http://127.0.0.1:1/api/catalog/v1/wh/namespaces/my%20ns/tables/t%2F1"
+        );
+        let url = catalog.endpoint(&[], &["config"], &[("warehouse", "a b")]).unwrap();
+        assert_eq!(url.as_str(), "http://127.0.0.1:1/api/catalog/v1/config?warehouse=a+b");
+        assert!(RestCatalog::open(&RestCatalogConfig::new("ftp://x")).is_err());
+    }
+
+    #[test]
+    fn an_unreachable_catalog_is_counted_and_retried_only_after_retry_ms() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut config = RestCatalogConfig::new(format!("http://127.0.0.1:{port}"));
+        config.retry_ms = 60_000;
+        let catalog = RestCatalog::open(&config).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let v = versions(dir.path());
+        assert!(catalog.behind("file:///x/metadata/v3.metadata.json"));
+        catalog.sync("file:///x/metadata/v3.metadata.json", ours(&v[2]));
+        let info = catalog.info();
+        assert_eq!(info.errors, 1);
+        assert!(info.last_error.unwrap().contains("GET"));
+        // within retry_ms the next version is not tried
+        assert!(!catalog.behind("file:///x/metadata/v4.metadata.json"));
+        catalog.sync("file:///x/metadata/v4.metadata.json", ours(&v[2]));
+        assert_eq!(catalog.info().errors, 1);
+    }
 }

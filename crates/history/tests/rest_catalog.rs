@@ -184,8 +184,7 @@ fn assert_same(got: &serde_json::Value, store: &Store, n: i64) {
     assert_eq!(got["sum_id"], n * (n - 1) / 2, "{got}");
     assert_eq!(needle_rows(store) as i64, n);
     assert_eq!(got["snapshot"], newest_snapshot(store), "the catalog is at needle's snapshot");
-    let ours: Vec<i64> = store.info().unwrap().snapshots.iter().map(|s| s.snapshot).collect();
-    let mut ours = ours;
+    let mut ours: Vec<i64> = store.info().unwrap().snapshots.iter().map(|s| s.snapshot).collect();
     ours.sort();
     assert_eq!(got["snapshots"], serde_json::json!(ours), "the same snapshots kept");
     assert_eq!(
