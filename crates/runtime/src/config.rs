@@ -69,6 +69,19 @@ pub struct HistoryConfig {
     /// snapshot at most this often, in ms (on object storage, parts uploaded meanwhile wait for
     /// it); 0: a local store is not a table, and object storage commits each upload.
     pub commit_ms: u64,
+    /// An Apache Iceberg REST catalog (`http://host:8181`, the URL before `/v1/...`) the
+    /// store's table is kept registered in, brought to each snapshot needle commits (a local
+    /// store needs `commit_ms` above 0); empty: none. A catalog down or refusing never stops
+    /// history: it catches up at the next commit.
+    pub catalog_url: String,
+    /// A bearer token sent to the REST catalog (`Authorization: Bearer ...`); empty: none.
+    pub catalog_token: String,
+    /// The warehouse asked of the REST catalog (`GET /v1/config?warehouse=...`); empty: none.
+    pub catalog_warehouse: String,
+    /// The table's namespace in the REST catalog.
+    pub catalog_namespace: String,
+    /// The table's name in the REST catalog.
+    pub catalog_table: String,
     /// How needle reaches the object store `dir` names.
     pub object_store: ObjectStoreConfig,
     /// The field holding a record's time (ms since the epoch, or an RFC 3339 string); empty, or
@@ -215,6 +228,11 @@ impl Default for HistoryConfig {
             max_pending_bytes: remote.max_pending_bytes,
             delete_grace_ms: remote.delete_grace_ms,
             commit_ms: 10_000,
+            catalog_url: String::new(),
+            catalog_token: String::new(),
+            catalog_warehouse: String::new(),
+            catalog_namespace: needle_history::catalog::NAMESPACE.into(),
+            catalog_table: needle_history::catalog::TABLE.into(),
             object_store: ObjectStoreConfig::default(),
             time_field: String::new(),
             sort_by: Vec::new(),
@@ -286,6 +304,15 @@ impl HistoryConfig {
         c.time_field = (!self.time_field.is_empty()).then(|| self.time_field.clone());
         c.sort_by = self.sort_by.clone();
         c.commit_ms = (self.commit_ms > 0).then_some(self.commit_ms);
+        if !self.catalog_url.is_empty() {
+            let mut catalog = needle_history::RestCatalogConfig::new(self.catalog_url.clone());
+            let set = |v: &String| (!v.is_empty()).then(|| v.clone());
+            catalog.token = set(&self.catalog_token);
+            catalog.warehouse = set(&self.catalog_warehouse);
+            catalog.namespace = self.catalog_namespace.clone();
+            catalog.table = self.catalog_table.clone();
+            c.catalog = Some(catalog);
+        }
         c.delete_grace_ms = self.delete_grace_ms;
         c.partition_ms = self.partition_ms.max(1);
         c.flush_ms = self.flush_ms.max(1);
@@ -1212,6 +1239,27 @@ mod tests {
         c.history.sort_by = vec!["host".into()];
         let store = c.history_store_config("");
         assert_eq!((store.time_field.as_deref(), store.sort_by), (Some("ts"), vec!["host".into()]));
+    }
+
+    #[test]
+    fn a_rest_catalog_url_keeps_the_table_in_that_catalog_under_its_names() {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        writeln!(
+            file,
+            "[history]\ndir = \"s3://bucket/needle\"\ncatalog_url = \"http://catalog:8181\"\n\
+             catalog_warehouse = \"lake\"\ncatalog_table = \"events\""
+        )
+        .unwrap();
+        let env = [("NEEDLE_HISTORY__CATALOG_TOKEN".to_string(), "t0k3n".to_string())];
+        let c = NeedleConfig::load(Some(file.path()), env).unwrap();
+        let catalog = c.history_store_config("").catalog.expect("a REST catalog");
+        assert_eq!(catalog.url, "http://catalog:8181");
+        assert_eq!(catalog.token.as_deref(), Some("t0k3n"));
+        assert_eq!(catalog.warehouse.as_deref(), Some("lake"));
+        assert_eq!((catalog.namespace.as_str(), catalog.table.as_str()), ("needle", "events"));
+        assert!(!format!("{catalog:?}").contains("t0k3n"), "the token is not printed");
+        // none by default
+        assert_eq!(NeedleConfig::default().history.store_config().catalog, None);
     }
 
     #[test]

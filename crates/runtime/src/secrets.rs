@@ -66,6 +66,8 @@ pub const SECRET_SETTINGS: &[&str] = &[
     r#"history.object_store.options."*token*""#,
     r#"history.object_store.options."*password*""#,
     r#"history.object_store.options."*credentials*""#,
+    // The Iceberg REST catalog's bearer token.
+    "history.catalog_token",
 ];
 
 /// The suffix of a key naming the file a secret setting is read from (`token_file`).
@@ -619,6 +621,7 @@ mod tests {
             "history/object_store/options/azure_storage_account_key",
             "history/object_store/options/google_service_account_key",
             "history/object_store/options/azure_storage_token",
+            "history/catalog_token",
         ] {
             assert!(keys(secret).is_secret(), "{secret}");
         }
