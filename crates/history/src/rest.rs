@@ -235,6 +235,13 @@ impl RestCatalog {
             match status {
                 404 => return self.register(&prefix, location),
                 200 => {}
+                // the catalog cannot read the metadata file its table points at: needle's it
+                // was registered with, since removed (the catalog missed more versions than
+                // needle keeps); the table is pointed at needle's newest again
+                _ if error_type(&body).as_deref() == Some("NotFoundException") => {
+                    self.drop_table(&prefix)?;
+                    return self.register(&prefix, location);
+                }
                 _ => return Err(self.refused("loading the table", status, &body)),
             }
             let loaded: LoadTable = serde_json::from_slice(&body)
@@ -245,15 +252,7 @@ impl RestCatalog {
                 Plan::Replace => {
                     // the store was made anew where the catalog's table is: the old table's
                     // entry goes (its files are not the catalog's to purge), the new registered
-                    let url = self.endpoint(
-                        &prefix,
-                        &["namespaces", ns, "tables", name],
-                        &[("purgeRequested", "false")],
-                    )?;
-                    let (status, body) = self.send(Method::Delete, &url, None)?;
-                    if !matches!(status, 200 | 204 | 404) {
-                        return Err(self.refused("dropping the replaced table", status, &body));
-                    }
+                    self.drop_table(&prefix)?;
                     return self.register(&prefix, location);
                 }
                 Plan::Foreign(why) => return Err(self.error(why)),
@@ -312,12 +311,32 @@ impl RestCatalog {
         }
         let url = self.endpoint(prefix, &["namespaces", ns, "register"], &[])?;
         let body = serde_json::json!({"name": self.config.table, "metadata-location": location});
-        let (status, answer) =
-            self.send(Method::Post, &url, Some(body.to_string().into_bytes()))?;
+        let body = body.to_string().into_bytes();
+        let (mut status, mut answer) = self.send(Method::Post, &url, Some(body.clone()))?;
+        if status == 409 {
+            // registered meanwhile, or a table the catalog could not load: needle's it is
+            self.drop_table(prefix)?;
+            (status, answer) = self.send(Method::Post, &url, Some(body))?;
+        }
         if status != 200 {
             return Err(self.refused("registering the table", status, &answer));
         }
         self.counters.registrations.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Drops the catalog's entry of the table, never its files (`purgeRequested=false`).
+    fn drop_table(&self, prefix: &[String]) -> Result<(), HistoryError> {
+        let (ns, name) = (self.config.namespace.as_str(), self.config.table.as_str());
+        let url = self.endpoint(
+            prefix,
+            &["namespaces", ns, "tables", name],
+            &[("purgeRequested", "false")],
+        )?;
+        let (status, body) = self.send(Method::Delete, &url, None)?;
+        if !matches!(status, 200 | 204 | 404) {
+            return Err(self.refused("dropping the table's entry", status, &body));
+        }
         Ok(())
     }
 
@@ -406,6 +425,12 @@ impl RestCatalog {
             .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned());
         self.error(format!("{what}: HTTP {status}: {message}"))
     }
+}
+
+/// The type of a REST error response (`{"error": {"type": ...}}`).
+fn error_type(body: &[u8]) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    Some(value.get("error")?.get("type")?.as_str()?.to_owned())
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -281,3 +281,48 @@ fn a_catalog_down_at_commits_stops_nothing_and_catches_up_at_the_next_commit() {
     assert!(info.commits >= 1, "{info:?}");
     assert_eq!(info.last_error, None, "{info:?}");
 }
+
+#[test]
+fn a_catalog_that_missed_more_versions_than_needle_keeps_or_a_store_made_anew_is_pointed_again() {
+    let server_dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let uri = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let config = {
+        let mut config = sensors(dir.path(), &uri);
+        config.commit_ms = Some(0);
+        config
+    };
+    let store = Store::open(config.clone()).unwrap();
+    ingest(&store, 0, 400);
+    // the catalog comes up between commits: the next round of maintenance registers the table
+    // with needle's newest metadata file, the catalog's own files none yet
+    let server = RestServer::start(server_dir.path(), port);
+    store.maintain().unwrap();
+    let info = store.rest_catalog().unwrap();
+    assert_eq!((info.registrations, info.commits), (1, 0), "{info:?}");
+    assert_eq!(info.synced, store.info().unwrap().table);
+
+    // down for more versions than needle keeps: the metadata file it was registered with is
+    // gone when it is back
+    drop(server);
+    for round in 0..25 {
+        ingest(&store, 400 + round * 16, 400 + (round + 1) * 16);
+    }
+    let server = RestServer::start(server_dir.path(), port);
+    ingest(&store, 800, 1_200);
+    let got = pyiceberg(&uri, &server);
+    assert_same(&got, &store, 1_200);
+    let info = store.rest_catalog().unwrap();
+    assert_eq!((info.registrations, info.last_error), (2, None));
+
+    // the store made anew in the same place: another table, which the catalog then holds
+    store.close().unwrap();
+    drop(store);
+    std::fs::remove_dir_all(dir.path()).unwrap();
+    let store = Store::open(config).unwrap();
+    ingest(&store, 0, 400);
+    let got = pyiceberg(&uri, &server);
+    assert_same(&got, &store, 400);
+    assert_eq!(store.rest_catalog().unwrap().registrations, 1);
+}
