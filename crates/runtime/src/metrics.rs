@@ -93,6 +93,12 @@ pub struct HistoryGauges {
     pub flush_errors: Gauge,
     /// 1 while writes are stopped (a full disk, an I/O error).
     pub writes_stopped: Gauge,
+    /// Commits the Iceberg REST catalog accepted (`history.catalog_url`).
+    pub catalog_commits: Gauge,
+    /// Syncs of the REST catalog that failed (unreachable, or a request refused).
+    pub catalog_errors: Gauge,
+    /// 1 while the REST catalog's table is behind the store (its last sync failed).
+    pub catalog_behind: Gauge,
 }
 
 impl Default for Metrics {
@@ -248,6 +254,21 @@ impl Metrics {
                 "1 while history writes are stopped (a full disk, an I/O error)",
                 &h.writes_stopped,
             ),
+            (
+                "history_catalog_commits",
+                "Commits (and registrations) the Iceberg REST catalog accepted for the table",
+                &h.catalog_commits,
+            ),
+            (
+                "history_catalog_errors",
+                "Syncs of the Iceberg REST catalog that failed (unreachable, or refused)",
+                &h.catalog_errors,
+            ),
+            (
+                "history_catalog_behind",
+                "1 while the REST catalog's table is behind the store (its last sync failed)",
+                &h.catalog_behind,
+            ),
         ] {
             registry.register(name, help, gauge.clone());
         }
@@ -305,6 +326,12 @@ impl Metrics {
             h.dropped_records.set(get(&c.dropped_records));
             h.flush_errors.set(get(&c.flush_errors));
             h.writes_stopped.set(i64::from(!store.health().is_ok()));
+            if let Some(catalog) = store.rest_catalog() {
+                let gauge = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+                h.catalog_commits.set(gauge(catalog.commits + catalog.registrations));
+                h.catalog_errors.set(gauge(catalog.errors));
+                h.catalog_behind.set(i64::from(catalog.last_error.is_some()));
+            }
         }
         if let Some((allocated, resident)) = self.heap.get().and_then(|read| read()) {
             let gauge = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
@@ -330,6 +357,23 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rest_catalog_that_is_down_shows_as_errors_and_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut config = needle_history::StoreConfig::new(dir.path());
+        config.catalog =
+            Some(needle_history::RestCatalogConfig::new(format!("http://127.0.0.1:{port}")));
+        // opening commits the table's first version: its sync fails, the store opens anyway
+        let store = needle_history::Store::open(config).unwrap();
+        let m = Metrics::new();
+        m.watch_history(store);
+        let text = m.render();
+        assert!(text.contains("needle_history_catalog_errors 1"), "{text}");
+        assert!(text.contains("needle_history_catalog_behind 1"), "{text}");
+        assert!(text.contains("needle_history_catalog_commits 0"), "{text}");
+    }
 
     #[test]
     fn renders_every_metric_with_its_current_value() {
