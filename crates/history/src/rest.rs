@@ -542,7 +542,8 @@ pub(crate) struct Commit {
 /// What bringing the catalog's table to needle's metadata takes.
 #[derive(Debug)]
 pub(crate) enum Plan {
-    /// Nothing: it holds needle's newest snapshot, schema and properties.
+    /// Nothing: it holds needle's newest snapshot, schema and properties (or a newer
+    /// snapshot, another writer's).
     UpToDate,
     Commit(Commit),
     /// The catalog's table is another table at needle's location (the store was made anew):
@@ -568,6 +569,12 @@ pub(crate) fn plan(theirs: &CatalogTable, ours: &TableMetadata) -> Plan {
             theirs.location,
             ours.location()
         ));
+    }
+    // a snapshot's id is the version that made it: a catalog at a newer one than `ours` was
+    // brought there by another writer of the store, and is never moved back
+    let main = ours.snapshot_for_ref(MAIN).map(|s| s.snapshot_id());
+    if theirs.main() > main {
+        return Plan::UpToDate;
     }
     let mut updates = Vec::new();
     // schemas, in the order needle added them (the catalog numbers an added schema as needle did)
@@ -602,16 +609,11 @@ pub(crate) fn plan(theirs: &CatalogTable, ours: &TableMetadata) -> Plan {
     for snapshot in snapshots {
         updates.push(TableUpdate::AddSnapshot { snapshot: snapshot.as_ref().clone() });
     }
-    let main = ours.snapshot_for_ref(MAIN).map(|s| s.snapshot_id());
-    match main {
-        Some(id) if theirs.main() != Some(id) => updates.push(TableUpdate::SetSnapshotRef {
+    if let Some(id) = main.filter(|id| theirs.main() != Some(*id)) {
+        updates.push(TableUpdate::SetSnapshotRef {
             ref_name: MAIN.to_owned(),
             reference: SnapshotReference::new(id, SnapshotRetention::branch(None, None, None)),
-        }),
-        None if theirs.main().is_some() => {
-            updates.push(TableUpdate::RemoveSnapshotRef { ref_name: MAIN.to_owned() })
-        }
-        _ => {}
+        });
     }
     let kept: HashSet<i64> = ours.snapshots().map(|s| s.snapshot_id()).collect();
     let gone: Vec<i64> =
@@ -807,6 +809,16 @@ mod tests {
             request["requirements"][1]["snapshot-id"],
             ours(&v[1]).current_snapshot_id().unwrap()
         );
+    }
+
+    #[test]
+    fn a_catalog_another_writer_brought_further_is_never_moved_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let v = versions(dir.path());
+        let mut theirs = held(&v[2]);
+        theirs.properties.remove(MANIFEST_PROPERTY);
+        assert!(matches!(plan(&theirs, ours(&v[1])), Plan::UpToDate));
+        assert!(matches!(plan(&theirs, ours(&v[0])), Plan::UpToDate));
     }
 
     #[test]
