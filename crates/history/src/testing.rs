@@ -4,6 +4,9 @@
 //!
 //! A [`Minio`] value stops its server when dropped; [`Minio::shared`] is one server for a whole
 //! test binary, stopped when the process exits. Tests share it and use prefixes of their own.
+//!
+//! And a real Iceberg REST catalog: [`IcebergRestServer`], Apache Iceberg's own test server
+//! (`scripts/interop/install.sh` fetches it), killed when dropped.
 
 use crate::config::RemoteConfig;
 use crate::object::ObjectStoreOptions;
@@ -127,4 +130,90 @@ fn run_script(args: &[&str]) -> Result<String, String> {
     }
     let stdout = String::from_utf8_lossy(&output.stdout);
     Ok(stdout.lines().last().unwrap_or_default().trim().to_owned())
+}
+
+/// Apache Iceberg's REST catalog test server (`org.apache.iceberg.rest.RESTCatalogServer`, its
+/// jars in `.cache/iceberg-rest` or `$ICEBERG_REST_DIR`, fetched by
+/// `scripts/interop/install.sh`) on a loopback port, its JDBC catalog in a SQLite file of a
+/// directory (a server started again on it still holds its tables); killed when dropped.
+#[derive(Debug)]
+pub struct IcebergRestServer {
+    child: std::process::Child,
+    log: PathBuf,
+    /// `http://127.0.0.1:PORT`.
+    pub uri: String,
+}
+
+impl IcebergRestServer {
+    /// The directory of the server's jars; panics, saying how to fetch them, when missing.
+    pub fn jars() -> PathBuf {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let dir = std::env::var_os("ICEBERG_REST_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| root.join(".cache/iceberg-rest"));
+        let found = std::fs::read_dir(&dir).ok().is_some_and(|entries| {
+            entries.flatten().any(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.starts_with("iceberg-open-api-") && name.ends_with("-test-fixtures.jar")
+            })
+        });
+        assert!(
+            found,
+            "no Iceberg REST catalog server in {}: run scripts/interop/install.sh",
+            dir.display()
+        );
+        dir
+    }
+
+    /// A loopback port nothing listens on now.
+    pub fn free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    }
+
+    /// Starts the server on `port` with its catalog in `dir`, and waits until it listens.
+    pub fn start(dir: &Path, port: u16) -> IcebergRestServer {
+        let jars = Self::jars();
+        let log = dir.join(format!("server-{port}-{}.log", std::process::id()));
+        let out = std::fs::File::create(&log).unwrap();
+        let child = Command::new("java")
+            .arg("-cp")
+            .arg(format!("{}/*", jars.display()))
+            .arg("org.apache.iceberg.rest.RESTCatalogServer")
+            .env("CATALOG_REST_PORT", port.to_string())
+            .env("CATALOG_URI", format!("jdbc:sqlite:{}/catalog.db", dir.display()))
+            .env("CATALOG_WAREHOUSE", format!("file://{}/warehouse", dir.display()))
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .expect("java runs (Java 17)");
+        let mut server = IcebergRestServer { child, log, uri: format!("http://127.0.0.1:{port}") };
+        let address: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+        let wait = std::time::Duration::from_millis(200);
+        while std::net::TcpStream::connect_timeout(&address, wait).is_err() {
+            if let Some(status) = server.child.try_wait().unwrap() {
+                panic!("the REST catalog server exited ({status}):\n{}", server.log_text());
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the REST catalog server did not listen on {port}:\n{}",
+                server.log_text()
+            );
+            std::thread::sleep(wait);
+        }
+        server
+    }
+
+    /// What the server logged so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for IcebergRestServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

@@ -5,12 +5,11 @@
 //! snapshot, for a local store and for one on object storage; a catalog that is down at a
 //! commit stops nothing, and the next commit once it is back brings it up to date.
 
+use needle_history::testing::IcebergRestServer as RestServer;
 use needle_history::{RemoteConfig, RestCatalogConfig, ScanRequest, Store, StoreConfig};
 use needle_record::{Map, Record, Value};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::Command;
 
 /// The table through the REST catalog, as a pyiceberg user opens it: its rows, schema, a
 /// record's values, its snapshots and properties.
@@ -68,84 +67,6 @@ fn newest_snapshot(store: &Store) -> i64 {
     store.info().unwrap().snapshots.last().expect("the table has a snapshot").snapshot
 }
 
-/// The jars of Iceberg's REST catalog server, fetched by `scripts/interop/install.sh`.
-fn server_jars() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let dir = std::env::var_os("ICEBERG_REST_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join(".cache/iceberg-rest"));
-    let found = std::fs::read_dir(&dir).ok().is_some_and(|entries| {
-        entries.flatten().any(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            name.starts_with("iceberg-open-api-") && name.ends_with("-test-fixtures.jar")
-        })
-    });
-    assert!(
-        found,
-        "no Iceberg REST catalog server in {}: run scripts/interop/install.sh",
-        dir.display()
-    );
-    dir
-}
-
-/// A port nothing listens on now.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// Iceberg's REST catalog server on `port`, its JDBC catalog in a SQLite file of `dir` (so
-/// a restarted server still holds the table), killed when dropped.
-struct RestServer {
-    child: Child,
-    log: PathBuf,
-}
-
-impl RestServer {
-    fn start(dir: &Path, port: u16) -> RestServer {
-        let jars = server_jars();
-        let log = dir.join(format!("server-{port}-{}.log", std::process::id()));
-        let out = std::fs::File::create(&log).unwrap();
-        let child = Command::new("java")
-            .arg("-cp")
-            .arg(format!("{}/*", jars.display()))
-            .arg("org.apache.iceberg.rest.RESTCatalogServer")
-            .env("CATALOG_REST_PORT", port.to_string())
-            .env("CATALOG_URI", format!("jdbc:sqlite:{}/catalog.db", dir.display()))
-            .env("CATALOG_WAREHOUSE", format!("file://{}/warehouse", dir.display()))
-            .stdout(out.try_clone().unwrap())
-            .stderr(out)
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("java runs (Java 17)");
-        let mut server = RestServer { child, log };
-        let address: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(90);
-        while TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_err() {
-            if let Some(status) = server.child.try_wait().unwrap() {
-                panic!("the REST catalog server exited ({status}):\n{}", server.log_text());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the REST catalog server did not listen on {port}:\n{}",
-                server.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        server
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for RestServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// The table as pyiceberg's `RestCatalog` reads it from the catalog at `uri`.
 fn pyiceberg(uri: &str, server: &RestServer) -> serde_json::Value {
     let out =
@@ -201,7 +122,7 @@ fn assert_same(got: &serde_json::Value, store: &Store, n: i64) {
 #[test]
 fn pyiceberg_finds_a_local_stores_table_in_the_rest_catalog_at_each_newer_snapshot() {
     let server_dir = tempfile::tempdir().unwrap();
-    let port = free_port();
+    let port = RestServer::free_port();
     let server = RestServer::start(server_dir.path(), port);
     let uri = format!("http://127.0.0.1:{port}");
     let dir = tempfile::tempdir().unwrap();
@@ -233,7 +154,7 @@ fn pyiceberg_finds_a_local_stores_table_in_the_rest_catalog_at_each_newer_snapsh
 #[test]
 fn a_catalog_down_at_commits_stops_nothing_and_catches_up_at_the_next_commit() {
     let server_dir = tempfile::tempdir().unwrap();
-    let port = free_port();
+    let port = RestServer::free_port();
     let uri = format!("http://127.0.0.1:{port}");
     // a store on object storage (file://): its uploads are its commits
     let bucket = tempfile::tempdir().unwrap();
@@ -285,7 +206,7 @@ fn a_catalog_down_at_commits_stops_nothing_and_catches_up_at_the_next_commit() {
 #[test]
 fn a_catalog_that_missed_more_versions_than_needle_keeps_or_a_store_made_anew_is_pointed_again() {
     let server_dir = tempfile::tempdir().unwrap();
-    let port = free_port();
+    let port = RestServer::free_port();
     let uri = format!("http://127.0.0.1:{port}");
     let dir = tempfile::tempdir().unwrap();
     let config = {
