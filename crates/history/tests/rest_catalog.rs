@@ -156,12 +156,14 @@ fn a_catalog_down_at_commits_stops_nothing_and_catches_up_at_the_next_commit() {
     let server_dir = tempfile::tempdir().unwrap();
     let port = RestServer::free_port();
     let uri = format!("http://127.0.0.1:{port}");
-    // a store on object storage (file://): its uploads are its commits
+    // a store on object storage (file://)
     let bucket = tempfile::tempdir().unwrap();
     let local = tempfile::tempdir().unwrap();
     let mut config = sensors(local.path(), &uri);
     // (merged-away parts stay their grace period: a reader of an older snapshot reads them)
     config.remote = Some(RemoteConfig::new(format!("file://{}", bucket.path().display())));
+    // each flush's upload committed
+    config.commit_ms = Some(0);
     let store = Store::open(config).unwrap();
 
     // no catalog yet: ingest and uploads go on, the failures are counted
