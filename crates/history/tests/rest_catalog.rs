@@ -249,3 +249,16 @@ fn a_catalog_that_missed_more_versions_than_needle_keeps_or_a_store_made_anew_is
     assert_same(&got, &store, 400);
     assert_eq!(store.rest_catalog().unwrap().registrations, 1);
 }
+
+#[test]
+fn a_catalog_for_a_local_store_that_is_no_table_or_a_url_that_is_not_http_is_refused_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = sensors(dir.path(), "http://127.0.0.1:1");
+    config.commit_ms = None;
+    let error = Store::open(config).unwrap_err().to_string();
+    assert!(error.contains("history.catalog_url") && error.contains("commit_ms"), "{error}");
+    let mut config = sensors(dir.path(), "thrift://metastore:9083");
+    config.commit_ms = Some(1_000);
+    let error = Store::open(config).unwrap_err().to_string();
+    assert!(error.contains("http://"), "{error}");
+}
