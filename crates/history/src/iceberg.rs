@@ -444,6 +444,13 @@ pub(crate) fn write_version(
     let mut properties = HashMap::new();
     properties.insert("schema.name-mapping.default".to_owned(), name_mapping(&next.fields));
     properties.insert("write.format.default".to_owned(), "parquet".to_owned());
+    // a catalog that writes metadata files of its own for the table (a REST catalog's server)
+    // keeps as many as needle keeps of its own, and removes the older ones itself
+    properties.insert("write.metadata.delete-after-commit.enabled".to_owned(), "true".to_owned());
+    properties.insert(
+        "write.metadata.previous-versions-max".to_owned(),
+        crate::manifest::KEEP_VERSIONS.to_string(),
+    );
     if let Some(age) = next.snapshot_max_age_ms {
         // what an engine's own snapshot expiry keeps to, as needle does
         properties.insert("history.expire.max-snapshot-age-ms".to_owned(), age.to_string());

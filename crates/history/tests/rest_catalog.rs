@@ -152,6 +152,31 @@ fn pyiceberg_finds_a_local_stores_table_in_the_rest_catalog_at_each_newer_snapsh
 }
 
 #[test]
+fn the_catalogs_own_metadata_files_are_kept_to_as_many_as_needle_keeps() {
+    let server_dir = tempfile::tempdir().unwrap();
+    let port = RestServer::free_port();
+    let _server = RestServer::start(server_dir.path(), port);
+    let uri = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = sensors(dir.path(), &uri);
+    config.commit_ms = Some(0);
+    let store = Store::open(config).unwrap();
+    for round in 0..30 {
+        ingest(&store, round * 10, (round + 1) * 10);
+    }
+    let info = store.rest_catalog().unwrap();
+    assert!(info.commits >= 29, "{info:?}");
+    // the catalog's files (`<n>-<uuid>.metadata.json`) beside needle's (`v<n>.metadata.json`)
+    let catalogs: Vec<String> = std::fs::read_dir(dir.path().join("metadata"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".metadata.json") && !n.starts_with('v'))
+        .collect();
+    assert!(!catalogs.is_empty());
+    assert!(catalogs.len() <= 21, "{} of the catalog's files: {catalogs:?}", catalogs.len());
+}
+
+#[test]
 fn a_catalog_down_at_commits_stops_nothing_and_catches_up_at_the_next_commit() {
     let server_dir = tempfile::tempdir().unwrap();
     let port = RestServer::free_port();
