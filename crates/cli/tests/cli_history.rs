@@ -262,6 +262,12 @@ fn cold_hours_compact_into_a_day_at_most_at_duckdbs_bytes_and_answer_the_same() 
         serde_json::from_str(&stdout(&needle(&["history", &url, "--format", "json"]))).unwrap();
     assert_eq!(info["partitions"], 1, "{info}");
     assert_eq!(info["records"], 432_000);
+    // each data file, with the snapshot of the table that added it
+    let files = info["files"].as_array().unwrap();
+    assert_eq!(files.len() as u64, info["parts"].as_u64().unwrap(), "{info}");
+    let rows: u64 = files.iter().map(|f| f["records"].as_u64().unwrap()).sum();
+    assert_eq!(rows, 432_000);
+    assert!(files.iter().all(|f| f["snapshot"].as_i64().is_some()), "{info}");
 
     for query in [
         "SELECT sensor, MAX(temp0) AS m, COUNT(*) AS n FROM HISTORY(0) GROUP BY sensor",

@@ -309,6 +309,12 @@ fn snapshots_expire_once_older_than_the_grace_their_files_have() {
         // six flushes, a snapshot each; with no grace, none but the newest (the files the
         // others alone name may be gone at once)
         assert_eq!(snapshots, kept, "grace {grace}");
+        // each file with the snapshot that added it: one a flush
+        let files = store.info().unwrap().files;
+        let mut added: Vec<i64> = files.iter().map(|f| f.snapshot.unwrap()).collect();
+        added.sort();
+        added.dedup();
+        assert_eq!(added.len(), 6, "{files:?}");
         assert_eq!(properties["history.expire.max-snapshot-age-ms"], grace.to_string());
         every_snapshot_file_is_there(dir.path());
     }

@@ -1,6 +1,7 @@
 //! `needle history DIR|URL`: what a history store holds — partitions, parts, records, bytes,
-//! the time range, each column's encodings and sizes, and for a store on object storage its
-//! manifest, uploads and cache — and the history flags that `serve`, `ingest` and `query` share
+//! the time range, each column's encodings and sizes, its Iceberg table (metadata file,
+//! snapshots, schema) and each data file with the snapshot that added it, and for a store on
+//! object storage its manifest, uploads and cache — and the history flags that `serve`, `ingest` and `query` share
 //! (`--history DIR|URL --time-field F --sort-by F,...`), and [`open_read_only`], how `query`,
 //! `explain` and this command open a store.
 //!

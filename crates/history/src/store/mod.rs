@@ -1392,12 +1392,12 @@ impl Store {
             Some(remote) => remote.url.clone(),
             None => self.inner.config.dir.display().to_string(),
         };
-        let (table, snapshots, schema) = self.table_info();
+        let table = self.table_info();
         let mut info = StoreInfo {
             dir,
-            table,
-            snapshots,
-            schema,
+            table: table.location,
+            snapshots: table.snapshots,
+            schema: table.schema,
             remote: self.remote_info(),
             buffered_records: buffered,
             corrupt_files: self.inner.counters.corrupt_files.load(Ordering::Relaxed),
@@ -1417,6 +1417,18 @@ impl Store {
                 p_info.records += part.rows;
                 p_info.bytes += part.bytes;
                 p_info.blocks += part.blocks() as u64;
+                let key = remote::key_of(*start, &part.name);
+                info.files.push(FileInfo {
+                    snapshot: table.added.get(&key).copied(),
+                    file: key,
+                    records: part.rows,
+                    bytes: part.bytes,
+                    blocks: part.blocks() as u64,
+                    first_time: iso(part.time_range.0),
+                    last_time: iso(part.time_range.1),
+                    level: part.level,
+                    compacted: part.compacted,
+                });
                 first = first.min(part.time_range.0);
                 last = last.max(part.time_range.1);
                 let parquet = part.parquet();
@@ -1510,7 +1522,27 @@ pub struct StoreInfo {
     pub schema: Vec<crate::iceberg::SchemaField>,
     #[serde(rename = "partition")]
     pub partition_list: Vec<PartitionInfo>,
+    /// Every data file, partition by partition.
+    pub files: Vec<FileInfo>,
     pub columns: Vec<ColumnInfo>,
+}
+
+/// A data file of the store (a part), as `needle history` lists it.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct FileInfo {
+    /// Its path under the store: `p=<partition start>/<name>`.
+    pub file: String,
+    pub records: u64,
+    pub bytes: u64,
+    pub blocks: u64,
+    pub first_time: String,
+    pub last_time: String,
+    /// How many merges made it (0: a flush's).
+    pub level: u32,
+    /// A cold span's parts merged into one (never merged again).
+    pub compacted: bool,
+    /// The table's snapshot that added it (`None`: not committed yet, or no table).
+    pub snapshot: Option<i64>,
 }
 
 #[derive(Debug, Clone, Default, serde::Serialize)]

@@ -176,9 +176,7 @@ impl Store {
 
 impl Store {
     /// The newest metadata file of the store's table, its snapshots and its schema.
-    pub(super) fn table_info(
-        &self,
-    ) -> (Option<String>, Vec<crate::iceberg::SnapshotInfo>, Vec<crate::iceberg::SchemaField>) {
+    pub(super) fn table_info(&self) -> TableInfo {
         let (bucket, manifest) = match (&self.inner.table, self.remote()) {
             (Some(table), _) => {
                 (&table.bucket, table.manifest.lock().unwrap_or_else(|e| e.into_inner()).clone())
@@ -186,13 +184,29 @@ impl Store {
             (None, Some(remote)) => {
                 (remote.bucket.as_ref(), super::remote::Remote::lock(&remote.manifest).clone())
             }
-            (None, None) => return (None, Vec::new(), Vec::new()),
+            (None, None) => return TableInfo::default(),
         };
-        let Some(table) = manifest.table.as_ref() else { return (None, Vec::new(), Vec::new()) };
+        let Some(table) = manifest.table.as_ref() else { return TableInfo::default() };
         let location = crate::manifest::metadata_location(bucket, manifest.version);
         let (snapshots, schema) = crate::iceberg::describe(&table.0);
-        (Some(location), snapshots, schema)
+        let added = manifest
+            .parts
+            .iter()
+            .filter_map(|p| Some((p.key.clone(), p.added?.snapshot)))
+            .collect();
+        TableInfo { location: Some(location), snapshots, schema, added }
     }
+}
+
+/// The newest version of a store's table, as `needle history` shows it.
+#[derive(Default)]
+pub(super) struct TableInfo {
+    /// Its metadata file.
+    pub location: Option<String>,
+    pub snapshots: Vec<crate::iceberg::SnapshotInfo>,
+    pub schema: Vec<crate::iceberg::SchemaField>,
+    /// The snapshot that added each part it names, by key.
+    pub added: HashMap<String, i64>,
 }
 
 impl Store {
