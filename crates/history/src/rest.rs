@@ -671,6 +671,7 @@ mod tests {
             families: [("x".to_owned(), Family::Long)].into_iter().collect(),
             partition_span_ms: 3_600_000,
             added: None,
+            manifest: None,
         }
     }
 
