@@ -32,9 +32,9 @@ use iceberg::io::FileIO;
 use iceberg::spec::{
     DataContentType, DataFileBuilder, DataFileFormat, Datum, FormatVersion, Literal,
     ManifestContentType, ManifestFile, ManifestList, ManifestListWriter, ManifestWriterBuilder,
-    NestedField, Operation, PrimitiveType, Schema, Snapshot, SnapshotReference, SnapshotRetention,
-    SortOrder, Struct, Summary, TableMetadata, TableMetadataBuilder, Transform, Type,
-    UnboundPartitionSpec,
+    NestedField, NullOrder, Operation, PrimitiveType, Schema, Snapshot, SnapshotReference,
+    SnapshotRetention, SortDirection, SortField, SortOrder, Struct, Summary, TableMetadata,
+    TableMetadataBuilder, Transform, Type, UnboundPartitionSpec,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -164,6 +164,32 @@ fn iceberg_name(fields: &[FieldId], field: &FieldId) -> String {
     } else {
         format!("{}__{}", field.column, field.family.suffix())
     }
+}
+
+/// The table's sort order: the store's `sort_by` (`*` standing for every text column, by
+/// name) then the time, each field the table has a column of (a field not seen yet joins the
+/// order when it does); `None` when no field of `sort_by` has one yet.
+fn sort_order(fields: &[FieldId], sort_by: &[String]) -> Option<SortOrder> {
+    let first = |name: &str| {
+        fields.iter().find(|f| f.column == name).filter(|f| iceberg_name(fields, f) == name)
+    };
+    let text = fields
+        .iter()
+        .filter(|f| f.family == Family::String && iceberg_name(fields, f) == f.column)
+        .map(|f| f.column.as_str());
+    let names = crate::config::sort_fields(sort_by, text);
+    let ids: Vec<i32> = names.iter().filter_map(|name| first(name)).map(|f| f.id).collect();
+    if ids.is_empty() {
+        return None;
+    }
+    let field = |source_id| SortField {
+        source_id,
+        transform: Transform::Identity,
+        direction: SortDirection::Ascending,
+        null_order: NullOrder::First,
+    };
+    let fields = ids.into_iter().chain([TIME_FIELD_ID]).map(field).collect();
+    Some(SortOrder { order_id: 1, fields })
 }
 
 /// The table's schema: the time, the layout, then every registered column.
@@ -441,6 +467,11 @@ pub(crate) fn write_version(
     let schema = schema(&next.fields)?;
     builder = builder.add_schema(schema).map_err(iceberg_error)?;
     builder = builder.set_current_schema(-1).map_err(iceberg_error)?;
+    // the order parts are written in (one already known keeps its id)
+    if let Some(order) = sort_order(&next.fields, &next.sort_by) {
+        builder = builder.add_sort_order(order).map_err(iceberg_error)?;
+        builder = builder.set_default_sort_order(-1).map_err(iceberg_error)?;
+    }
     let mut properties = HashMap::new();
     properties.insert("schema.name-mapping.default".to_owned(), name_mapping(&next.fields));
     properties.insert("write.format.default".to_owned(), "parquet".to_owned());
@@ -736,4 +767,33 @@ pub fn describe(table: &TableMetadata) -> (Vec<SnapshotInfo>, Vec<SchemaField>) 
         })
         .collect();
     (snapshots, fields)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(column: &str, family: Family, id: i32) -> FieldId {
+        FieldId { column: column.into(), family, id }
+    }
+
+    #[test]
+    fn the_sort_order_is_sort_by_with_every_text_column_for_the_star_then_the_time() {
+        let fields = vec![
+            id("value", Family::Double, 3),
+            id("host", Family::String, 4),
+            id("__name__", Family::String, 5),
+            id("region", Family::String, 6),
+            // a second kind of `value`: not a column named `value`
+            id("value", Family::String, 7),
+        ];
+        let sort_by = vec!["__name__".to_owned(), "*".to_owned()];
+        let order = sort_order(&fields, &sort_by).unwrap();
+        let ids: Vec<i32> = order.fields.iter().map(|f| f.source_id).collect();
+        assert_eq!(ids, [5, 4, 6, TIME_FIELD_ID]);
+        assert!(order.fields.iter().all(|f| f.direction == SortDirection::Ascending));
+        // fields the table has no column of yet are left out; none at all: no order
+        assert!(sort_order(&fields, &["absent".to_owned()]).is_none());
+        assert!(sort_order(&[], &sort_by).is_none());
+    }
 }

@@ -26,6 +26,7 @@ out = {
     "operations": [s.summary.operation.value for s in sorted(table.snapshots(), key=lambda s: s.sequence_number)],
     "current": table.current_snapshot().summary.operation.value,
     "files": len(table.inspect.files()),
+    "sort": [table.schema().find_column_name(f.source_id) + " " + str(f.direction) for f in table.sort_order().fields],
 }
 print(json.dumps(out, default=str))
 "#;
@@ -109,6 +110,11 @@ fn pyiceberg_reads_what_needle_keeps_from_the_metadata_file_alone() {
     assert_eq!(columns, ["__needle_layout", "__needle_time", "id", "sensor", "temp", "ts"]);
     assert_eq!(got["time"], "timestamp[us, tz=UTC]");
     assert!(got["spec"].as_str().unwrap().contains("hour(1)"), "{got}");
+    // the order parts are written in: the store's sort_by, then the time
+    let sort: Vec<String> = serde_json::from_value(got["sort"].clone()).unwrap();
+    assert_eq!(sort.len(), 2, "{sort:?}");
+    assert!(sort[0].starts_with("sensor ") && sort[1].starts_with("__needle_time "), "{sort:?}");
+    assert!(sort.iter().all(|s| s.to_lowercase().contains("asc")), "{sort:?}");
     // six uploads, then merges: each partition's parts replaced by one
     let operations: Vec<String> = serde_json::from_value(got["operations"].clone()).unwrap();
     assert_eq!(operations.iter().filter(|o| *o == "append").count(), 6, "{operations:?}");

@@ -512,11 +512,13 @@ impl Store {
                 (state.flushed_position.clone().filter(|_| all), state.next_sequence)
             };
             let writer = remote.config.writer.clone();
+            let sort_by = self.inner.config.sort_by.clone();
             let grace = remote.config.delete_grace_ms as i64;
             let base = Remote::lock(&remote.manifest).clone();
             let committed =
                 Manifest::commit(&remote.bucket, &base, Some((&writer, remote.epoch)), |m| {
                     m.snapshot_max_age_ms = Some(remote.config.delete_grace_ms);
+                    m.sort_by = sort_by.clone();
                     let delete_after_ms = crate::manifest::now_ms().saturating_add(grace);
                     let replaced: HashSet<&str> = entries
                         .iter()
