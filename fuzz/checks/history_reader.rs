@@ -11,7 +11,8 @@
 //! One body serves the fuzzer (`fuzz/fuzz_targets/history_reader.rs`) and the corpus replay
 //! test (`crates/history/tests/fuzz_corpus.rs`), which both include this file by path.
 
-use needle_history::{Filter, ScanRequest, Store, StoreConfig, StoredRecord};
+use needle_engine::columnar::Filter;
+use needle_history::{ScanRequest, Store, StoreConfig, StoredRecord};
 use needle_query::parser::parse_expr;
 use needle_record::{Map, Record, Value};
 use std::path::{Path, PathBuf};

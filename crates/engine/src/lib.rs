@@ -6,9 +6,11 @@
 //! Its place in the flow: between the query language and the runtime — a worker thread hands it
 //! each record (`matching`: which of the active queries it may match, then their filters and
 //! partial aggregations, `exec`), and the joiner merges the partials into emissions
-//! (`exec::join`).
+//! (`exec::join`). Batches of records as Arrow columns (history's stored blocks, events pushed
+//! as columns) are evaluated column at a time by [`columnar`].
 
 pub mod aggregate;
+pub mod columnar;
 pub mod compare;
 pub mod error;
 pub mod eval;

@@ -1,5 +1,8 @@
 //! Records as typed columns, and back, losslessly.
 //!
+//! How a field is named and typed as a column is the engine's
+//! ([`needle_engine::columnar::layout`], which its column-at-a-time reader shares); this module
+//! gathers records into such columns and adds what a part needs to give them back exactly.
 //! Records are schemaless; a part's columns are decided by the records in it:
 //! - a top-level field whose non-null values all have one scalar type becomes a column of that
 //!   type (BOOLEAN, INT32, INT64, FLOAT, DOUBLE, UTF8), which DuckDB and others read as such and
@@ -15,7 +18,7 @@
 //!   Records of one shape share one index, which run-length encoding stores in a few bytes.
 //!
 //! A record's own field named like a reserved column (`__needle_...`) is stored under
-//! [`ESCAPE`] + its name and given back under its name.
+//! [`needle_engine::columnar::layout::ESCAPE`] + its name and given back under its name.
 
 use arrow_array::builder::{
     ArrayBuilder, BooleanBuilder, Float32Builder, Float64Builder, Int32Builder, Int64Builder,
@@ -25,114 +28,27 @@ use arrow_array::{
     Array, ArrayRef, BooleanArray, Float32Array, Float64Array, Int32Array, Int64Array, RecordBatch,
     StringArray, TimestampMillisecondArray,
 };
-use arrow_schema::{ArrowError, DataType, Field, Schema, TimeUnit};
+use arrow_schema::{ArrowError, DataType, Field, Schema};
+use needle_engine::columnar::layout::{column_name, field_name, time_type, time_values, Kind};
+// `store/remote.rs` names these through this module
+pub(crate) use needle_engine::columnar::layout::{kind_of_column, TIME_COLUMN};
 use needle_record::{Record, Value};
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Each record's time, ms since the epoch: a UTC timestamp of ms ([`time_type`]) in the parts
-/// written now, a plain INT64 in those written before; read as either.
-pub const TIME_COLUMN: &str = "__needle_time";
-
-/// The type of [`TIME_COLUMN`]: a UTC timestamp of ms (Parquet's INT64 `TIMESTAMP(MILLIS,
-/// UTC)`), which DuckDB, Spark and Iceberg's `timestamptz` read as a time.
-pub fn time_type() -> DataType {
-    DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()))
-}
-
-/// The values of a time column, ms since the epoch, whichever of its two types it has.
-pub(crate) fn time_values(array: &dyn Array) -> Option<&[i64]> {
-    let any = array.as_any();
-    if let Some(a) = any.downcast_ref::<TimestampMillisecondArray>() {
-        return Some(a.values());
-    }
-    any.downcast_ref::<Int64Array>().map(|a| &a.values()[..])
-}
-
-/// A time column as [`time_type`] (a part written before held INT64): the same buffer.
-pub(crate) fn as_time_column(array: &ArrayRef) -> Result<ArrayRef, ArrowError> {
-    if array.data_type() == &time_type() {
-        return Ok(array.clone());
-    }
-    let Some(longs) = array.as_any().downcast_ref::<Int64Array>() else {
-        return Err(ArrowError::InvalidArgumentError(format!(
-            "{TIME_COLUMN} holds {}, not times",
-            array.data_type()
-        )));
-    };
-    let times = TimestampMillisecondArray::new(longs.values().clone(), longs.nulls().cloned());
-    Ok(Arc::new(times.with_timezone("UTC")))
-}
 /// Each record's shape: an index into [`META_LAYOUTS`].
 pub const LAYOUT_COLUMN: &str = "__needle_layout";
 /// JSON: the list of key orders (each a list of field names) of the part's records.
 pub const META_LAYOUTS: &str = "needle.layouts";
 /// JSON: the columns that hold JSON text rather than typed values.
 pub const META_JSON_COLUMNS: &str = "needle.json_columns";
-/// The prefix of reserved column names, and what a record's own field of that name gets.
-pub const RESERVED: &str = "__needle_";
-pub const ESCAPE: &str = "__needle_field_";
 
 /// A record and its time.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredRecord {
     pub time_ms: i64,
     pub record: Record,
-}
-
-/// The type a column of a part holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    Bool,
-    Int,
-    Long,
-    Float,
-    Double,
-    Text,
-    /// JSON text of any value.
-    Json,
-}
-
-impl Kind {
-    fn of(value: &Value) -> Option<Kind> {
-        Some(match value {
-            Value::Null => return None,
-            Value::Bool(_) => Kind::Bool,
-            Value::Int(_) => Kind::Int,
-            Value::Long(_) => Kind::Long,
-            Value::Float(_) => Kind::Float,
-            Value::Double(_) => Kind::Double,
-            Value::String(_) => Kind::Text,
-            Value::List(_) | Value::Map(_) => Kind::Json,
-        })
-    }
-
-    pub(crate) fn data_type(self) -> DataType {
-        match self {
-            Kind::Bool => DataType::Boolean,
-            Kind::Int => DataType::Int32,
-            Kind::Long => DataType::Int64,
-            Kind::Float => DataType::Float32,
-            Kind::Double => DataType::Float64,
-            Kind::Text | Kind::Json => DataType::Utf8,
-        }
-    }
-}
-
-/// The kind of a part's field column of type `data_type` (`json`: named in
-/// [`META_JSON_COLUMNS`]); `None` for a type needle does not write.
-pub(crate) fn kind_of_column(data_type: &DataType, json: bool) -> Option<Kind> {
-    Some(match data_type {
-        DataType::Boolean => Kind::Bool,
-        DataType::Int32 => Kind::Int,
-        DataType::Int64 => Kind::Long,
-        DataType::Float32 => Kind::Float,
-        DataType::Float64 => Kind::Double,
-        DataType::Utf8 if json => Kind::Json,
-        DataType::Utf8 => Kind::Text,
-        _ => return None,
-    })
 }
 
 /// A column of `kind` as a JSON column holding the same values (each as its JSON text, nulls
@@ -161,20 +77,6 @@ pub(crate) fn reads_column(name: &str, wanted: Option<&[String]>) -> bool {
                 || fields.iter().any(|f| column_name(f) == name)
         }
     }
-}
-
-/// The column a field is stored in.
-pub(crate) fn column_name(field: &str) -> std::borrow::Cow<'_, str> {
-    if field.starts_with(RESERVED) {
-        format!("{ESCAPE}{field}").into()
-    } else {
-        field.into()
-    }
-}
-
-/// The field a (non-reserved or escaped) column holds.
-pub(crate) fn field_name(column: &str) -> &str {
-    column.strip_prefix(ESCAPE).unwrap_or(column)
 }
 
 /// Rows as columns: the batch, and what goes in the part's metadata.

@@ -24,7 +24,7 @@
 //!   a manifest per partition spec for the rest ([`ManifestPlan`]); the snapshots of the last
 //!   [`crate::manifest::KEEP_VERSIONS`] versions are kept.
 
-use crate::columns::{Kind, LAYOUT_COLUMN, TIME_COLUMN};
+use crate::columns::LAYOUT_COLUMN;
 use crate::manifest::{Manifest, ManifestPart};
 use crate::object::Bucket;
 use crate::HistoryError;
@@ -36,6 +36,7 @@ use iceberg::spec::{
     SnapshotRetention, SortDirection, SortField, SortOrder, Struct, Summary, TableMetadata,
     TableMetadataBuilder, Transform, Type, UnboundPartitionSpec,
 };
+use needle_engine::columnar::layout::{Kind, TIME_COLUMN};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;

@@ -11,8 +11,9 @@
 //! read_parquet('DIR/**/*.parquet', union_by_name = true)`. Each record's fields are typed
 //! columns (maps and lists as JSON text), and `__needle_time` holds the record's time. See
 //! [`columns`] for how records become columns and come back exactly, [`part`] for a file,
-//! [`store`] for the directory, flushes, merges and retention, and [`vector`] for reading a
-//! block column at a time (a WHERE over whole columns, groups summarized without records).
+//! [`store`] for the directory, flushes, merges and retention. A block read column at a time
+//! (a WHERE over whole columns, groups summarized without records) is handed as Arrow batches to
+//! the engine's evaluator, [`needle_engine::columnar`].
 
 pub mod catalog;
 pub mod columns;
@@ -29,15 +30,12 @@ pub mod prune;
 pub mod rest;
 pub mod store;
 pub mod testing;
-pub mod vector;
 
 pub use columns::{ColumnBuffer, StoredRecord};
 pub use config::{RemoteConfig, RestCatalogConfig, StoreConfig, SORT_BY_TEXT_FIELDS};
 pub use error::HistoryError;
 pub use offsets::{OffsetRange, OffsetRanges};
-pub use prune::ColumnStats;
 pub use store::{
     Background, Block, BlockRows, ColumnInfo, Counters, FlushReport, Health, MaintainReport,
     PartitionInfo, Scan, ScanRequest, ScanStats, Store, StoreInfo,
 };
-pub use vector::{summarize_batch, BucketSummary, Filter, GroupRequest, GroupSummary};

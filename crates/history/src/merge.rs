@@ -15,12 +15,13 @@
 //! needle does not write, or whose inputs cannot be read this way is not done here:
 //! [`merge`] answers `Ok(None)` and the store merges those parts by reading their records.
 
-use crate::columns::{self, Kind, SortKey, LAYOUT_COLUMN, META_LAYOUTS, TIME_COLUMN};
+use crate::columns::{self, SortKey, LAYOUT_COLUMN, META_LAYOUTS};
 use crate::config::{StoreConfig, SORT_BY_TEXT_FIELDS};
 use crate::part::{guard, Batches, Part, PartHeader, PartWriter};
 use crate::HistoryError;
 use arrow_array::{new_null_array, Array, ArrayRef, Int32Array, RecordBatch};
 use arrow_schema::{Field, Schema, SchemaRef};
+use needle_engine::columnar::layout::{self, Kind, TIME_COLUMN};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use std::borrow::Borrow;
 use std::cmp::Ordering;
@@ -195,8 +196,8 @@ impl Plan {
                 if name == TIME_COLUMN || name == LAYOUT_COLUMN {
                     continue;
                 }
-                let kind = columns::kind_of_column(field.data_type(), json.contains(name))?;
-                let field_name = columns::field_name(name).to_owned();
+                let kind = layout::kind_of_column(field.data_type(), json.contains(name))?;
+                let field_name = layout::field_name(name).to_owned();
                 let at = *index_of.entry(field_name.clone()).or_insert_with(|| {
                     kinds.push((field_name, None));
                     kinds.len() - 1
@@ -245,12 +246,12 @@ impl Plan {
         }
 
         let mut fields = vec![
-            Field::new(TIME_COLUMN, columns::time_type(), false),
+            Field::new(TIME_COLUMN, layout::time_type(), false),
             Field::new(LAYOUT_COLUMN, arrow_schema::DataType::Int32, false),
         ];
         let mut json_columns = Vec::new();
         for (name, kind) in &kinds {
-            let column = columns::column_name(name).into_owned();
+            let column = layout::column_name(name).into_owned();
             if *kind == Kind::Json {
                 json_columns.push(column.clone());
             }
@@ -293,7 +294,7 @@ impl Plan {
         let rows = batch.num_rows();
         let mut arrays: Vec<ArrayRef> = Vec::with_capacity(self.schema.fields().len());
         let times = batch.column_by_name(TIME_COLUMN).ok_or_else(|| missing(TIME_COLUMN))?;
-        arrays.push(columns::as_time_column(times)?);
+        arrays.push(layout::as_time_column(times)?);
         let layouts = batch
             .column_by_name(LAYOUT_COLUMN)
             .and_then(|a| a.as_any().downcast_ref::<Int32Array>())
@@ -544,7 +545,7 @@ mod tests {
         let metadata = builder.metadata().file_metadata().key_value_metadata().cloned();
         let batches: Vec<RecordBatch> = builder.build().unwrap().map(Result::unwrap).collect();
         let old = |batch: &RecordBatch| {
-            let times = columns::time_values(batch.column(0).as_ref()).unwrap().to_vec();
+            let times = layout::time_values(batch.column(0).as_ref()).unwrap().to_vec();
             let mut fields: Vec<Field> =
                 batch.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
             fields[0] = Field::new(TIME_COLUMN, arrow_schema::DataType::Int64, false);
@@ -592,7 +593,7 @@ mod tests {
         let header = PartHeader { sequence: 100, level: 1, ..PartHeader::default() };
         let merged = merge(dir.path(), &parts, &config, &header).unwrap().expect("it streams");
         let time = merged.meta.schema().field_with_name(TIME_COLUMN).unwrap().clone();
-        assert_eq!(time.data_type(), &columns::time_type());
+        assert_eq!(time.data_type(), &layout::time_type());
         let times: Vec<i64> = merged.read_all().unwrap().iter().map(|r| r.time_ms).collect();
         assert_eq!(times, [1, 2, 3]);
     }

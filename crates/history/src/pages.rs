@@ -8,8 +8,9 @@
 //! ([`crate::prune::may_be_true`], the same proof that skips whole blocks) and its time page
 //! overlaps the range.
 
-use crate::columns::{self, Kind, TIME_COLUMN};
-use crate::prune::{self, ColumnStats, Zone};
+use crate::prune::{self, Zone};
+use needle_engine::columnar::layout::{self, Kind, TIME_COLUMN};
+use needle_engine::columnar::ColumnStats;
 use needle_query::ast::{Expr, ExprKind};
 use needle_record::Value;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, RowSelection, RowSelector};
@@ -113,7 +114,7 @@ fn pages(
     field: &str,
     rows: usize,
 ) -> Option<Pages> {
-    let column = columns::column_name(field);
+    let column = layout::column_name(field);
     let position = meta.schema().index_of(&column).ok()?;
     let json = json_columns.iter().any(|c| *c == column);
     let kind = prune::kind_of(meta.schema().field(position).data_type(), json)?;
@@ -191,7 +192,7 @@ impl Zone for PieceZone<'_> {
         match self.by_field.get(field) {
             Some(pages) => Some(pages.stats[pages.at(self.row)].clone()),
             None => {
-                let column = columns::column_name(field);
+                let column = layout::column_name(field);
                 // a column without a page index: unknown; no column: NULL everywhere
                 self.meta.schema().index_of(&column).ok().map(|_| None)
             }

@@ -14,14 +14,14 @@
 //!   sums, the part's merge level, the parts it replaces (a merge), the source position
 //!   after its last record and the source offsets its records came from.
 
-use crate::columns::{
-    self, Encoded, Kind, StoredRecord, LAYOUT_COLUMN, META_JSON_COLUMNS, META_LAYOUTS, TIME_COLUMN,
-};
+use crate::columns::{self, Encoded, StoredRecord, LAYOUT_COLUMN, META_JSON_COLUMNS, META_LAYOUTS};
 use crate::config::StoreConfig;
 use crate::object::reader::{PartFile, RemoteObject};
 use crate::offsets::OffsetRanges;
-use crate::{pages, vector, HistoryError};
+use crate::{pages, HistoryError};
 use arrow_array::RecordBatch;
+use needle_engine::columnar::layout::{self, Kind, TIME_COLUMN};
+use needle_engine::columnar::{BucketSummary, Columns, Filter, GroupRequest, Summarizer};
 use needle_query::ast::Expr;
 use needle_record::Record;
 use parquet::arrow::arrow_reader::{
@@ -229,7 +229,7 @@ fn with_field_ids(
     ids: &crate::iceberg::FieldIds,
 ) -> arrow_schema::SchemaRef {
     let kind_of: std::collections::HashMap<String, Kind> =
-        kinds.iter().map(|(f, k)| (columns::column_name(f).into_owned(), *k)).collect();
+        kinds.iter().map(|(f, k)| (layout::column_name(f).into_owned(), *k)).collect();
     let fields: Vec<arrow_schema::Field> = schema
         .fields()
         .iter()
@@ -298,7 +298,7 @@ impl PartWriter {
                 .time_field
                 .iter()
                 .filter(|f| kinds.iter().any(|(n, k)| n == *f && *k == Kind::Long))
-                .map(|f| columns::column_name(f).into_owned()),
+                .map(|f| layout::column_name(f).into_owned()),
         );
         for column in delta_columns {
             let column = ColumnPath::from(column.as_str());
@@ -308,7 +308,7 @@ impl PartWriter {
         }
         for field in &config.bloom_fields {
             if kinds.iter().any(|(n, k)| n == field && *k != Kind::Json) {
-                let column = ColumnPath::from(columns::column_name(field).as_ref());
+                let column = ColumnPath::from(layout::column_name(field).as_ref());
                 props = props
                     .set_column_bloom_filter_enabled(column.clone(), true)
                     .set_column_bloom_filter_fpp(column, 0.01);
@@ -645,7 +645,7 @@ impl Part {
             false => &self.meta,
         };
         let keep = |name: &str| {
-            (time && name == TIME_COLUMN) || fields.iter().any(|f| columns::column_name(f) == name)
+            (time && name == TIME_COLUMN) || fields.iter().any(|f| layout::column_name(f) == name)
         };
         self.reader(index, meta, keep, COLUMN_BATCH_ROWS, selection)
     }
@@ -712,18 +712,19 @@ impl Part {
             .as_ref()
     }
 
-    /// Block `index`'s rows in `[from, to)` folded into the request's buckets and groups
-    /// ([`crate::vector`]); `None` when a column it reads cannot be read that way. `prune`: the
-    /// WHERE whose page statistics skip pages ([`crate::pages`]).
+    /// Block `index`'s rows in `[from, to)` folded into the request's buckets and groups by
+    /// the engine's column evaluator ([`needle_engine::columnar`]); `None` when a column it
+    /// reads cannot be read that way. `prune`: the WHERE whose page statistics skip pages
+    /// ([`crate::pages`]).
     pub(crate) fn summarize_block(
         &self,
         index: usize,
-        request: &vector::GroupRequest<'_>,
+        request: &GroupRequest<'_>,
         prune: Option<&Expr>,
         (from_ms, to_ms): (i64, i64),
         whole: Option<i64>,
-    ) -> Result<Option<Vec<vector::BucketSummary>>, HistoryError> {
-        let mut summarizer = vector::Summarizer::new(request, from_ms, to_ms, whole);
+    ) -> Result<Option<Vec<BucketSummary>>, HistoryError> {
+        let mut summarizer = Summarizer::new(request, from_ms, to_ms, whole);
         let selection =
             pages::selection(&self.meta, &self.json_columns, index, prune, from_ms, to_ms);
         let columns = request.columns();
@@ -747,7 +748,7 @@ impl Part {
         wanted: Option<&[String]>,
         (from_ms, to_ms): (i64, i64),
         prune: Option<&Expr>,
-        filter: Option<&vector::Filter>,
+        filter: Option<&Filter>,
         f: &mut dyn FnMut(BlockRows<'_>),
     ) -> Result<(), HistoryError> {
         let mut selection =
@@ -787,7 +788,7 @@ impl Part {
     fn matches(
         &self,
         index: usize,
-        filter: &vector::Filter,
+        filter: &Filter,
         selection: Option<RowSelection>,
         (from_ms, to_ms): (i64, i64),
     ) -> Result<Option<(RowSelection, Vec<i64>)>, HistoryError> {
@@ -795,19 +796,19 @@ impl Part {
         let mut failed = Vec::new();
         for batch in self.column_batches(index, filter.fields(), true, true, selection)? {
             let batch = batch.map_err(|e| HistoryError::parquet(&self.path, e))?;
-            let Some(keep) = filter.rows(&vector::Columns::of(&batch, &self.json_columns)) else {
+            let Some(keep) = filter.rows(&Columns::of(&batch, &self.json_columns)) else {
                 return Ok(None);
             };
             let times = batch
                 .column_by_name(TIME_COLUMN)
-                .and_then(|a| columns::time_values(a.as_ref()))
+                .and_then(|a| layout::time_values(a.as_ref()))
                 .ok_or_else(|| HistoryError::parquet(&self.path, "no time column"))?;
             let in_range = |t: i64| t >= from_ms && t < to_ms;
             selected.extend(times.iter().zip(&keep).map(|(t, k)| *k && in_range(*t)));
             let fails = times.iter().zip(&keep).filter(|(t, k)| !**k && in_range(**t));
             failed.extend(fails.map(|(t, _)| *t));
         }
-        Ok(Some((vector::selection_of(&selected), failed)))
+        Ok(Some((selection_of(&selected), failed)))
     }
 
     /// Every record of the part (a merge's input).
@@ -818,4 +819,21 @@ impl Part {
         }
         Ok(out)
     }
+}
+
+/// The rows marked true as a Parquet row selection (a selector per stretch).
+fn selection_of(rows: &[bool]) -> RowSelection {
+    use needle_engine::columnar::filter::stretch_end;
+    use parquet::arrow::arrow_reader::RowSelector;
+    let mut selectors = Vec::new();
+    let mut start = 0;
+    while start < rows.len() {
+        let end = stretch_end(rows, start, rows[start]);
+        selectors.push(match rows[start] {
+            true => RowSelector::select(end - start),
+            false => RowSelector::skip(end - start),
+        });
+        start = end;
+    }
+    selectors.into()
 }

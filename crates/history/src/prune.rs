@@ -7,23 +7,11 @@
 //! pushed down through AND and OR with SQL's three-valued logic: `NOT e` is TRUE exactly when
 //! `e` is FALSE, and a comparison is FALSE only for a non-null value that fails it.
 
-use crate::columns::Kind;
+use needle_engine::columnar::layout::Kind;
+use needle_engine::columnar::ColumnStats;
 use needle_query::ast::{BinaryOp, CompareOp, Expr, ExprKind, UnaryOp};
 use needle_record::Value;
 use std::cmp::Ordering;
-
-/// One column's statistics over one block.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ColumnStats {
-    /// Smallest and largest non-null value (`None` when every value is null, or unknown).
-    pub min: Option<Value>,
-    pub max: Option<Value>,
-    /// Non-null values.
-    pub count: u64,
-    pub null_count: u64,
-    /// Sum of the values of a numeric column.
-    pub sum: Option<f64>,
-}
 
 /// What a block knows of its columns, for pruning.
 pub(crate) trait Zone {

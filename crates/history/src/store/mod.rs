@@ -34,9 +34,10 @@ use crate::columns::{ColumnBuffer, StoredRecord};
 use crate::config::{partition_of, StoreConfig};
 use crate::offsets::OffsetRanges;
 use crate::part::{self, Part, PartHeader};
-use crate::prune::{self, ColumnStats, Zone};
-use crate::vector::{BucketSummary, Filter, GroupRequest};
+use crate::prune::{self, Zone};
 use crate::HistoryError;
+use needle_engine::columnar::layout::{column_name, TIME_COLUMN};
+use needle_engine::columnar::{BucketSummary, ColumnStats, Filter, GroupRequest};
 use needle_query::ast::Expr;
 use needle_record::{Record, Value};
 use std::collections::{BTreeMap, HashSet};
@@ -284,7 +285,7 @@ impl Block {
     }
 
     /// The block's rows in the scan's range folded column at a time into the request's time
-    /// buckets and groups ([`crate::vector`]), with no record built; `None` when a column the
+    /// buckets and groups ([`needle_engine::columnar`]), with no record built; `None` when a column the
     /// request reads cannot be read that way (JSON text): read the records then.
     pub fn summarize(
         &self,
@@ -305,7 +306,7 @@ impl Block {
     /// The earliest and latest record time in the block.
     pub fn time_range(&self) -> (i64, i64) {
         let zone = BlockZone { part: &self.part, index: self.index, bloom: None };
-        match zone.stats(crate::columns::TIME_COLUMN) {
+        match zone.stats(TIME_COLUMN) {
             Some(Some(ColumnStats {
                 min: Some(Value::Long(lo)),
                 max: Some(Value::Long(hi)),
@@ -377,7 +378,7 @@ impl BlockZone<'_> {
 
 impl Zone for BlockZone<'_> {
     fn stats(&self, field: &str) -> Option<Option<ColumnStats>> {
-        let column = crate::columns::column_name(field);
+        let column = column_name(field);
         let schema = self.part.meta.schema();
         let position = schema.index_of(&column).ok()?;
         let json = self.part.json_columns.iter().any(|c| *c == column);
@@ -406,7 +407,7 @@ impl Zone for BlockZone<'_> {
 
     fn might_contain(&self, field: &str, value: &Value) -> bool {
         let Some(file) = self.bloom else { return true };
-        let column = crate::columns::column_name(field);
+        let column = column_name(field);
         let Ok(position) = self.part.meta.schema().index_of(&column) else { return true };
         let chunk = self.part.parquet().row_group(self.index).column(position);
         let Ok(Some(filter)) = parquet::bloom_filter::Sbbf::read_from_column_chunk(chunk, file)
@@ -1329,7 +1330,7 @@ impl Store {
                 let part = Arc::new(part);
                 for index in 0..part.blocks() {
                     let zone = BlockZone { part: &part, index, bloom: None };
-                    let (blo, bhi) = match zone.stats(crate::columns::TIME_COLUMN) {
+                    let (blo, bhi) = match zone.stats(TIME_COLUMN) {
                         Some(Some(ColumnStats {
                             min: Some(Value::Long(a)),
                             max: Some(Value::Long(b)),

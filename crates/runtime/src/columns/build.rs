@@ -13,7 +13,7 @@ use arrow_array::builder::{
 };
 use arrow_array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow_schema::{DataType, Field, Schema};
-use needle_history::columns::RESERVED;
+use needle_engine::columnar::layout::RESERVED;
 use needle_record::{Record, Value};
 use std::sync::Arc;
 

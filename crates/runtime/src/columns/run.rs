@@ -1,6 +1,6 @@
 //! A worker's column path: a [`super::ColumnBatch`] run through every running query column at
 //! a time — each query's WHERE over whole columns, its groups and aggregates folded from the
-//! columns ([`needle_history::summarize_batch`], the history store's column reader) into a
+//! columns ([`needle_engine::columnar::summarize_batch`], the reader of stored blocks too) into a
 //! partial the worker's state absorbs — when every query allows it: a GROUP ALL or GROUP BY
 //! of plain fields with COUNT, SUM, AVG, MIN and MAX, and a WHERE of comparisons of plain
 //! fields with literals (or none), at most [`MAX_COLUMN_QUERIES`] of them. Otherwise the
@@ -8,9 +8,9 @@
 
 use crate::history::replay::{column_filter, group_rows};
 use crate::registry::Snapshot;
+use needle_engine::columnar::{summarize_batch, Filter, GroupRequest};
 use needle_engine::matching::{MatchSet, MatchWorker, Member};
 use needle_engine::Partial;
-use needle_history::{summarize_batch, Filter, GroupRequest};
 use std::sync::Arc;
 
 /// Past this many running queries, a batch is read row by row: the matching index finds a

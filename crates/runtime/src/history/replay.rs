@@ -13,10 +13,11 @@
 //!
 //! - **Three ways to read a block**, the cheapest that answers exactly: from its statistics
 //!   (a GROUP ALL with no WHERE over a block wholly in range and in one bucket); column at a
-//!   time (a GROUP ALL or GROUP BY of plain fields whose WHERE [`needle_history::Filter`]
-//!   evaluates over whole columns: rows folded into per-bucket, per-group summaries, no record
-//!   built); or record by record, with the WHERE evaluated over the columns first where it can
-//!   be, so that only the rows that pass become records (a RAW `temp0 > 95` builds its matches).
+//!   time (a GROUP ALL or GROUP BY of plain fields whose WHERE
+//!   [`needle_engine::columnar::Filter`] evaluates over whole columns: rows folded into
+//!   per-bucket, per-group summaries, no record built); or record by record, with the WHERE
+//!   evaluated over the columns first where it can be, so that only the rows that pass become
+//!   records (a RAW `temp0 > 95` builds its matches).
 //! - **Windows by record time.** A time window buckets records by `floor(time / size)`
 //!   (epoch-aligned). The run's windows start at the bucket of the first stored record in the
 //!   range and the query ends with the bucket of the last one (or at `to`), so a sparse range
@@ -31,12 +32,10 @@
 
 use crate::history::HistoryStore;
 use needle_engine::aggregate::group::{ColumnSummary, GroupRows};
+use needle_engine::columnar::{ColumnStats, Filter, GroupRequest, GroupSummary};
 use needle_engine::exec::{CompiledQuery, Partial, QueryRun, WindowPlan, WorkerState};
 use needle_engine::EvalContext;
-use needle_history::{
-    Block, BlockRows, ColumnStats, Filter, GroupRequest, GroupSummary, ScanRequest, ScanStats,
-    StoredRecord,
-};
+use needle_history::{Block, BlockRows, ScanRequest, ScanStats, StoredRecord};
 use needle_query::ast::Expr;
 use needle_record::Record;
 use std::cmp::Ordering as CmpOrdering;

@@ -1,0 +1,22 @@
+//! Evaluation by columns: records as Arrow columns ([`layout`]), read a batch at a time —
+//! a WHERE over whole columns ([`Filter`]) and the rows that pass folded per time bucket and
+//! group into what COUNT, SUM, AVG, MIN and MAX need ([`summarize`]), exactly as the record
+//! path would answer, with no record built. No I/O: the history store hands this its blocks'
+//! batches, and the runtime the batches of events pushed as columns.
+//!
+//! - [`layout`]: a field's column name and kind, the time column, reserved names.
+//! - [`view`]: a batch's columns by field name, typed ([`Columns`]).
+//! - [`filter`]: [`Filter`], SQL's three-valued logic over whole columns.
+//! - [`summarize`]: [`Summarizer`] and [`summarize_batch`], per bucket and group.
+//! - [`stats`]: [`ColumnStats`], what is known of a column over some rows.
+
+pub mod filter;
+pub mod layout;
+pub mod stats;
+pub mod summarize;
+pub mod view;
+
+pub use filter::Filter;
+pub use stats::ColumnStats;
+pub use summarize::{summarize_batch, BucketSummary, GroupRequest, GroupSummary, Summarizer};
+pub use view::Columns;
