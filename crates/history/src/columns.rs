@@ -20,16 +20,14 @@
 //! A record's own field named like a reserved column (`__needle_...`) is stored under
 //! [`needle_engine::columnar::layout::ESCAPE`] + its name and given back under its name.
 
-use arrow_array::builder::{
-    ArrayBuilder, BooleanBuilder, Float32Builder, Float64Builder, Int32Builder, Int64Builder,
-    StringBuilder,
-};
+use arrow_array::builder::StringBuilder;
 use arrow_array::{
     Array, ArrayRef, BooleanArray, Float32Array, Float64Array, Int32Array, Int64Array, RecordBatch,
     StringArray, TimestampMillisecondArray,
 };
 use arrow_schema::{ArrowError, DataType, Field, Schema};
 use needle_engine::columnar::layout::{column_name, field_name, time_type, time_values, Kind};
+use needle_engine::columnar::ColumnBuilder;
 // `store/remote.rs` names these through this module
 pub(crate) use needle_engine::columnar::layout::{kind_of_column, TIME_COLUMN};
 use needle_record::{Record, Value};
@@ -113,7 +111,7 @@ pub struct ColumnBuffer {
 /// One field's values so far: nulls only (how many), or a builder of its kind.
 enum Gathered {
     Nulls(usize),
-    Built(Kind, Builder),
+    Built(Kind, ColumnBuilder),
 }
 
 impl ColumnBuffer {
@@ -206,7 +204,7 @@ impl ColumnBuffer {
             let column = column_name(&name).into_owned();
             let (kind, array) = match gathered {
                 Gathered::Nulls(n) => (Kind::Text, arrow_array::new_null_array(&DataType::Utf8, n)),
-                Gathered::Built(kind, builder) => (kind, builder.finish()),
+                Gathered::Built(kind, mut builder) => (kind, builder.finish()),
             };
             debug_assert_eq!(array.len(), rows);
             if kind == Kind::Json {
@@ -332,7 +330,7 @@ fn push_value(column: &mut Gathered, value: &Value, row: usize) {
     match column {
         Gathered::Built(k, builder) if *k == kind || *k == Kind::Json => builder.push(value),
         Gathered::Nulls(n) => {
-            let mut builder = Builder::new(kind, row + 1);
+            let mut builder = new_builder(kind, row + 1);
             for _ in 0..*n {
                 builder.push(&Value::Null);
             }
@@ -341,7 +339,7 @@ fn push_value(column: &mut Gathered, value: &Value, row: usize) {
         }
         Gathered::Built(k, builder) => {
             // a second kind: what the column held becomes JSON text
-            let old = std::mem::replace(builder, Builder::new(Kind::Json, row + 1)).finish();
+            let old = std::mem::replace(builder, new_builder(Kind::Json, row + 1)).finish();
             let as_json = Column::of(old.as_ref(), *k).expect("a builder of its kind");
             for i in 0..old.len() {
                 builder.push(&as_json.value(i));
@@ -476,72 +474,10 @@ pub(crate) fn encode<'a>(
     buffer.sorted(sort_by)
 }
 
-/// One column being built, of its kind.
-enum Builder {
-    Bool(BooleanBuilder),
-    Int(Int32Builder),
-    Long(Int64Builder),
-    Float(Float32Builder),
-    Double(Float64Builder),
-    Text(StringBuilder),
-    Json(StringBuilder),
-}
-
-impl Builder {
-    fn new(kind: Kind, rows: usize) -> Self {
-        match kind {
-            Kind::Bool => Builder::Bool(BooleanBuilder::with_capacity(rows)),
-            Kind::Int => Builder::Int(Int32Builder::with_capacity(rows)),
-            Kind::Long => Builder::Long(Int64Builder::with_capacity(rows)),
-            Kind::Float => Builder::Float(Float32Builder::with_capacity(rows)),
-            Kind::Double => Builder::Double(Float64Builder::with_capacity(rows)),
-            Kind::Text => Builder::Text(StringBuilder::with_capacity(rows, rows * 8)),
-            Kind::Json => Builder::Json(StringBuilder::with_capacity(rows, rows * 16)),
-        }
-    }
-
-    fn len(&self) -> usize {
-        match self {
-            Builder::Bool(b) => b.len(),
-            Builder::Int(b) => b.len(),
-            Builder::Long(b) => b.len(),
-            Builder::Float(b) => b.len(),
-            Builder::Double(b) => b.len(),
-            Builder::Text(b) | Builder::Json(b) => b.len(),
-        }
-    }
-
-    /// Appends a value of the column's kind (a null for NULL; a column of one kind holds only
-    /// values of that kind or NULL).
-    fn push(&mut self, value: &Value) {
-        match (self, value) {
-            (Builder::Json(b), Value::Null) => b.append_null(),
-            (Builder::Json(b), v) => b.append_value(v.to_json()),
-            (Builder::Bool(b), Value::Bool(v)) => b.append_value(*v),
-            (Builder::Int(b), Value::Int(v)) => b.append_value(*v),
-            (Builder::Long(b), Value::Long(v)) => b.append_value(*v),
-            (Builder::Float(b), Value::Float(v)) => b.append_value(*v),
-            (Builder::Double(b), Value::Double(v)) => b.append_value(*v),
-            (Builder::Text(b), Value::String(v)) => b.append_value(v),
-            (Builder::Bool(b), _) => b.append_null(),
-            (Builder::Int(b), _) => b.append_null(),
-            (Builder::Long(b), _) => b.append_null(),
-            (Builder::Float(b), _) => b.append_null(),
-            (Builder::Double(b), _) => b.append_null(),
-            (Builder::Text(b), _) => b.append_null(),
-        }
-    }
-
-    fn finish(self) -> ArrayRef {
-        match self {
-            Builder::Bool(mut b) => Arc::new(b.finish()),
-            Builder::Int(mut b) => Arc::new(b.finish()),
-            Builder::Long(mut b) => Arc::new(b.finish()),
-            Builder::Float(mut b) => Arc::new(b.finish()),
-            Builder::Double(mut b) => Arc::new(b.finish()),
-            Builder::Text(mut b) | Builder::Json(mut b) => Arc::new(b.finish()),
-        }
-    }
+/// An empty column of `kind` for `rows` values.
+fn new_builder(kind: Kind, rows: usize) -> ColumnBuilder {
+    let text_bytes = if kind == Kind::Json { rows * 16 } else { rows * 8 };
+    ColumnBuilder::with_capacity(kind, rows, text_bytes)
 }
 
 /// A column of a batch being decoded.

@@ -5,17 +5,20 @@
 //! batches, and the runtime the batches of events pushed as columns.
 //!
 //! - [`layout`]: a field's column name and kind, the time column, reserved names.
+//! - [`build`]: [`ColumnBuilder`], a column of a kind being built.
 //! - [`view`]: a batch's columns by field name, typed ([`Columns`]).
 //! - [`filter`]: [`Filter`], SQL's three-valued logic over whole columns.
 //! - [`summarize`]: [`Summarizer`] and [`summarize_batch`], per bucket and group.
 //! - [`stats`]: [`ColumnStats`], what is known of a column over some rows.
 
+pub mod build;
 pub mod filter;
 pub mod layout;
 pub mod stats;
 pub mod summarize;
 pub mod view;
 
+pub use build::ColumnBuilder;
 pub use filter::Filter;
 pub use stats::ColumnStats;
 pub use summarize::{summarize_batch, BucketSummary, GroupRequest, GroupSummary, Summarizer};

@@ -8,12 +8,10 @@
 //! caller keeps that event as a record.
 
 use super::ColumnBatch;
-use arrow_array::builder::{
-    BooleanBuilder, Float32Builder, Float64Builder, Int32Builder, Int64Builder, StringBuilder,
-};
 use arrow_array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow_schema::{DataType, Field, Schema};
-use needle_engine::columnar::layout::RESERVED;
+use needle_engine::columnar::layout::{Kind, RESERVED};
+use needle_engine::columnar::ColumnBuilder;
 use needle_record::{Record, Value};
 use std::sync::Arc;
 
@@ -46,6 +44,18 @@ impl<'a> Scalar<'a> {
         })
     }
 
+    /// The kind of column that holds it.
+    fn kind(self) -> Kind {
+        match self {
+            Scalar::Bool(_) => Kind::Bool,
+            Scalar::Int(_) => Kind::Int,
+            Scalar::Long(_) => Kind::Long,
+            Scalar::Float(_) => Kind::Float,
+            Scalar::Double(_) => Kind::Double,
+            Scalar::Text(_) => Kind::Text,
+        }
+    }
+
     fn to_value(self) -> Value {
         match self {
             Scalar::Bool(b) => Value::Bool(b),
@@ -69,28 +79,15 @@ enum Staged {
     Text(u32, u32),
 }
 
-/// One column being built.
+/// One column being built, of the engine's column types ([`ColumnBuilder`]; never JSON here).
 #[derive(Debug)]
-enum Column {
-    Bool(BooleanBuilder),
-    Int(Int32Builder),
-    Long(Int64Builder),
-    Float(Float32Builder),
-    Double(Float64Builder),
-    Text(StringBuilder),
-}
+struct Column(ColumnBuilder);
 
 impl Column {
     /// A column for values like `value`, NULL in its first `rows` rows.
     fn new(value: Scalar<'_>, capacity: usize, rows: usize) -> Column {
-        let mut column = match value {
-            Scalar::Bool(_) => Column::Bool(BooleanBuilder::with_capacity(capacity)),
-            Scalar::Int(_) => Column::Int(Int32Builder::with_capacity(capacity)),
-            Scalar::Long(_) => Column::Long(Int64Builder::with_capacity(capacity)),
-            Scalar::Float(_) => Column::Float(Float32Builder::with_capacity(capacity)),
-            Scalar::Double(_) => Column::Double(Float64Builder::with_capacity(capacity)),
-            Scalar::Text(_) => Column::Text(StringBuilder::with_capacity(capacity, capacity * 16)),
-        };
+        let mut column =
+            Column(ColumnBuilder::with_capacity(value.kind(), capacity, capacity * 16));
         for _ in 0..rows {
             column.append_null();
         }
@@ -100,56 +97,42 @@ impl Column {
     /// The staged form of `value`, when this column holds values of its type.
     #[inline]
     fn stage(&self, value: Scalar<'_>, text: &mut String) -> Option<Staged> {
-        Some(match (self, value) {
-            (Column::Long(_), Scalar::Long(l)) => Staged::Long(l),
-            (Column::Double(_), Scalar::Double(d)) => Staged::Double(d),
-            (Column::Text(_), Scalar::Text(s)) => {
+        Some(match (&self.0, value) {
+            (ColumnBuilder::Long(_), Scalar::Long(l)) => Staged::Long(l),
+            (ColumnBuilder::Double(_), Scalar::Double(d)) => Staged::Double(d),
+            (ColumnBuilder::Text(_), Scalar::Text(s)) => {
                 let start = text.len() as u32;
                 text.push_str(s);
                 Staged::Text(start, text.len() as u32)
             }
-            (Column::Bool(_), Scalar::Bool(b)) => Staged::Bool(b),
-            (Column::Int(_), Scalar::Int(i)) => Staged::Int(i),
-            (Column::Float(_), Scalar::Float(f)) => Staged::Float(f),
+            (ColumnBuilder::Bool(_), Scalar::Bool(b)) => Staged::Bool(b),
+            (ColumnBuilder::Int(_), Scalar::Int(i)) => Staged::Int(i),
+            (ColumnBuilder::Float(_), Scalar::Float(f)) => Staged::Float(f),
             _ => return None,
         })
     }
 
     #[inline]
     fn append(&mut self, value: Staged, text: &str) {
-        match (self, value) {
-            (Column::Long(b), Staged::Long(l)) => b.append_value(l),
-            (Column::Double(b), Staged::Double(d)) => b.append_value(d),
-            (Column::Text(b), Staged::Text(start, end)) => {
+        match (&mut self.0, value) {
+            (ColumnBuilder::Long(b), Staged::Long(l)) => b.append_value(l),
+            (ColumnBuilder::Double(b), Staged::Double(d)) => b.append_value(d),
+            (ColumnBuilder::Text(b), Staged::Text(start, end)) => {
                 b.append_value(&text[start as usize..end as usize])
             }
-            (Column::Bool(b), Staged::Bool(v)) => b.append_value(v),
-            (Column::Int(b), Staged::Int(i)) => b.append_value(i),
-            (Column::Float(b), Staged::Float(f)) => b.append_value(f),
+            (ColumnBuilder::Bool(b), Staged::Bool(v)) => b.append_value(v),
+            (ColumnBuilder::Int(b), Staged::Int(i)) => b.append_value(i),
+            (ColumnBuilder::Float(b), Staged::Float(f)) => b.append_value(f),
             _ => unreachable!("a value is staged only for a column of its type"),
         }
     }
 
     fn append_null(&mut self) {
-        match self {
-            Column::Bool(b) => b.append_null(),
-            Column::Int(b) => b.append_null(),
-            Column::Long(b) => b.append_null(),
-            Column::Float(b) => b.append_null(),
-            Column::Double(b) => b.append_null(),
-            Column::Text(b) => b.append_null(),
-        }
+        self.0.append_null();
     }
 
     fn finish(&mut self) -> (DataType, ArrayRef) {
-        match self {
-            Column::Bool(b) => (DataType::Boolean, Arc::new(b.finish())),
-            Column::Int(b) => (DataType::Int32, Arc::new(b.finish())),
-            Column::Long(b) => (DataType::Int64, Arc::new(b.finish())),
-            Column::Float(b) => (DataType::Float32, Arc::new(b.finish())),
-            Column::Double(b) => (DataType::Float64, Arc::new(b.finish())),
-            Column::Text(b) => (DataType::Utf8, Arc::new(b.finish())),
-        }
+        (self.0.kind().data_type(), self.0.finish())
     }
 }
 

@@ -1,0 +1,144 @@
+//! [`ColumnBuilder`]: one column of records as Arrow columns ([`super::layout`]) being built,
+//! typed by its [`Kind`]. The one list of column types that whoever gathers records or events
+//! into columns shares: the history store filling a part, a pusher filling a batch.
+
+use super::layout::Kind;
+use arrow_array::builder::{
+    ArrayBuilder, BooleanBuilder, Float32Builder, Float64Builder, Int32Builder, Int64Builder,
+    StringBuilder,
+};
+use arrow_array::ArrayRef;
+use needle_record::Value;
+use std::sync::Arc;
+
+/// One column being built, of its kind.
+#[derive(Debug)]
+pub enum ColumnBuilder {
+    Bool(BooleanBuilder),
+    Int(Int32Builder),
+    Long(Int64Builder),
+    Float(Float32Builder),
+    Double(Float64Builder),
+    Text(StringBuilder),
+    /// JSON text of any value.
+    Json(StringBuilder),
+}
+
+impl ColumnBuilder {
+    /// An empty column of `kind`, with room for `rows` values (and `text_bytes` bytes of them,
+    /// for text or JSON).
+    pub fn with_capacity(kind: Kind, rows: usize, text_bytes: usize) -> Self {
+        match kind {
+            Kind::Bool => ColumnBuilder::Bool(BooleanBuilder::with_capacity(rows)),
+            Kind::Int => ColumnBuilder::Int(Int32Builder::with_capacity(rows)),
+            Kind::Long => ColumnBuilder::Long(Int64Builder::with_capacity(rows)),
+            Kind::Float => ColumnBuilder::Float(Float32Builder::with_capacity(rows)),
+            Kind::Double => ColumnBuilder::Double(Float64Builder::with_capacity(rows)),
+            Kind::Text => ColumnBuilder::Text(StringBuilder::with_capacity(rows, text_bytes)),
+            Kind::Json => ColumnBuilder::Json(StringBuilder::with_capacity(rows, text_bytes)),
+        }
+    }
+
+    /// The kind of values the column holds.
+    pub fn kind(&self) -> Kind {
+        match self {
+            ColumnBuilder::Bool(_) => Kind::Bool,
+            ColumnBuilder::Int(_) => Kind::Int,
+            ColumnBuilder::Long(_) => Kind::Long,
+            ColumnBuilder::Float(_) => Kind::Float,
+            ColumnBuilder::Double(_) => Kind::Double,
+            ColumnBuilder::Text(_) => Kind::Text,
+            ColumnBuilder::Json(_) => Kind::Json,
+        }
+    }
+
+    /// Values (NULL included) appended so far.
+    pub fn len(&self) -> usize {
+        match self {
+            ColumnBuilder::Bool(b) => b.len(),
+            ColumnBuilder::Int(b) => b.len(),
+            ColumnBuilder::Long(b) => b.len(),
+            ColumnBuilder::Float(b) => b.len(),
+            ColumnBuilder::Double(b) => b.len(),
+            ColumnBuilder::Text(b) | ColumnBuilder::Json(b) => b.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Appends a NULL.
+    #[inline]
+    pub fn append_null(&mut self) {
+        match self {
+            ColumnBuilder::Bool(b) => b.append_null(),
+            ColumnBuilder::Int(b) => b.append_null(),
+            ColumnBuilder::Long(b) => b.append_null(),
+            ColumnBuilder::Float(b) => b.append_null(),
+            ColumnBuilder::Double(b) => b.append_null(),
+            ColumnBuilder::Text(b) | ColumnBuilder::Json(b) => b.append_null(),
+        }
+    }
+
+    /// Appends a value of the column's kind (a null for NULL; a column of one kind holds only
+    /// values of that kind or NULL, a JSON column any value as its JSON text).
+    pub fn push(&mut self, value: &Value) {
+        match (self, value) {
+            (ColumnBuilder::Json(b), Value::Null) => b.append_null(),
+            (ColumnBuilder::Json(b), v) => b.append_value(v.to_json()),
+            (ColumnBuilder::Bool(b), Value::Bool(v)) => b.append_value(*v),
+            (ColumnBuilder::Int(b), Value::Int(v)) => b.append_value(*v),
+            (ColumnBuilder::Long(b), Value::Long(v)) => b.append_value(*v),
+            (ColumnBuilder::Float(b), Value::Float(v)) => b.append_value(*v),
+            (ColumnBuilder::Double(b), Value::Double(v)) => b.append_value(*v),
+            (ColumnBuilder::Text(b), Value::String(v)) => b.append_value(v),
+            (ColumnBuilder::Bool(b), _) => b.append_null(),
+            (ColumnBuilder::Int(b), _) => b.append_null(),
+            (ColumnBuilder::Long(b), _) => b.append_null(),
+            (ColumnBuilder::Float(b), _) => b.append_null(),
+            (ColumnBuilder::Double(b), _) => b.append_null(),
+            (ColumnBuilder::Text(b), _) => b.append_null(),
+        }
+    }
+
+    /// The values appended as an array of the kind's type ([`Kind::data_type`]); the builder
+    /// is left empty.
+    pub fn finish(&mut self) -> ArrayRef {
+        match self {
+            ColumnBuilder::Bool(b) => Arc::new(b.finish()),
+            ColumnBuilder::Int(b) => Arc::new(b.finish()),
+            ColumnBuilder::Long(b) => Arc::new(b.finish()),
+            ColumnBuilder::Float(b) => Arc::new(b.finish()),
+            ColumnBuilder::Double(b) => Arc::new(b.finish()),
+            ColumnBuilder::Text(b) | ColumnBuilder::Json(b) => Arc::new(b.finish()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::Array;
+
+    #[test]
+    fn a_column_holds_its_kind_and_nulls_and_a_json_column_any_value() {
+        let values = [Value::Long(1), Value::Null, Value::String("x".into())];
+        for kind in [Kind::Long, Kind::Text, Kind::Json] {
+            let mut builder = ColumnBuilder::with_capacity(kind, 2, 8);
+            values.iter().for_each(|v| builder.push(v));
+            builder.append_null();
+            assert_eq!((builder.kind(), builder.len()), (kind, 4));
+            let array = builder.finish();
+            assert!(builder.is_empty());
+            assert_eq!(array.data_type(), &kind.data_type());
+            let nulls: Vec<bool> = (0..4).map(|i| array.is_null(i)).collect();
+            let want = match kind {
+                Kind::Long => [false, true, true, true],
+                Kind::Text => [true, true, false, true],
+                _ => [false, true, false, true],
+            };
+            assert_eq!(nulls, want, "{kind:?}");
+        }
+    }
+}
