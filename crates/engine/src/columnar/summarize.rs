@@ -11,7 +11,7 @@ use arrow_array::{Array, Int32Array, RecordBatch, StringArray};
 use needle_record::Value;
 use std::collections::{BTreeMap, HashMap};
 
-/// What `summarize` folds a block into.
+/// What a [`Summarizer`] (or [`summarize_batch`]) folds a block into.
 pub struct GroupRequest<'a> {
     /// The GROUP BY fields (none: one group).
     pub keys: &'a [String],

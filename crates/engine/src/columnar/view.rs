@@ -1,5 +1,5 @@
 //! Column views: a batch of records-as-Arrow-columns ([`super::layout`]) seen by field name,
-//! each column typed as the column path reads it ([`Col`]). The filter and the summarizer read
+//! each column typed as the column path reads it. The filter and the summarizer read
 //! batches through these.
 
 use super::layout::{field_name, kind_of_column, Kind};
