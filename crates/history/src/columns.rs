@@ -26,10 +26,10 @@ use arrow_array::{
     StringArray, TimestampMillisecondArray,
 };
 use arrow_schema::{ArrowError, DataType, Field, Schema};
-use needle_engine::columnar::layout::{column_name, field_name, time_type, time_values, Kind};
+use needle_engine::columnar::layout::{
+    column_name, field_name, kind_of_column, time_type, time_values, Kind, TIME_COLUMN,
+};
 use needle_engine::columnar::ColumnBuilder;
-// `store/remote.rs` names these through this module
-pub(crate) use needle_engine::columnar::layout::{kind_of_column, TIME_COLUMN};
 use needle_record::{Record, Value};
 use std::cmp::Ordering;
 use std::collections::HashMap;

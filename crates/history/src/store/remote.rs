@@ -254,9 +254,10 @@ pub(super) fn describe(
     let parquet = part.parquet();
     for (position, field) in schema.fields().iter().enumerate() {
         let json = part.json_columns.iter().any(|c| c == field.name());
-        let own = field.name() == crate::columns::TIME_COLUMN
+        let own = field.name() == needle_engine::columnar::layout::TIME_COLUMN
             || field.name() == crate::columns::LAYOUT_COLUMN;
-        if let Some(kind) = crate::columns::kind_of_column(field.data_type(), json).filter(|_| !own)
+        if let Some(kind) = needle_engine::columnar::layout::kind_of_column(field.data_type(), json)
+            .filter(|_| !own)
         {
             families.insert(field.name().clone(), crate::iceberg::Family::of(kind));
         }
