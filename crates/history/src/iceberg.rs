@@ -21,7 +21,7 @@
 //! - **Snapshots**: a version whose parts changed is a snapshot: `append` (parts uploaded),
 //!   `replace` (a merge: the same rows in fewer parts), `delete` (retention) or `overwrite`. Each
 //!   lists the previous snapshot's manifests again where none of their parts left, and writes
-//!   a manifest per partition spec for the rest ([`ManifestPlan`]); the snapshots of the last
+//!   a manifest per partition spec for the rest (`ManifestPlan`); the snapshots of the last
 //!   [`crate::manifest::KEEP_VERSIONS`] versions are kept.
 
 use crate::columns::LAYOUT_COLUMN;
