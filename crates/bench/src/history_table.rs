@@ -165,9 +165,12 @@ pub(crate) fn stream(
     for (name, size) in metadata_files(dir) {
         seen.insert(name, size);
     }
-    let written: u64 =
-        seen.iter().filter(|(name, _)| *name != "version-hint.text").map(|(_, size)| size).sum();
-    let kept: u64 = metadata_files(dir).values().sum();
+    // (the version hint is rewritten in place: neither written nor kept counts it)
+    let bytes = |files: &HashMap<String, u64>| -> u64 {
+        files.iter().filter(|(name, _)| *name != "version-hint.text").map(|(_, size)| size).sum()
+    };
+    let written = bytes(&seen);
+    let kept = bytes(&metadata_files(dir));
     let commits = commits(dir);
     Ok(Some(StreamFigures {
         seconds: elapsed,

@@ -373,7 +373,10 @@ fn history_checks_needle_and_duckdb_agree_then_reports_both() {
     let stream = &table["stream"];
     assert!(stream["records"].as_u64().unwrap() > 0, "{stream}");
     assert!(stream["commits"].as_u64().unwrap() >= 2, "{stream}");
-    assert!(stream["metadata_bytes_written"].as_u64() >= stream["metadata_bytes_kept"].as_u64());
+    assert!(
+        stream["metadata_bytes_written"].as_u64() >= stream["metadata_bytes_kept"].as_u64(),
+        "{stream}"
+    );
     assert!(stream["metadata_bytes_kept"].as_u64().unwrap() > 0, "{stream}");
     assert_eq!(result["points"], 200 * 180 * 10);
     assert!(result["ingest"]["points_per_cpu_second"].as_f64().unwrap() > 0.0, "{result}");
