@@ -6,8 +6,8 @@
 
 mod common;
 
-use common::{needle, stdout};
-use std::path::{Path, PathBuf};
+use common::{needle, spark_runtime, stdout};
+use std::path::Path;
 use std::process::Command;
 
 const SENSORS: u64 = 40;
@@ -50,24 +50,6 @@ import duckdb
 con = duckdb.connect()
 print(con.execute(f"SELECT count(*) FROM read_parquet('{sys.argv[1]}/p=*/*.parquet', union_by_name=true)").fetchone()[0])
 "#;
-
-/// Iceberg's Spark runtime, fetched by `scripts/interop/install.sh`.
-fn spark_runtime() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let dir = std::env::var_os("ICEBERG_SPARK_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join(".cache/iceberg-spark"));
-    std::fs::read_dir(&dir)
-        .ok()
-        .and_then(|entries| {
-            entries
-                .map(|e| e.unwrap().path())
-                .find(|p| p.to_string_lossy().contains("iceberg-spark-runtime"))
-        })
-        .unwrap_or_else(|| {
-            panic!("no Iceberg Spark runtime in {}: run scripts/interop/install.sh", dir.display())
-        })
-}
 
 #[test]
 fn spark_reads_the_history_table_and_answers_as_from_history_does() {

@@ -6,9 +6,9 @@
 
 mod common;
 
-use common::{needle, stdout};
+use common::{needle, spark_runtime, stdout};
 use needle_history::testing::IcebergRestServer;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 /// Spark SQL over `rest.needle.history`, the REST catalog at argv[2].
@@ -32,25 +32,6 @@ snapshots = spark.sql("SELECT snapshot_id FROM rest.needle.history.snapshots").c
 print(json.dumps({"rows": row["n"], "ids": row["ids"], "sum": row["s"], "snapshots": len(snapshots)}))
 spark.stop()
 "#;
-
-/// Iceberg's Spark runtime, fetched by `scripts/interop/install.sh`.
-fn spark_runtime() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let dir = std::env::var_os("ICEBERG_SPARK_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join(".cache/iceberg-spark"));
-    std::fs::read_dir(&dir)
-        .ok()
-        .and_then(|entries| {
-            entries
-                .flatten()
-                .map(|e| e.path())
-                .find(|p| p.to_string_lossy().contains("iceberg-spark-runtime"))
-        })
-        .unwrap_or_else(|| {
-            panic!("no Iceberg Spark runtime in {}: run scripts/interop/install.sh", dir.display())
-        })
-}
 
 fn spark(jar: &Path, server: &IcebergRestServer) -> serde_json::Value {
     let out = Command::new("python3")

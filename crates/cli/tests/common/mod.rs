@@ -123,3 +123,22 @@ impl Drop for Serve {
         }
     }
 }
+
+/// Iceberg's Spark runtime, fetched by `scripts/interop/install.sh`.
+pub fn spark_runtime() -> PathBuf {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = std::env::var_os("ICEBERG_SPARK_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join(".cache/iceberg-spark"));
+    std::fs::read_dir(&dir)
+        .ok()
+        .and_then(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .find(|p| p.to_string_lossy().contains("iceberg-spark-runtime"))
+        })
+        .unwrap_or_else(|| {
+            panic!("no Iceberg Spark runtime in {}: run scripts/interop/install.sh", dir.display())
+        })
+}
