@@ -352,11 +352,12 @@ pub fn stretch_end(rows: &[bool], from: usize, value: bool) -> usize {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use arrow_array::{Int64Array, RecordBatch};
 
-    fn filter(text: &str) -> Option<Filter> {
+    /// The WHERE of a query as a column filter (the summarizer's tests use it too).
+    pub(crate) fn filter(text: &str) -> Option<Filter> {
         let query = format!("SELECT * FROM STREAM() WHERE {text}");
         let plan = needle_query::compile(&query, &needle_query::QueryConfig::default()).unwrap();
         Filter::compile(plan.stage.filter.as_ref().unwrap())

@@ -806,13 +806,8 @@ impl Accs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::columnar::filter::tests::filter;
     use arrow_array::Int64Array;
-
-    fn filter(text: &str) -> Option<Filter> {
-        let query = format!("SELECT * FROM STREAM() WHERE {text}");
-        let plan = needle_query::compile(&query, &needle_query::QueryConfig::default()).unwrap();
-        Filter::compile(plan.stage.filter.as_ref().unwrap())
-    }
 
     #[test]
     fn a_batch_is_summarized_per_group_after_its_filter() {
