@@ -49,6 +49,41 @@ pub struct StoredRecord {
     pub record: Record,
 }
 
+/// Rows given as columns, each with its time: a batch whose columns are named by their fields
+/// and typed as [`Kind::data_type`] says (no JSON columns), a row's fields being the columns
+/// where it is not NULL, in the columns' order — events as the sources and pushers gather them.
+#[derive(Debug, Clone)]
+pub struct ColumnChunk {
+    pub batch: RecordBatch,
+    /// Each row's time, ms.
+    pub times: Vec<i64>,
+}
+
+impl ColumnChunk {
+    /// Rows in the chunk.
+    pub fn len(&self) -> usize {
+        self.times.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.times.is_empty()
+    }
+
+    /// Row `row` as a stored record.
+    pub fn record(&self, row: usize) -> StoredRecord {
+        let mut record = Record::new();
+        for (field, array) in self.batch.schema_ref().fields().iter().zip(self.batch.columns()) {
+            let Some(kind) = kind_of_column(array.data_type(), false) else { continue };
+            let Some(column) = Column::of(array.as_ref(), kind) else { continue };
+            match column.value(row) {
+                Value::Null => {}
+                value => record.insert(field.name().as_str(), value),
+            }
+        }
+        StoredRecord { time_ms: self.times[row], record }
+    }
+}
+
 /// A column of `kind` as a JSON column holding the same values (each as its JSON text, nulls
 /// as nulls): what a merge writes when its inputs stored a field with different kinds.
 pub(crate) fn as_json_column(array: &dyn Array, kind: Kind) -> Result<ArrayRef, ArrowError> {
@@ -150,6 +185,102 @@ impl ColumnBuffer {
         }
         self.times.push(time_ms);
         self.layout_of_row.push(i32::try_from(id).unwrap_or(i32::MAX));
+    }
+
+    /// Adds a chunk's rows (see [`ColumnChunk`]): each column appended whole to the column of
+    /// its field when that has its kind (a value at a time, as [`ColumnBuffer::push`] does,
+    /// when not); rows with no NULL share one layout, found once.
+    pub fn push_chunk(&mut self, chunk: &ColumnChunk) {
+        let rows = chunk.len();
+        if rows == 0 {
+            return;
+        }
+        let start = self.times.len();
+        let schema = chunk.batch.schema();
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        let arrays = chunk.batch.columns();
+        if arrays.iter().all(|a| a.null_count() == 0) {
+            let id = self.layout_of_names(&names);
+            self.layout_of_row
+                .extend(std::iter::repeat_n(i32::try_from(id).unwrap_or(i32::MAX), rows));
+        } else {
+            // a row's layout: the columns it has a value in, as a bit set (at most 64 columns
+            // a chunk: past them, the layout of every row is looked up by its names)
+            let mut seen: HashMap<u64, usize> = HashMap::new();
+            for row in 0..rows {
+                let present: Vec<&str> = names
+                    .iter()
+                    .zip(arrays)
+                    .filter(|(_, a)| a.is_valid(row))
+                    .map(|(n, _)| *n)
+                    .collect();
+                let id = if names.len() <= 64 {
+                    let mask = arrays
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, a)| a.is_valid(row))
+                        .fold(0u64, |m, (i, _)| m | 1 << i);
+                    match seen.get(&mask) {
+                        Some(&id) => id,
+                        None => {
+                            let id = self.layout_of_names(&present);
+                            seen.insert(mask, id);
+                            id
+                        }
+                    }
+                } else {
+                    self.layout_of_names(&present)
+                };
+                self.layout_of_row.push(i32::try_from(id).unwrap_or(i32::MAX));
+            }
+        }
+        for (name, array) in names.iter().zip(arrays) {
+            let column = self.column_for(name, start);
+            extend_gathered(&mut self.columns[column], array.as_ref(), start);
+        }
+        self.times.extend_from_slice(&chunk.times);
+        // the columns the chunk has no field for
+        let end = start + rows;
+        for column in self.columns.iter_mut() {
+            while column.len() < end {
+                push_value(column, &Value::Null, column.len());
+            }
+        }
+    }
+
+    /// The column of field `name`, added (NULL in the `rows` rows before) when new.
+    fn column_for(&mut self, name: &str, rows: usize) -> usize {
+        if let Some(&column) = self.column_of.get(name) {
+            return column;
+        }
+        self.names.push(name.to_owned());
+        self.columns.push(Gathered::Nulls(rows));
+        self.column_of.insert(name.to_owned(), self.columns.len() - 1);
+        self.columns.len() - 1
+    }
+
+    /// The index of the layout of the keys `names` (in order), added when new.
+    fn layout_of_names(&mut self, names: &[&str]) -> usize {
+        if let Some(last) = self.last_layout {
+            let keys = &self.layouts[last];
+            if keys.len() == names.len() && keys.iter().zip(names).all(|(k, n)| k == n) {
+                return last;
+            }
+        }
+        let keys: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+        let id = match self.layout_ids.get(&keys) {
+            Some(&id) => id,
+            None => {
+                let rows = self.times.len();
+                let columns = names.iter().map(|n| self.column_for(n, rows)).collect();
+                self.layout_columns.push(columns);
+                self.layouts.push(keys.clone());
+                self.layout_ids.insert(keys, self.layouts.len() - 1);
+                self.layouts.len() - 1
+            }
+        };
+        self.last_layout = Some(id);
+        id
     }
 
     /// The index of `record`'s layout, added when new (with columns for its new fields).
@@ -347,6 +478,36 @@ fn push_value(column: &mut Gathered, value: &Value, row: usize) {
             builder.push(value);
             *k = Kind::Json;
         }
+    }
+}
+
+/// Appends the values of `array` (a chunk's column, rows `row..` of the buffer) to `column`:
+/// whole when the column has the array's kind (or holds only NULLs so far), else a value at a
+/// time through [`push_value`].
+fn extend_gathered(column: &mut Gathered, array: &dyn Array, row: usize) {
+    let rows = array.len();
+    if array.null_count() == rows {
+        for i in 0..rows {
+            push_value(column, &Value::Null, row + i);
+        }
+        return;
+    }
+    let Some(kind) = kind_of_column(array.data_type(), false) else { return };
+    if let Gathered::Nulls(n) = column {
+        let mut builder = new_builder(kind, row + rows);
+        for _ in 0..*n {
+            builder.append_null();
+        }
+        *column = Gathered::Built(kind, builder);
+    }
+    if let Gathered::Built(k, builder) = column {
+        if *k == kind && builder.extend_from(array) {
+            return;
+        }
+    }
+    let values = Column::of(array, kind).expect("an array of its kind");
+    for i in 0..rows {
+        push_value(column, &values.value(i), row + i);
     }
 }
 
@@ -709,6 +870,56 @@ mod tests {
             prop_assert_eq!(got.len(), want.len());
             for (g, w) in got.iter().zip(&want) {
                 prop_assert_eq!(g, *w);
+            }
+        }
+
+        /// Rows given as a chunk of columns are gathered as the same rows given as records
+        /// are, whatever came before them: new columns, NULLs, missing fields, a field of
+        /// another kind before (which makes a JSON column).
+        #[test]
+        fn a_chunk_of_columns_is_gathered_as_its_rows_as_records(
+            before in rows(),
+            chunk_rows in prop::collection::vec(
+                (0i64..6, prop::option::of(-3i64..3), prop::option::of("[ab]{0,2}"),
+                 prop::option::of(any::<bool>())),
+                1..40,
+            ),
+            after in rows(),
+        ) {
+            let names = ["k", "z", "m"];
+            let k: Int64Array = chunk_rows.iter().map(|r| r.1).collect();
+            let z: StringArray = chunk_rows.iter().map(|r| r.2.clone()).collect();
+            let m: BooleanArray = chunk_rows.iter().map(|r| r.3).collect();
+            let arrays: Vec<ArrayRef> = vec![Arc::new(k), Arc::new(z), Arc::new(m)];
+            let batch = RecordBatch::try_from_iter(names.iter().zip(arrays)).unwrap();
+            let chunk = ColumnChunk { batch, times: chunk_rows.iter().map(|r| r.0).collect() };
+            let as_records: Vec<StoredRecord> = (0..chunk.len()).map(|i| chunk.record(i)).collect();
+            let (mut by_chunk, mut by_records) = (ColumnBuffer::new(), ColumnBuffer::new());
+            for r in &before {
+                by_chunk.push(r.time_ms, &r.record);
+                by_records.push(r.time_ms, &r.record);
+            }
+            by_chunk.push_chunk(&chunk);
+            for r in &as_records {
+                by_records.push(r.time_ms, &r.record);
+            }
+            for r in &after {
+                by_chunk.push(r.time_ms, &r.record);
+                by_records.push(r.time_ms, &r.record);
+            }
+            let sort_by = ["k".to_string()];
+            let got = read_back(&by_chunk.sorted(&sort_by).unwrap());
+            let want = read_back(&by_records.sorted(&sort_by).unwrap());
+            prop_assert_eq!(got.len(), before.len() + chunk_rows.len() + after.len());
+            prop_assert_eq!(got, want);
+            // and a chunk's row reads back as its non-NULL columns, in order
+            for (r, row) in as_records.iter().zip(&chunk_rows) {
+                let keys: Vec<&str> = r.record.iter().map(|(k, _)| k.as_str()).collect();
+                let mut want_keys = Vec::new();
+                if row.1.is_some() { want_keys.push("k"); }
+                if row.2.is_some() { want_keys.push("z"); }
+                if row.3.is_some() { want_keys.push("m"); }
+                prop_assert_eq!(keys, want_keys);
             }
         }
 

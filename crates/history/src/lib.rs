@@ -31,7 +31,7 @@ pub mod rest;
 pub mod store;
 pub mod testing;
 
-pub use columns::{ColumnBuffer, StoredRecord};
+pub use columns::{ColumnBuffer, ColumnChunk, StoredRecord};
 pub use config::{RemoteConfig, RestCatalogConfig, StoreConfig, SORT_BY_TEXT_FIELDS};
 pub use error::HistoryError;
 pub use offsets::{OffsetRange, OffsetRanges};

@@ -5,9 +5,9 @@
 use super::layout::Kind;
 use arrow_array::builder::{
     ArrayBuilder, BooleanBuilder, Float32Builder, Float64Builder, Int32Builder, Int64Builder,
-    StringBuilder,
+    PrimitiveBuilder, StringBuilder,
 };
-use arrow_array::ArrayRef;
+use arrow_array::{Array, ArrayRef, ArrowPrimitiveType, BooleanArray, PrimitiveArray, StringArray};
 use needle_record::Value;
 use std::sync::Arc;
 
@@ -102,6 +102,53 @@ impl ColumnBuilder {
         }
     }
 
+    /// Appends every value of `array` (NULLs as NULLs) when it is a column of the builder's
+    /// own kind ([`Kind::data_type`]; a JSON column takes text columns of JSON): a batch's
+    /// column added whole, without a [`Value`] per row. False, nothing appended, for an array
+    /// of another type.
+    pub fn extend_from(&mut self, array: &dyn Array) -> bool {
+        fn primitive<T: ArrowPrimitiveType>(
+            builder: &mut PrimitiveBuilder<T>,
+            array: &dyn Array,
+        ) -> bool {
+            let Some(array) = array.as_any().downcast_ref::<PrimitiveArray<T>>() else {
+                return false;
+            };
+            match array.nulls() {
+                Some(nulls) if nulls.null_count() > 0 => {
+                    let valid: Vec<bool> = nulls.iter().collect();
+                    builder.append_values(array.values(), &valid);
+                }
+                _ => builder.append_slice(array.values()),
+            }
+            true
+        }
+        match self {
+            ColumnBuilder::Int(b) => primitive(b, array),
+            ColumnBuilder::Long(b) => primitive(b, array),
+            ColumnBuilder::Float(b) => primitive(b, array),
+            ColumnBuilder::Double(b) => primitive(b, array),
+            ColumnBuilder::Bool(b) => {
+                let Some(array) = array.as_any().downcast_ref::<BooleanArray>() else {
+                    return false;
+                };
+                array.iter().for_each(|v| b.append_option(v));
+                true
+            }
+            ColumnBuilder::Text(b) | ColumnBuilder::Json(b) => {
+                let Some(array) = array.as_any().downcast_ref::<StringArray>() else {
+                    return false;
+                };
+                if array.null_count() == 0 {
+                    array.iter().flatten().for_each(|v| b.append_value(v));
+                } else {
+                    array.iter().for_each(|v| b.append_option(v));
+                }
+                true
+            }
+        }
+    }
+
     /// The values appended as an array of the kind's type ([`Kind::data_type`]); the builder
     /// is left empty.
     pub fn finish(&mut self) -> ArrayRef {
@@ -119,7 +166,6 @@ impl ColumnBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow_array::Array;
 
     #[test]
     fn a_column_holds_its_kind_and_nulls_and_a_json_column_any_value() {
@@ -140,5 +186,21 @@ mod tests {
             };
             assert_eq!(nulls, want, "{kind:?}");
         }
+    }
+
+    #[test]
+    fn a_column_of_its_own_kind_is_added_whole_and_another_is_refused() {
+        let mut builder = ColumnBuilder::with_capacity(Kind::Long, 4, 0);
+        builder.push(&Value::Long(1));
+        let plain = arrow_array::Int64Array::from(vec![2, 3]);
+        let holed = arrow_array::Int64Array::from(vec![Some(4), None]);
+        assert!(builder.extend_from(&plain) && builder.extend_from(&holed));
+        assert!(!builder.extend_from(&arrow_array::Float64Array::from(vec![1.0])));
+        let array = builder.finish();
+        let longs = array.as_any().downcast_ref::<arrow_array::Int64Array>().unwrap();
+        assert_eq!(longs.iter().collect::<Vec<_>>(), [Some(1), Some(2), Some(3), Some(4), None]);
+        let mut text = ColumnBuilder::with_capacity(Kind::Text, 2, 8);
+        assert!(text.extend_from(&StringArray::from(vec![Some("a"), None, Some("b")])));
+        assert_eq!(text.len(), 3);
     }
 }

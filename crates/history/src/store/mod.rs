@@ -24,18 +24,20 @@
 //!   store [`Health::WritesStopped`], and is tried again on the next flush; the buffer is then
 //!   bounded (`max_buffer_records`), and what does not fit is dropped and counted.
 
+mod buffer;
 mod orphans;
 mod remote;
 mod table;
 
 pub use remote::{RemoteCounters, RemoteInfo};
 
-use crate::columns::{ColumnBuffer, StoredRecord};
+use crate::columns::{ColumnBuffer, ColumnChunk, StoredRecord};
 use crate::config::{partition_of, StoreConfig};
 use crate::offsets::OffsetRanges;
 use crate::part::{self, Part, PartHeader};
 use crate::prune::{self, Zone};
 use crate::HistoryError;
+use buffer::{Incoming, WriteBuffer};
 use needle_engine::columnar::layout::{column_name, TIME_COLUMN};
 use needle_engine::columnar::{BucketSummary, ColumnStats, Filter, GroupRequest};
 use needle_query::ast::Expr;
@@ -158,9 +160,9 @@ impl Drop for Lease {
 
 #[derive(Default)]
 struct State {
-    buffer: Vec<StoredRecord>,
-    /// Records a flush is writing: visible to scans until their parts join `parts`.
-    flushing: Arc<Vec<StoredRecord>>,
+    buffer: WriteBuffer,
+    /// Rows a flush is writing: visible to scans until their parts join `parts`.
+    flushing: Arc<WriteBuffer>,
     /// Position after the last appended records.
     position: Option<String>,
     /// The source offsets the buffer's records came from ([`crate::offsets`]).
@@ -657,17 +659,107 @@ impl Store {
                 StoredRecord { time_ms, record }
             })
             .collect();
+        self.buffer(Incoming::Records(incoming), position, offsets)
+    }
+
+    /// Appends rows given as columns, each row's fields its columns that are not NULL, in
+    /// order (see [`ColumnChunk`]), read at `arrival_ms`: [`Store::append_from`] for a batch of
+    /// events a source or pusher gathered as columns, kept as columns on their way to a part.
+    /// Each row's time is its time field (as [`Store::append`] reads it), else `arrival_ms`.
+    pub fn append_columns(
+        &self,
+        batch: &arrow_array::RecordBatch,
+        arrival_ms: i64,
+        position: Option<String>,
+        offsets: &OffsetRanges,
+    ) -> Result<(), HistoryError> {
+        if self.inner.read_only {
+            return Err(HistoryError::ReadOnly);
+        }
+        let batch = match self.inner.config.fields {
+            None => batch.clone(),
+            Some(_) => {
+                let schema = batch.schema();
+                let kept: Vec<usize> = (0..schema.fields().len())
+                    .filter(|&i| self.keeps(schema.field(i).name()))
+                    .collect();
+                batch
+                    .project(&kept)
+                    .map_err(|e| HistoryError::parquet(&self.inner.config.dir, e))?
+            }
+        };
+        let times = self.times_of_column(&batch, arrival_ms);
+        let chunk = ColumnChunk { batch, times };
+        self.buffer(Incoming::Columns(chunk), position, offsets)
+    }
+
+    /// Each row's time from the time field's column (see [`Store::time_of`]).
+    fn times_of_column(&self, batch: &arrow_array::RecordBatch, arrival_ms: i64) -> Vec<i64> {
+        use arrow_array::cast::AsArray;
+        use arrow_array::types::{Float32Type, Float64Type, Int32Type, Int64Type};
+        use arrow_array::Array;
+        use arrow_schema::DataType;
+        let rows = batch.num_rows();
+        let column = self.inner.config.time_field.as_ref().and_then(|f| batch.column_by_name(f));
+        let mut missing = 0u64;
+        let mut times = Vec::with_capacity(rows);
+        match column {
+            Some(array) if *array.data_type() == DataType::Int64 && array.null_count() == 0 => {
+                times.extend_from_slice(array.as_primitive::<Int64Type>().values());
+            }
+            Some(array) => {
+                let floor = |v: f64| v.is_finite().then_some(v as i64);
+                for row in 0..rows {
+                    let time = array.is_valid(row).then(|| match array.data_type() {
+                        DataType::Int64 => Some(array.as_primitive::<Int64Type>().value(row)),
+                        DataType::Int32 => {
+                            Some(i64::from(array.as_primitive::<Int32Type>().value(row)))
+                        }
+                        DataType::Float64 => floor(array.as_primitive::<Float64Type>().value(row)),
+                        DataType::Float32 => {
+                            floor(f64::from(array.as_primitive::<Float32Type>().value(row)))
+                        }
+                        DataType::Utf8 => chrono::DateTime::parse_from_rfc3339(
+                            array.as_string::<i32>().value(row),
+                        )
+                        .ok()
+                        .map(|t| t.timestamp_millis()),
+                        _ => None,
+                    });
+                    times.push(time.flatten().unwrap_or_else(|| {
+                        missing += 1;
+                        arrival_ms
+                    }));
+                }
+            }
+            None => {
+                missing = rows as u64;
+                times.resize(rows, arrival_ms);
+            }
+        }
+        if missing > 0 {
+            self.inner.counters.missing_time.fetch_add(missing, Ordering::Relaxed);
+        }
+        times
+    }
+
+    /// Adds `incoming` to the write buffer (see [`Store::append`]).
+    fn buffer(
+        &self,
+        mut incoming: Incoming,
+        position: Option<String>,
+        offsets: &OffsetRanges,
+    ) -> Result<(), HistoryError> {
         let full = {
             let mut state = self.state();
             let room = self.inner.config.max_buffer_records.saturating_sub(state.buffer.len());
             let stopped = !self.health().is_ok();
-            let mut incoming = incoming;
             if stopped && incoming.len() > room {
                 let dropped = incoming.len() - room;
                 incoming.truncate(room);
                 self.inner.counters.dropped_records.fetch_add(dropped as u64, Ordering::Relaxed);
             }
-            state.buffer.extend(incoming);
+            state.buffer.push(incoming);
             crate::offsets::widen(&mut state.offsets, offsets);
             if position.is_some() {
                 state.position = position;
@@ -724,7 +816,7 @@ impl Store {
             state.flushing = records.clone();
             (records, state.position.clone(), std::mem::take(&mut state.offsets))
         };
-        let result = self.write_parts(&records, position.clone(), &offsets);
+        let result = self.write_buffer(records.to_columns(), position.clone(), &offsets);
         let mut state = self.state();
         match result {
             Ok((parts, report)) => {
@@ -759,20 +851,6 @@ impl Store {
                 Err(error)
             }
         }
-    }
-
-    /// Writes `records` as one part per partition; nothing joins the store's view here.
-    fn write_parts(
-        &self,
-        records: &[StoredRecord],
-        position: Option<String>,
-        offsets: &OffsetRanges,
-    ) -> Result<(Vec<(i64, Part)>, FlushReport), HistoryError> {
-        let mut buffer = ColumnBuffer::new();
-        for r in records {
-            buffer.push(r.time_ms, &r.record);
-        }
-        self.write_buffer(buffer, position, offsets)
     }
 
     /// Writes `buffer` as one sorted part per partition its records fall in; each part says
@@ -1281,14 +1359,11 @@ impl Store {
                 })
                 .filter(|(_, p)| !p.is_empty())
                 .collect();
-            let in_range =
-                |r: &&StoredRecord| r.time_ms >= request.from_ms && r.time_ms < request.to_ms;
+            let (from, to) = (request.from_ms, request.to_ms);
             let buffered: Vec<StoredRecord> = state
                 .flushing
-                .iter()
-                .chain(state.buffer.iter())
-                .filter(in_range)
-                .cloned()
+                .records_in(from, to)
+                .chain(state.buffer.records_in(from, to))
                 .collect();
             (parts, buffered, lease)
         };
