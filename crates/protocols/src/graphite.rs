@@ -15,9 +15,10 @@
 //! Leniency: carbon checks the characters of tag names and values (no `;!^=` in a key, no `~`
 //! starting a value); needle keeps them as given.
 
-use crate::shape::{build, finite_float, is_integer, seconds_to_ms};
+use crate::point::{Point, PointValue};
+use crate::shape::{finite_float, is_integer, seconds_to_ms};
 use crate::ProtocolError;
-use needle_record::{Record, Value};
+use needle_record::Record;
 
 const PROTOCOL: &str = "graphite";
 
@@ -28,6 +29,16 @@ fn malformed(reason: impl Into<String>) -> ProtocolError {
 /// One line (trimmed, not empty) as a record; `Ok(None)` for a well-formed line whose value is
 /// NaN (see the module doc). `now_ms` stands for a timestamp of `-1` or none.
 pub fn parse(line: &str, now_ms: i64) -> Result<Option<Record>, ProtocolError> {
+    let mut point = Point::new();
+    if !parse_into(line, now_ms, &mut point)? {
+        return Ok(None);
+    }
+    point.to_record().map(Some)
+}
+
+/// One line (trimmed, not empty) into `point`; false for a well-formed line whose value is NaN.
+pub fn parse_into(line: &str, now_ms: i64, point: &mut Point) -> Result<bool, ProtocolError> {
+    point.start(PROTOCOL);
     let mut words = line.split_ascii_whitespace();
     let (Some(path), Some(value)) = (words.next(), words.next()) else {
         return Err(malformed("a line needs a path and a value"));
@@ -49,22 +60,23 @@ pub fn parse(line: &str, now_ms: i64) -> Result<Option<Record>, ProtocolError> {
     if name.is_empty() {
         return Err(malformed("a tagged path with no name"));
     }
-    let mut tags = Vec::new();
+    point.set_lead("path", name);
     for tag in parts {
         match tag.split_once('=') {
             Some((key, tag_value)) if !key.is_empty() && !tag_value.is_empty() => {
-                tags.push((key.to_owned(), Value::String(tag_value.to_owned())));
+                point.push_user(key, PointValue::Text(tag_value));
             }
             _ => return Err(malformed(format!("'{tag}' is not a tag (key=value)"))),
         }
     }
     let Some(value) = value else {
         // no point, but a line malformed otherwise (its tags too) is still malformed
-        build(PROTOCOL, ("path", Value::String(name.to_owned())), tags, &[])?;
-        return Ok(None);
+        point.check()?;
+        return Ok(false);
     };
-    let trail = [("value", Value::Double(value)), ("timestamp", Value::Long(timestamp))];
-    build(PROTOCOL, ("path", Value::String(name.to_owned())), tags, &trail).map(Some)
+    point.push_trail("value", PointValue::Double(value));
+    point.push_trail("timestamp", PointValue::Long(timestamp));
+    Ok(true)
 }
 
 /// `nan` as carbon's `float()` reads it: any case, maybe signed (C's `printf` writes `-nan`).

@@ -17,9 +17,11 @@
 //! the parts, and whitespace around the line, are accepted. Only a space separates the parts (a
 //! tab is part of the text around it).
 
-use crate::shape::{build, finite_float, is_integer, seconds_to_ms};
+use crate::point::{Point, PointValue};
+use crate::shape::{finite_float, is_integer, seconds_to_ms};
 use crate::{Precision, ProtocolError};
-use needle_record::{Record, Value};
+use needle_record::Record;
+use std::borrow::Cow;
 
 const PROTOCOL: &str = "influx";
 
@@ -37,8 +39,23 @@ pub fn parse(
     precision: Precision,
     now_ms: i64,
 ) -> Result<Option<Record>, ProtocolError> {
-    if line.starts_with('#') {
+    let mut point = Point::new();
+    if !parse_into(line, precision, now_ms, &mut point)? {
         return Ok(None);
+    }
+    point.to_record().map(Some)
+}
+
+/// One line (trimmed, not empty) into `point`; false for a comment.
+pub fn parse_into(
+    line: &str,
+    precision: Precision,
+    now_ms: i64,
+    point: &mut Point,
+) -> Result<bool, ProtocolError> {
+    point.start(PROTOCOL);
+    if line.starts_with('#') {
+        return Ok(false);
     }
     let bytes = line.as_bytes();
     let mut pos = 0;
@@ -46,7 +63,7 @@ pub fn parse(
     if measurement.is_empty() {
         return Err(malformed("no measurement"));
     }
-    let mut user: Vec<(String, Value)> = Vec::with_capacity(8);
+    point.set_lead("measurement", &measurement);
     while bytes.get(pos) == Some(&b',') {
         pos += 1;
         let key = scan(line, &mut pos, b",= ", KEY_ESCAPES);
@@ -61,7 +78,7 @@ pub fn parse(
         if key.is_empty() || value.is_empty() {
             return Err(malformed(format!("a tag needs a key and a value ('{key}={value}')")));
         }
-        user.push((key, Value::String(value)));
+        point.push_user(&key, PointValue::Text(&value));
     }
     skip_spaces(bytes, &mut pos);
     if pos >= bytes.len() {
@@ -77,7 +94,7 @@ pub fn parse(
         }
         pos += 1;
         let value = field_value(line, &mut pos, &key)?;
-        user.push((key, value));
+        point.push_user(&key, value.as_point_value());
         match bytes.get(pos) {
             Some(b',') => pos += 1,
             Some(b' ') | None => break,
@@ -87,13 +104,32 @@ pub fn parse(
     skip_spaces(bytes, &mut pos);
     let timestamp =
         if pos >= bytes.len() { now_ms } else { timestamp_ms(&line[pos..], precision)? };
-    let lead = ("measurement", Value::String(measurement));
-    build(PROTOCOL, lead, user, &[("timestamp", Value::Long(timestamp))]).map(Some)
+    point.push_trail("timestamp", PointValue::Long(timestamp));
+    Ok(true)
+}
+
+/// A field's value: a string's text unescaped, or its number or boolean.
+enum FieldValue<'a> {
+    Text(Cow<'a, str>),
+    Double(f64),
+    Long(i64),
+    Bool(bool),
+}
+
+impl FieldValue<'_> {
+    fn as_point_value(&self) -> PointValue<'_> {
+        match self {
+            FieldValue::Text(text) => PointValue::Text(text),
+            FieldValue::Double(d) => PointValue::Double(*d),
+            FieldValue::Long(l) => PointValue::Long(*l),
+            FieldValue::Bool(b) => PointValue::Bool(*b),
+        }
+    }
 }
 
 /// Reads from `pos` up to the first unescaped byte of `stops` (or the end), unescaping the
 /// bytes of `escapes` that follow a backslash.
-fn scan(line: &str, pos: &mut usize, stops: &[u8], escapes: &[u8]) -> String {
+fn scan<'a>(line: &'a str, pos: &mut usize, stops: &[u8], escapes: &[u8]) -> Cow<'a, str> {
     let bytes = line.as_bytes();
     let start = *pos;
     let end = bytes[start..]
@@ -104,8 +140,8 @@ fn scan(line: &str, pos: &mut usize, stops: &[u8], escapes: &[u8]) -> String {
     // (split at ASCII bytes, so at characters' boundaries)
     let plain = &line[start..end];
     if bytes.get(end) != Some(&b'\\') {
-        // no escape (nearly every name and tag): the text as it is, one allocation
-        return plain.to_owned();
+        // no escape (nearly every name and tag): the text as it is
+        return Cow::Borrowed(plain);
     }
     let mut out = plain.as_bytes().to_vec();
     while let Some(&b) = bytes.get(*pos) {
@@ -129,7 +165,7 @@ fn scan(line: &str, pos: &mut usize, stops: &[u8], escapes: &[u8]) -> String {
         *pos += 1;
     }
     // Only ASCII bytes were split off or joined, so the text is still UTF-8.
-    String::from_utf8(out).expect("unescaping ASCII keeps UTF-8 whole")
+    Cow::Owned(String::from_utf8(out).expect("unescaping ASCII keeps UTF-8 whole"))
 }
 
 fn skip_spaces(bytes: &[u8], pos: &mut usize) {
@@ -139,10 +175,22 @@ fn skip_spaces(bytes: &[u8], pos: &mut usize) {
 }
 
 /// A field's value from `pos`, leaving `pos` after it.
-fn field_value(line: &str, pos: &mut usize, key: &str) -> Result<Value, ProtocolError> {
+fn field_value<'a>(
+    line: &'a str,
+    pos: &mut usize,
+    key: &str,
+) -> Result<FieldValue<'a>, ProtocolError> {
     let bytes = line.as_bytes();
     if bytes.get(*pos) == Some(&b'"') {
         *pos += 1;
+        let start = *pos;
+        // no escape inside (nearly every string): the text as it is
+        if let Some(end) = bytes[start..].iter().position(|b| matches!(b, b'"' | b'\\')) {
+            if bytes[start + end] == b'"' {
+                *pos = start + end + 1;
+                return Ok(FieldValue::Text(Cow::Borrowed(&line[start..start + end])));
+            }
+        }
         let mut out = Vec::new();
         loop {
             match bytes.get(*pos) {
@@ -164,7 +212,7 @@ fn field_value(line: &str, pos: &mut usize, key: &str) -> Result<Value, Protocol
             }
         }
         let text = String::from_utf8(out).expect("unescaping ASCII keeps UTF-8 whole");
-        return Ok(Value::String(text));
+        return Ok(FieldValue::Text(Cow::Owned(text)));
     }
     let start = *pos;
     while let Some(&b) = bytes.get(*pos) {
@@ -177,14 +225,14 @@ fn field_value(line: &str, pos: &mut usize, key: &str) -> Result<Value, Protocol
     let bad = || malformed(format!("field '{key}': '{raw}' is not a line protocol value"));
     Ok(match raw {
         "" => return Err(malformed(format!("field '{key}' has no value"))),
-        "t" | "T" | "true" | "True" | "TRUE" => Value::Bool(true),
-        "f" | "F" | "false" | "False" | "FALSE" => Value::Bool(false),
+        "t" | "T" | "true" | "True" | "TRUE" => FieldValue::Bool(true),
+        "f" | "F" | "false" | "False" | "FALSE" => FieldValue::Bool(false),
         _ => {
             if let Some(digits) = raw.strip_suffix('i') {
                 if !is_integer(digits) {
                     return Err(bad());
                 }
-                Value::Long(digits.parse().map_err(|_| {
+                FieldValue::Long(digits.parse().map_err(|_| {
                     malformed(format!("field '{key}': {raw} is out of the integer range"))
                 })?)
             } else if let Some(digits) = raw.strip_suffix('u') {
@@ -195,11 +243,11 @@ fn field_value(line: &str, pos: &mut usize, key: &str) -> Result<Value, Protocol
                     malformed(format!("field '{key}': {raw} is out of the unsigned range"))
                 })?;
                 match i64::try_from(n) {
-                    Ok(n) => Value::Long(n),
-                    Err(_) => Value::Double(n as f64),
+                    Ok(n) => FieldValue::Long(n),
+                    Err(_) => FieldValue::Double(n as f64),
                 }
             } else {
-                Value::Double(finite_float(raw).ok_or_else(bad)?)
+                FieldValue::Double(finite_float(raw).ok_or_else(bad)?)
             }
         }
     })

@@ -40,11 +40,13 @@ pub mod error;
 pub mod graphite;
 pub mod influx;
 pub mod opentsdb;
+pub mod point;
 pub mod remote_write;
 mod shape;
 
 pub use error::ProtocolError;
 use needle_record::Record;
+pub use point::{Names, Point, PointValue};
 
 /// Line protocol's timestamp unit (`precision=` of InfluxDB's write API); nanoseconds unless
 /// said otherwise.
@@ -125,16 +127,31 @@ impl Format {
     /// One line (without its newline) as a record; `Ok(None)` for a line that holds no point
     /// (a line protocol comment, a blank line). `now_ms` stands for a missing timestamp.
     pub fn parse_line(self, line: &[u8], now_ms: i64) -> Result<Option<Record>, ProtocolError> {
+        let mut point = Point::new();
+        if !self.parse_point(line, now_ms, &mut point)? {
+            return Ok(None);
+        }
+        point.to_record().map(Some)
+    }
+
+    /// [`Format::parse_line`] into a reusable [`Point`] rather than a record: false for a line
+    /// that holds no point. The point's names are not checked yet ([`Point::check`]).
+    pub fn parse_point(
+        self,
+        line: &[u8],
+        now_ms: i64,
+        point: &mut Point,
+    ) -> Result<bool, ProtocolError> {
         let text = std::str::from_utf8(line)
             .map_err(|e| ProtocolError::malformed(self.name(), format!("not UTF-8 ({e})")))?;
         let text = text.trim_matches([' ', '\t', '\r', '\n']);
         if text.is_empty() {
-            return Ok(None);
+            return Ok(false);
         }
         match self {
-            Self::Influx(precision) => influx::parse(text, precision, now_ms),
-            Self::OpenTsdb => opentsdb::parse(text).map(Some),
-            Self::Graphite => graphite::parse(text, now_ms),
+            Self::Influx(precision) => influx::parse_into(text, precision, now_ms, point),
+            Self::OpenTsdb => opentsdb::parse_into(text, point).map(|()| true),
+            Self::Graphite => graphite::parse_into(text, now_ms, point),
         }
     }
 }

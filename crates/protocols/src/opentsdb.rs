@@ -14,9 +14,10 @@
 //! a point without tags and any characters but whitespace and the first `=`. Any command but
 //! `put` (`version`, `stats`, ...) is not a point: a malformed line.
 
-use crate::shape::{build, finite_float, is_integer, seconds_to_ms};
+use crate::point::{Point, PointValue};
+use crate::shape::{finite_float, is_integer, seconds_to_ms};
 use crate::ProtocolError;
-use needle_record::{Record, Value};
+use needle_record::Record;
 
 const PROTOCOL: &str = "opentsdb";
 
@@ -31,6 +32,14 @@ fn malformed(reason: impl Into<String>) -> ProtocolError {
 
 /// One line (trimmed, not empty) as a record.
 pub fn parse(line: &str) -> Result<Record, ProtocolError> {
+    let mut point = Point::new();
+    parse_into(line, &mut point)?;
+    point.to_record()
+}
+
+/// One line (trimmed, not empty) into `point`.
+pub fn parse_into(line: &str, point: &mut Point) -> Result<(), ProtocolError> {
+    point.start(PROTOCOL);
     let mut words = line.split_ascii_whitespace();
     match words.next() {
         Some("put") => {}
@@ -43,25 +52,26 @@ pub fn parse(line: &str) -> Result<Record, ProtocolError> {
     };
     let timestamp = timestamp_ms(timestamp)?;
     let value = if is_integer(value) {
-        Value::Long(
+        PointValue::Long(
             value.parse().map_err(|_| malformed(format!("{value} is out of the integer range")))?,
         )
     } else {
-        Value::Double(
+        PointValue::Double(
             finite_float(value).ok_or_else(|| malformed(format!("'{value}' is not a number")))?,
         )
     };
-    let mut tags = Vec::new();
+    point.set_lead("metric", metric);
     for tag in words {
         match tag.split_once('=') {
             Some((key, tag_value)) if !key.is_empty() && !tag_value.is_empty() => {
-                tags.push((key.to_owned(), Value::String(tag_value.to_owned())));
+                point.push_user(key, PointValue::Text(tag_value));
             }
             _ => return Err(malformed(format!("'{tag}' is not a tag (key=value)"))),
         }
     }
-    let trail = [("value", value), ("timestamp", Value::Long(timestamp))];
-    build(PROTOCOL, ("metric", Value::String(metric.to_owned())), tags, &trail)
+    point.push_trail("value", value);
+    point.push_trail("timestamp", PointValue::Long(timestamp));
+    Ok(())
 }
 
 /// A put's timestamp as epoch milliseconds (see the module doc).

@@ -6,7 +6,9 @@
 //! Every batch a source hands to the workers passes the tap first ([`crate::source::BatchSink`]):
 //! a copy of its bytes goes, in order, to the tap's thread, which decodes each line whole, keeps
 //! the records `history.filter` holds TRUE for, and appends them (with the time they were read)
-//! to the store's write buffer; the store's background thread makes them durable every
+//! to the store's write buffer; a batch of events gathered as columns (a metrics protocol's
+//! points, typed events pushed from code) goes as its columns, shared, and is appended as
+//! columns, with no record made of its rows unless a filter must read them; the store's background thread makes them durable every
 //! `history.flush_ms`. The hand-off is bounded: a store that falls behind slows the source, as
 //! slow workers do. A batch's [`crate::framing::Receipt`] (Kafka's offsets) is shared by the
 //! workers and the tap, and dropped — so the offsets committed — only once both are done with it:
@@ -62,10 +64,16 @@ pub struct HistoryTap {
 }
 
 struct TapBatch {
-    bytes: Vec<u8>,
+    content: TapContent,
     arrival_ms: i64,
     receipt: Option<Arc<Receipt>>,
     offsets: OffsetRanges,
+}
+
+/// What the tap keeps of a batch: its lines, or its columns.
+enum TapContent {
+    Lines(Vec<u8>),
+    Columns(arrow_array::RecordBatch),
 }
 
 impl HistoryTap {
@@ -128,7 +136,10 @@ impl HistoryTap {
             return send(batch);
         }
         let offsets = batch.take_offsets();
-        let bytes = batch.to_ndjson();
+        let content = match batch.columns() {
+            Some(columns) => TapContent::Columns(columns.record_batch().clone()),
+            None => TapContent::Lines(batch.to_ndjson()),
+        };
         let receipt = batch.take_receipt().map(Arc::new);
         if let Some(shared) = &receipt {
             batch.set_receipt(Receipt::new(shared.clone()));
@@ -137,7 +148,7 @@ impl HistoryTap {
         match send(batch) {
             Ok(()) => {
                 self.dispatched.fetch_add(1, Ordering::SeqCst);
-                let tap = TapBatch { bytes, arrival_ms: now_ms(), receipt, offsets };
+                let tap = TapBatch { content, arrival_ms: now_ms(), receipt, offsets };
                 if let Some(tx) = &*self.tx.lock().unwrap_or_else(|e| e.into_inner()) {
                     // blocks while the store is behind: backpressure up to the source
                     let _ = tx.send(tap);
@@ -249,22 +260,43 @@ fn run_tap(
         };
         if let Some(batch) = batch {
             let ctx = EvalContext::new(batch.arrival_ms);
-            records.clear();
-            for line in Batch::new(batch.bytes).lines() {
-                // malformed lines are the workers' to count and log
-                let Ok(record) = needle_record::decode_record(line) else { continue };
-                if let Some(filter) = &filter {
-                    if filter.eval(&record, &ctx) != Value::Bool(true) {
-                        metrics.history_records_filtered.inc();
-                        continue;
-                    }
-                }
-                records.push((record, batch.arrival_ms));
-            }
             count += 1;
-            let kept = records.len() as u64;
             let position = Some((base + count).to_string());
-            match store.append_from(records.drain(..), position, &batch.offsets) {
+            let (kept, result) = match batch.content {
+                TapContent::Lines(bytes) => {
+                    records.clear();
+                    for line in Batch::new(bytes).lines() {
+                        // malformed lines are the workers' to count and log
+                        let Ok(record) = needle_record::decode_record(line) else { continue };
+                        if let Some(filter) = &filter {
+                            if filter.eval(&record, &ctx) != Value::Bool(true) {
+                                metrics.history_records_filtered.inc();
+                                continue;
+                            }
+                        }
+                        records.push((record, batch.arrival_ms));
+                    }
+                    let kept = records.len() as u64;
+                    (kept, store.append_from(records.drain(..), position, &batch.offsets))
+                }
+                TapContent::Columns(columns) => {
+                    let columns = match &filter {
+                        None => columns,
+                        Some(filter) => {
+                            let kept = filter_columns(&columns, filter, &ctx);
+                            metrics
+                                .history_records_filtered
+                                .inc_by((columns.num_rows() - kept.num_rows()) as u64);
+                            kept
+                        }
+                    };
+                    let kept = columns.num_rows() as u64;
+                    let result =
+                        store.append_columns(&columns, batch.arrival_ms, position, &batch.offsets);
+                    (kept, result)
+                }
+            };
+            match result {
                 Ok(()) => {
                     metrics.history_records_appended.inc_by(kept);
                 }
@@ -297,6 +329,25 @@ fn run_tap(
     if !waiting.is_empty() && store.flush().is_err() {
         waiting.drain(..).for_each(std::mem::forget);
     }
+}
+
+/// The rows of `columns` (a [`crate::columns::ColumnBatch`]'s) that `filter` holds TRUE for.
+fn filter_columns(
+    columns: &arrow_array::RecordBatch,
+    filter: &CompiledExpr,
+    ctx: &EvalContext,
+) -> arrow_array::RecordBatch {
+    let batch = crate::columns::ColumnBatch::new(columns.clone());
+    let reader = batch.rows_reader();
+    let mut record = Record::new();
+    let keep: arrow_array::BooleanArray = (0..batch.rows())
+        .map(|row| {
+            reader.write(row, &mut record);
+            Some(filter.eval(&record, ctx) == Value::Bool(true))
+        })
+        .collect();
+    arrow_select::filter::filter_record_batch(columns, &keep)
+        .expect("a mask of the batch's own length")
 }
 
 fn log_append_error(error: &needle_history::HistoryError) {

@@ -1,18 +1,26 @@
 //! A source's lines of a metrics protocol (InfluxDB line protocol, OpenTSDB `put`, Graphite
-//! plaintext; parsed by `needle_protocols`) turned into JSON lines before they are handed on, so
-//! the workers, the history tap and everything after them read them as any NDJSON source's
-//! lines, none of them knowing the protocol. A batch of framed lines becomes a batch of JSON
-//! lines, one a point, with the same read time; a malformed line is counted (per protocol, and
-//! in the malformed total), a sample of them logged, and the other lines go on.
+//! plaintext; parsed by `needle_protocols`) turned into batches of events as columns before they
+//! are handed on: the workers read them column at a time where the queries allow it (row by
+//! row otherwise) and the history tap keeps them as the columns they are, so a point is never
+//! written as JSON nor read back from it. A batch of framed lines becomes one batch of columns
+//! per shape of point in it (a shape: the names of its parts in order, and their types, which
+//! most lines of an agent share), with the same read time; a point whose names the protocol
+//! renames (a tag called `timestamp`), or past [`MAX_SHAPES`] shapes, goes in a batch of records
+//! after them. A malformed line is counted (per protocol, and in the malformed total), a
+//! sample of them logged, and the other lines go on.
 
 use super::BatchSink;
+use crate::columns::{ColumnsBuilder, Scalar};
 use crate::framing::Batch;
-use needle_protocols::Format;
+use needle_protocols::{Format, Names, Point, PointValue};
+use needle_record::Record;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Malformed protocol lines seen by this process: the 1st, 2nd, 4th, 8th... are logged.
 static MALFORMED_SEEN: AtomicU64 = AtomicU64::new(0);
+/// Shapes of point gathered as columns in one batch; points of more shapes go as records.
+const MAX_SHAPES: usize = 16;
 
 /// Converts one client's batches of `format` lines (see the module doc).
 pub(crate) struct Converter {
@@ -20,40 +28,55 @@ pub(crate) struct Converter {
     sink: BatchSink,
     /// Who sent the lines, for the log.
     from: String,
+    point: Point,
+    columns: PointColumns,
 }
 
 impl Converter {
     pub(crate) fn new(format: Format, sink: BatchSink, from: impl Into<String>) -> Self {
-        Self { format, sink, from: from.into() }
+        Self {
+            format,
+            sink,
+            from: from.into(),
+            point: Point::new(),
+            columns: PointColumns::default(),
+        }
     }
 
-    /// The batch's points as JSON lines; `None` when it held none (all malformed, comments).
-    pub(crate) fn convert(&mut self, batch: Batch) -> Option<Batch> {
+    /// The batch's points as batches of columns (and maybe one of records); none when it held
+    /// none (all malformed, comments).
+    pub(crate) fn convert(&mut self, batch: Batch) -> Vec<Batch> {
         let now_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-        let mut out = Vec::with_capacity(batch.byte_len() * 2);
+        let mut records: Vec<Record> = Vec::new();
         let mut malformed = 0u64;
+        let capacity = batch.byte_len() / 48 + 16;
         for line in batch.lines() {
-            match self.format.parse_line(line, now_ms) {
-                Ok(Some(record)) => {
-                    record.write_json(&mut out);
-                    out.push(b'\n');
+            let parsed = self.format.parse_point(line, now_ms, &mut self.point);
+            let kept = parsed.and_then(|has_point| {
+                if !has_point {
+                    return Ok(());
                 }
-                Ok(None) => {}
-                Err(error) => {
-                    malformed += 1;
-                    self.log(line, &error);
+                match self.point.check()? {
+                    Names::AsGiven if self.columns.add(&self.point, capacity) => Ok(()),
+                    _ => self.point.to_record().map(|record| records.push(record)),
                 }
+            });
+            if let Err(error) = kept {
+                malformed += 1;
+                self.log(line, &error);
             }
         }
         self.sink.count_malformed(self.format.name(), malformed);
-        if out.is_empty() {
-            return None;
+        let mut out = self.columns.finish();
+        if !records.is_empty() {
+            out.push(Batch::of_records(records, None));
         }
-        let mut converted = Batch::new(out);
-        converted.read_at = batch.read_at;
-        Some(converted)
+        for converted in &mut out {
+            converted.read_at = batch.read_at;
+        }
+        out
     }
 
     fn log(&self, line: &[u8], error: &needle_protocols::ProtocolError) {
@@ -65,6 +88,81 @@ impl Converter {
     }
 }
 
+/// Points gathered as columns, a builder per shape (see the module doc).
+#[derive(Default)]
+struct PointColumns {
+    /// Each shape's names, in order, and its builder.
+    shapes: Vec<(Vec<String>, ColumnsBuilder)>,
+    /// The shape the last point had: tried first.
+    last: usize,
+}
+
+impl PointColumns {
+    /// Adds `point` (whose names are the record's) to the builder of its shape, made when new
+    /// (for about `capacity` points); false when it has none and no more can be made.
+    fn add(&mut self, point: &Point, capacity: usize) -> bool {
+        let candidates =
+            std::iter::once(self.last).chain((0..self.shapes.len()).filter(|&i| i != self.last));
+        for i in candidates {
+            let Some((names, builder)) = self.shapes.get_mut(i) else { continue };
+            if !same_names(names, point) {
+                continue;
+            }
+            if stage(builder, point) {
+                builder.commit();
+                self.last = i;
+                return true;
+            }
+            // the same names, another type somewhere: maybe another builder's
+            builder.discard();
+        }
+        if self.shapes.len() >= MAX_SHAPES {
+            return false;
+        }
+        let names = point.fields().map(|(name, _)| name.to_owned()).collect();
+        let mut builder = ColumnsBuilder::new(capacity);
+        if !stage(&mut builder, point) {
+            // a name a row cannot take (needle's own, past the columns' bound)
+            return false;
+        }
+        builder.commit();
+        self.shapes.push((names, builder));
+        self.last = self.shapes.len() - 1;
+        true
+    }
+
+    /// A batch per shape that has points, in the order the shapes came; the builders are
+    /// forgotten (the next batch's shapes start anew).
+    fn finish(&mut self) -> Vec<Batch> {
+        self.last = 0;
+        self.shapes
+            .drain(..)
+            .filter_map(|(_, mut builder)| builder.finish())
+            .map(Batch::of_columns)
+            .collect()
+    }
+}
+
+/// Whether the point's parts are named `names`, in that order.
+fn same_names(names: &[String], point: &Point) -> bool {
+    let mut fields = point.fields();
+    names.iter().all(|name| fields.next().is_some_and(|(n, _)| n == name))
+        && fields.next().is_none()
+}
+
+/// Stages every part of `point`; false at the first a row of `builder` cannot take.
+fn stage(builder: &mut ColumnsBuilder, point: &Point) -> bool {
+    point.fields().all(|(name, value)| {
+        let scalar = match value {
+            PointValue::Text(text) => Scalar::Text(text),
+            PointValue::Double(d) => Scalar::Double(d),
+            PointValue::Long(l) => Scalar::Long(l),
+            PointValue::Bool(b) => Scalar::Bool(b),
+        };
+        builder.stage(name, scalar)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::testing::{lines_of, sink};
@@ -72,7 +170,7 @@ mod tests {
     use needle_protocols::Precision;
 
     #[test]
-    fn points_become_json_lines_and_malformed_lines_are_counted_per_protocol() {
+    fn points_become_records_and_malformed_lines_are_counted_per_protocol() {
         let (sink, _rx, _stop, counters) = sink(4);
         let mut influx = Converter::new(Format::Influx(Precision::Seconds), sink.clone(), "test");
         let batch = Batch::new(
@@ -87,7 +185,7 @@ mod tests {
             ]
         );
         let mut graphite = Converter::new(Format::Graphite, sink, "test");
-        assert!(graphite.convert(Batch::new(b"no.value\nalso bad\n".to_vec())).is_none());
+        assert!(graphite.convert(Batch::new(b"no.value\nalso bad\n".to_vec())).is_empty());
         // collectd's first reading of a rate: no point, and not malformed (carbon drops it too)
         let first = b"h.cpu.0.cpu.user nan 1700000000\r\nh.memory.memory.used 5 1700000000\r\n";
         let lines = lines_of(graphite.convert(Batch::new(first.to_vec())));
@@ -101,5 +199,39 @@ mod tests {
         };
         assert_eq!((count("influx"), count("graphite"), count("opentsdb")), (1, 2, 0));
         assert_eq!(counters.malformed.get(), 3, "the total counts them too");
+    }
+
+    #[test]
+    fn points_of_each_shape_go_as_columns_and_those_renamed_as_records_every_point_once() {
+        let (sink, _rx, _stop, _counters) = sink(4);
+        let format = Format::Influx(Precision::Seconds);
+        let mut influx = Converter::new(format, sink, "test");
+        let text = "cpu,host=a usage=1.5 1\nmem,host=a used=7i 2\ncpu,host=b usage=2.5 3\n\
+                    cpu,host=c usage=3i 4\ncpu,timestamp=x usage=1 5\nmem,host=b used=8i 6\n\
+                    cpu,host=a,host=b usage=1 7\ncpu,host=d usage=4.5 8\n";
+        let batches = influx.convert(Batch::new(text.as_bytes().to_vec()));
+        // cpu with a DOUBLE usage, mem, cpu with a LONG usage; then the renamed one as a record
+        let shapes: Vec<(bool, usize)> = batches
+            .iter()
+            .map(|b| match b.columns() {
+                Some(columns) => (true, columns.rows()),
+                None => (false, b.records().len()),
+            })
+            .collect();
+        assert_eq!(shapes, [(true, 3), (true, 2), (true, 1), (false, 1)]);
+        let mut got = lines_of(batches);
+        let mut want: Vec<String> = text
+            .lines()
+            .filter_map(|line| format.parse_line(line.as_bytes(), 0).ok().flatten())
+            .map(|record| {
+                let mut json = Vec::new();
+                record.write_json(&mut json);
+                String::from_utf8(json).unwrap()
+            })
+            .collect();
+        assert_eq!(want.len(), 7, "the line with a tag twice is malformed");
+        got.sort();
+        want.sort();
+        assert_eq!(got, want);
     }
 }

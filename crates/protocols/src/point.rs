@@ -1,0 +1,225 @@
+//! [`Point`]: one point as a parser reads it, before it is a record — the protocol's lead part
+//! (its name), the line's tags and fields in line order, then the protocol's trailing parts
+//! (value, timestamp) — held in one reusable buffer, so reading a line allocates nothing once
+//! the buffer has grown. A caller makes it a [`Record`] ([`Point::to_record`]), or reads its
+//! parts in record order ([`Point::fields`]) to put them straight into columns, after
+//! [`Point::check`] said their names need no renaming.
+
+use crate::shape::build;
+use crate::ProtocolError;
+use needle_record::{Record, Value};
+use std::ops::Range;
+
+/// A part's value, as the record will hold it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PointValue<'a> {
+    Text(&'a str),
+    Double(f64),
+    Long(i64),
+    Bool(bool),
+}
+
+impl PointValue<'_> {
+    fn to_value(self) -> Value {
+        match self {
+            PointValue::Text(s) => Value::String(s.to_owned()),
+            PointValue::Double(d) => Value::Double(d),
+            PointValue::Long(l) => Value::Long(l),
+            PointValue::Bool(b) => Value::Bool(b),
+        }
+    }
+}
+
+/// A value held in the point's buffer: text as its place in the buffer's text.
+#[derive(Debug, Clone, PartialEq)]
+enum Held {
+    Text(Range<u32>),
+    Double(f64),
+    Long(i64),
+    Bool(bool),
+}
+
+/// What a point's names ask of whoever makes it a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Names {
+    /// Every name as given: [`Point::fields`] are the record's.
+    AsGiven,
+    /// A tag or field uses one of the protocol's own names: only [`Point::to_record`] renames
+    /// it as the crate doc says.
+    Renamed,
+}
+
+/// One point (see the module doc).
+#[derive(Debug, Default)]
+pub struct Point {
+    protocol: &'static str,
+    lead: Option<(&'static str, Range<u32>)>,
+    /// Tags and fields: name, value.
+    user: Vec<(Range<u32>, Held)>,
+    trail: Vec<(&'static str, Held)>,
+    text: String,
+}
+
+impl Point {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Empties the point for a line of `protocol`.
+    pub(crate) fn start(&mut self, protocol: &'static str) {
+        self.protocol = protocol;
+        self.lead = None;
+        self.user.clear();
+        self.trail.clear();
+        self.text.clear();
+    }
+
+    fn keep(&mut self, text: &str) -> Range<u32> {
+        let start = self.text.len() as u32;
+        self.text.push_str(text);
+        start..self.text.len() as u32
+    }
+
+    fn hold(&mut self, value: PointValue<'_>) -> Held {
+        match value {
+            PointValue::Text(s) => Held::Text(self.keep(s)),
+            PointValue::Double(d) => Held::Double(d),
+            PointValue::Long(l) => Held::Long(l),
+            PointValue::Bool(b) => Held::Bool(b),
+        }
+    }
+
+    /// Sets the protocol's lead part (`measurement`, `metric`, `path`).
+    pub(crate) fn set_lead(&mut self, name: &'static str, text: &str) {
+        let text = self.keep(text);
+        self.lead = Some((name, text));
+    }
+
+    /// Adds a tag or field, after those before it.
+    pub(crate) fn push_user(&mut self, name: &str, value: PointValue<'_>) {
+        let name = self.keep(name);
+        let value = self.hold(value);
+        self.user.push((name, value));
+    }
+
+    /// Adds one of the protocol's trailing parts (`value`, `timestamp`).
+    pub(crate) fn push_trail(&mut self, name: &'static str, value: PointValue<'_>) {
+        let value = self.hold(value);
+        self.trail.push((name, value));
+    }
+
+    fn text(&self, range: &Range<u32>) -> &str {
+        &self.text[range.start as usize..range.end as usize]
+    }
+
+    fn value(&self, held: &Held) -> PointValue<'_> {
+        match held {
+            Held::Text(range) => PointValue::Text(self.text(range)),
+            Held::Double(d) => PointValue::Double(*d),
+            Held::Long(l) => PointValue::Long(*l),
+            Held::Bool(b) => PointValue::Bool(*b),
+        }
+    }
+
+    /// The tags' and fields' names, in line order.
+    fn user_names(&self) -> impl Iterator<Item = &str> + '_ {
+        self.user.iter().map(|(name, _)| self.text(name))
+    }
+
+    /// Whether a name is the protocol's own (its lead's or a trailing part's).
+    fn is_reserved(&self, name: &str) -> bool {
+        self.lead.as_ref().is_some_and(|(lead, _)| *lead == name)
+            || self.trail.iter().any(|(own, _)| *own == name)
+    }
+
+    /// A tag or field name given twice is an error ([`ProtocolError::DuplicateKey`]); else
+    /// whether the names are the record's as given.
+    pub fn check(&self) -> Result<Names, ProtocolError> {
+        let name = |i: usize| self.text(&self.user[i].0);
+        let count = self.user.len();
+        let duplicate = if count <= 16 {
+            (1..count).find(|&i| (0..i).any(|j| name(j) == name(i))).map(name)
+        } else {
+            let mut seen = std::collections::HashSet::with_capacity(count);
+            (0..count).map(name).find(|n| !seen.insert(*n))
+        };
+        if let Some(key) = duplicate {
+            return Err(ProtocolError::DuplicateKey { protocol: self.protocol, key: key.into() });
+        }
+        let renamed = self.user_names().any(|n| self.is_reserved(n));
+        Ok(if renamed { Names::Renamed } else { Names::AsGiven })
+    }
+
+    /// The parts in record order, names as given: the record's fields when [`Point::check`]
+    /// says [`Names::AsGiven`].
+    pub fn fields(&self) -> impl Iterator<Item = (&str, PointValue<'_>)> + '_ {
+        let lead = self.lead.iter().map(|(name, text)| (*name, PointValue::Text(self.text(text))));
+        let user = self.user.iter().map(|(name, value)| (self.text(name), self.value(value)));
+        let trail = self.trail.iter().map(|(name, value)| (*name, self.value(value)));
+        lead.chain(user).chain(trail)
+    }
+
+    /// The point as a record (names renamed where they must be; a duplicate is an error).
+    pub fn to_record(&self) -> Result<Record, ProtocolError> {
+        let (lead_name, lead_text) = self.lead.clone().unwrap_or(("", 0..0));
+        let lead = (lead_name, Value::String(self.text(&lead_text).to_owned()));
+        let user = self
+            .user
+            .iter()
+            .map(|(name, value)| (self.text(name).to_owned(), self.value(value).to_value()))
+            .collect();
+        let trail: Vec<(&'static str, Value)> =
+            self.trail.iter().map(|(name, value)| (*name, self.value(value).to_value())).collect();
+        build(self.protocol, lead, user, &trail)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(user: &[&str]) -> Point {
+        let mut point = Point::new();
+        point.start("p");
+        point.set_lead("metric", "cpu");
+        for (i, name) in user.iter().enumerate() {
+            point.push_user(name, PointValue::Long(i as i64));
+        }
+        point.push_trail("value", PointValue::Double(1.5));
+        point.push_trail("timestamp", PointValue::Long(7));
+        point
+    }
+
+    #[test]
+    fn fields_come_in_record_order_and_equal_the_record_made_of_them() {
+        let point = point(&["host", "dc"]);
+        assert_eq!(point.check(), Ok(Names::AsGiven));
+        let fields: Vec<(&str, PointValue<'_>)> = point.fields().collect();
+        assert_eq!(
+            fields,
+            [
+                ("metric", PointValue::Text("cpu")),
+                ("host", PointValue::Long(0)),
+                ("dc", PointValue::Long(1)),
+                ("value", PointValue::Double(1.5)),
+                ("timestamp", PointValue::Long(7)),
+            ]
+        );
+        let record = point.to_record().unwrap();
+        let names: Vec<&str> = record.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, ["metric", "host", "dc", "value", "timestamp"]);
+    }
+
+    #[test]
+    fn a_name_twice_is_an_error_and_a_reserved_one_asks_for_renaming() {
+        let error = ProtocolError::DuplicateKey { protocol: "p", key: "a".into() };
+        assert_eq!(point(&["a", "b", "a"]).check(), Err(error.clone()));
+        let many: Vec<String> =
+            (0..20).map(|i| format!("k{i}")).chain(["a".into(), "a".into()]).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        assert_eq!(point(&many).check(), Err(error));
+        assert_eq!(point(&["value"]).check(), Ok(Names::Renamed));
+        let record = point(&["value"]).to_record().unwrap();
+        assert_eq!(record.get("_value"), Some(&Value::Long(0)));
+    }
+}
