@@ -412,6 +412,12 @@ impl Encoded {
 }
 
 /// The rows of `encoded` in the order a part stores them (see [`ColumnBuffer::sorted`]).
+///
+/// When every sort field is a text column (or absent) — a series' name and tags, the common
+/// case — the rows are not compared pairwise: each text column's values are ranked once (by a
+/// hash of the distinct values, then a sort of those), and the rows are put in order by the
+/// time, then by each field's rank from the last to the first, with a stable counting sort per
+/// field: a few passes over the rows, whatever their number. Otherwise, a comparison sort.
 fn sort_order(encoded: &Encoded, sort_by: &[String]) -> Result<Vec<u32>, ArrowError> {
     let rows = encoded.batch.num_rows();
     let too_many = || ArrowError::InvalidArgumentError("more than 2^32 rows in a part".into());
@@ -435,7 +441,24 @@ fn sort_order(encoded: &Encoded, sort_by: &[String]) -> Result<Vec<u32>, ArrowEr
             Some(array) => SortKey::of(array)?,
         });
     }
-    keys.push(SortKey::of(encoded.batch.column(0))?);
+    let time = SortKey::of(encoded.batch.column(0))?;
+    if keys.iter().all(|k| matches!(k, SortKey::Absent | SortKey::Text(_))) {
+        if let SortKey::Long(times) = &time {
+            let times = times.values();
+            // stable: ties keep their arrival order (rows that come in time order are left be)
+            if !times.windows(2).all(|w| w[0] <= w[1]) {
+                order.sort_by_key(|&row| times[row as usize]);
+            }
+            for key in keys.iter().rev() {
+                if let SortKey::Text(values) = key {
+                    let (ranks, distinct) = text_ranks(values);
+                    order = counting_sort(&order, &ranks, distinct + 1);
+                }
+            }
+            return Ok(order);
+        }
+    }
+    keys.push(time);
     order.sort_by(|&a, &b| {
         for key in &keys {
             let order = key.cmp(a as usize, key, b as usize);
@@ -446,6 +469,60 @@ fn sort_order(encoded: &Encoded, sort_by: &[String]) -> Result<Vec<u32>, ArrowEr
         std::cmp::Ordering::Equal
     });
     Ok(order)
+}
+
+/// Each row's rank among the column's distinct values (0 for NULL, which sorts first; then
+/// 1.. in byte order, as [`compare_values`] orders strings), and how many distinct values.
+fn text_ranks(values: &StringArray) -> (Vec<u32>, usize) {
+    let mut ids: HashMap<&str, u32> = HashMap::new();
+    let mut distinct: Vec<&str> = Vec::new();
+    let mut row_ids = Vec::with_capacity(values.len());
+    let mut last: Option<(&str, u32)> = None;
+    for value in values.iter() {
+        let id = match value {
+            None => 0,
+            // most rows repeat the one before them (a series' points come together)
+            Some(v) => match last {
+                Some((text, id)) if text == v => id,
+                _ => {
+                    let id = *ids.entry(v).or_insert_with(|| {
+                        distinct.push(v);
+                        distinct.len() as u32
+                    });
+                    last = Some((v, id));
+                    id
+                }
+            },
+        };
+        row_ids.push(id);
+    }
+    // ids in order of first appearance, ranks in byte order
+    let mut by_text: Vec<u32> = (1..=distinct.len() as u32).collect();
+    by_text.sort_unstable_by_key(|&id| distinct[id as usize - 1]);
+    let mut rank_of = vec![0u32; distinct.len() + 1];
+    for (rank, id) in by_text.into_iter().enumerate() {
+        rank_of[id as usize] = rank as u32 + 1;
+    }
+    row_ids.iter_mut().for_each(|id| *id = rank_of[*id as usize]);
+    (row_ids, distinct.len())
+}
+
+/// `order` stably sorted by `ranks` (each below `buckets`, indexed by row).
+fn counting_sort(order: &[u32], ranks: &[u32], buckets: usize) -> Vec<u32> {
+    let mut starts = vec![0usize; buckets + 1];
+    for &row in order {
+        starts[ranks[row as usize] as usize + 1] += 1;
+    }
+    for i in 1..starts.len() {
+        starts[i] += starts[i - 1];
+    }
+    let mut sorted = vec![0u32; order.len()];
+    for &row in order {
+        let slot = &mut starts[ranks[row as usize] as usize];
+        sorted[*slot] = row;
+        *slot += 1;
+    }
+    sorted
 }
 
 /// Appends `value` to `column` (row `row` of the buffer), changing the column's kind to JSON
@@ -920,6 +997,45 @@ mod tests {
                 if row.2.is_some() { want_keys.push("z"); }
                 if row.3.is_some() { want_keys.push("m"); }
                 prop_assert_eq!(keys, want_keys);
+            }
+        }
+
+        /// Sorting by text fields alone (ranks and counting sorts) gives the order the
+        /// record-by-record sort gives, ties in arrival order, NULLs and missing fields first.
+        #[test]
+        fn text_fields_sort_as_records_do(
+            rows in prop::collection::vec(
+                (0i64..6, prop::option::of(prop::option::of("[abc]{0,2}")),
+                 prop::option::of("[ab]{1,2}"), 0u8..3),
+                0..80,
+            ),
+            sort_by in prop::sample::select(vec![
+                vec!["k"], vec!["m", "k"], vec!["none", "k"], vec!["*"], vec!["m", "*"],
+            ]),
+        ) {
+            let rows: Vec<StoredRecord> = rows
+                .into_iter()
+                .map(|(time_ms, k, m, n)| {
+                    let mut record = Record::new();
+                    match k {
+                        Some(Some(k)) => record.insert("k", Value::String(k)),
+                        Some(None) => record.insert("k", Value::Null),
+                        None => {}
+                    }
+                    if let Some(m) = m {
+                        record.insert("m", Value::String(m));
+                    }
+                    record.insert("n", Value::Long(i64::from(n)));
+                    StoredRecord { time_ms, record }
+                })
+                .collect();
+            let sort_by: Vec<String> = sort_by.iter().map(|s| s.to_string()).collect();
+            let mut want: Vec<&StoredRecord> = rows.iter().collect();
+            crate::part::sort(&mut want, &sort_by);
+            let got = read_back(&encode(&rows, &sort_by).unwrap());
+            prop_assert_eq!(got.len(), want.len());
+            for (g, w) in got.iter().zip(&want) {
+                prop_assert_eq!(g, *w);
             }
         }
 
