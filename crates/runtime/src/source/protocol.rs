@@ -10,17 +10,24 @@
 //! sample of them logged, and the other lines go on.
 
 use super::BatchSink;
-use crate::columns::{ColumnsBuilder, Scalar};
+use crate::columns::ColumnBatch;
 use crate::framing::Batch;
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{Field, Schema};
+use needle_engine::columnar::layout::{Kind, RESERVED};
+use needle_engine::columnar::ColumnBuilder;
 use needle_protocols::{Format, Names, Point, PointValue};
 use needle_record::Record;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Malformed protocol lines seen by this process: the 1st, 2nd, 4th, 8th... are logged.
 static MALFORMED_SEEN: AtomicU64 = AtomicU64::new(0);
 /// Shapes of point gathered as columns in one batch; points of more shapes go as records.
 const MAX_SHAPES: usize = 16;
+/// Parts of a point gathered as columns (a point with more goes as a record).
+const MAX_COLUMNS: usize = 256;
 
 /// Converts one client's batches of `format` lines (see the module doc).
 pub(crate) struct Converter {
@@ -88,79 +95,117 @@ impl Converter {
     }
 }
 
-/// Points gathered as columns, a builder per shape (see the module doc).
+/// Points gathered as columns, one set of columns per shape (see the module doc).
 #[derive(Default)]
 struct PointColumns {
-    /// Each shape's names, in order, and its builder.
-    shapes: Vec<(Vec<String>, ColumnsBuilder)>,
+    shapes: Vec<Shape>,
     /// The shape the last point had: tried first.
     last: usize,
 }
 
 impl PointColumns {
-    /// Adds `point` (whose names are the record's) to the builder of its shape, made when new
+    /// Adds `point` (whose names are the record's) to the columns of its shape, made when new
     /// (for about `capacity` points); false when it has none and no more can be made.
     fn add(&mut self, point: &Point, capacity: usize) -> bool {
-        let candidates =
-            std::iter::once(self.last).chain((0..self.shapes.len()).filter(|&i| i != self.last));
-        for i in candidates {
-            let Some((names, builder)) = self.shapes.get_mut(i) else { continue };
-            if !same_names(names, point) {
-                continue;
+        let found = match self.shapes.get(self.last) {
+            Some(shape) if shape.matches(point) => Some(self.last),
+            _ => self.shapes.iter().position(|shape| shape.matches(point)),
+        };
+        let at = match found {
+            Some(at) => at,
+            None => {
+                if self.shapes.len() >= MAX_SHAPES {
+                    return false;
+                }
+                let Some(shape) = Shape::of(point, capacity) else { return false };
+                self.shapes.push(shape);
+                self.shapes.len() - 1
             }
-            if stage(builder, point) {
-                builder.commit();
-                self.last = i;
-                return true;
-            }
-            // the same names, another type somewhere: maybe another builder's
-            builder.discard();
-        }
-        if self.shapes.len() >= MAX_SHAPES {
-            return false;
-        }
-        let names = point.fields().map(|(name, _)| name.to_owned()).collect();
-        let mut builder = ColumnsBuilder::new(capacity);
-        if !stage(&mut builder, point) {
-            // a name a row cannot take (needle's own, past the columns' bound)
-            return false;
-        }
-        builder.commit();
-        self.shapes.push((names, builder));
-        self.last = self.shapes.len() - 1;
+        };
+        self.shapes[at].push(point);
+        self.last = at;
         true
     }
 
-    /// A batch per shape that has points, in the order the shapes came; the builders are
-    /// forgotten (the next batch's shapes start anew).
+    /// A batch per shape, in the order the shapes came; the shapes are forgotten (the next
+    /// batch's start anew).
     fn finish(&mut self) -> Vec<Batch> {
         self.last = 0;
-        self.shapes
-            .drain(..)
-            .filter_map(|(_, mut builder)| builder.finish())
-            .map(Batch::of_columns)
-            .collect()
+        self.shapes.drain(..).map(|shape| Batch::of_columns(shape.finish())).collect()
     }
 }
 
-/// Whether the point's parts are named `names`, in that order.
-fn same_names(names: &[String], point: &Point) -> bool {
-    let mut fields = point.fields();
-    names.iter().all(|name| fields.next().is_some_and(|(n, _)| n == name))
-        && fields.next().is_none()
+/// The points of one shape: the names of their parts, in order, and the kind of each; a column
+/// each.
+struct Shape {
+    names: Vec<String>,
+    kinds: Vec<Kind>,
+    columns: Vec<ColumnBuilder>,
 }
 
-/// Stages every part of `point`; false at the first a row of `builder` cannot take.
-fn stage(builder: &mut ColumnsBuilder, point: &Point) -> bool {
-    point.fields().all(|(name, value)| {
-        let scalar = match value {
-            PointValue::Text(text) => Scalar::Text(text),
-            PointValue::Double(d) => Scalar::Double(d),
-            PointValue::Long(l) => Scalar::Long(l),
-            PointValue::Bool(b) => Scalar::Bool(b),
-        };
-        builder.stage(name, scalar)
-    })
+/// The kind of column that holds a part's value.
+fn kind_of(value: PointValue<'_>) -> Kind {
+    match value {
+        PointValue::Text(_) => Kind::Text,
+        PointValue::Double(_) => Kind::Double,
+        PointValue::Long(_) => Kind::Long,
+        PointValue::Bool(_) => Kind::Bool,
+    }
+}
+
+impl Shape {
+    /// The shape of `point`, with room for about `capacity` points; `None` when a row cannot
+    /// hold it (a name like needle's own columns', more parts than a batch's columns).
+    fn of(point: &Point, capacity: usize) -> Option<Shape> {
+        let (names, kinds): (Vec<String>, Vec<Kind>) =
+            point.fields().map(|(name, value)| (name.to_owned(), kind_of(value))).unzip();
+        if names.len() > MAX_COLUMNS || names.iter().any(|n| n.starts_with(RESERVED)) {
+            return None;
+        }
+        let columns =
+            kinds.iter().map(|&kind| ColumnBuilder::with_capacity(kind, capacity, capacity * 8));
+        Some(Shape { columns: columns.collect(), names, kinds })
+    }
+
+    /// Whether `point`'s parts have this shape's names and kinds, in order.
+    #[inline]
+    fn matches(&self, point: &Point) -> bool {
+        let mut fields = point.fields();
+        for (name, kind) in self.names.iter().zip(&self.kinds) {
+            match fields.next() {
+                Some((n, value)) if n == name && kind_of(value) == *kind => {}
+                _ => return false,
+            }
+        }
+        fields.next().is_none()
+    }
+
+    /// Appends a point of this shape.
+    #[inline]
+    fn push(&mut self, point: &Point) {
+        for (column, (_, value)) in self.columns.iter_mut().zip(point.fields()) {
+            match (column, value) {
+                (ColumnBuilder::Text(b), PointValue::Text(text)) => b.append_value(text),
+                (ColumnBuilder::Double(b), PointValue::Double(d)) => b.append_value(d),
+                (ColumnBuilder::Long(b), PointValue::Long(l)) => b.append_value(l),
+                (ColumnBuilder::Bool(b), PointValue::Bool(v)) => b.append_value(v),
+                _ => unreachable!("a point is pushed to the shape it matches"),
+            }
+        }
+    }
+
+    fn finish(mut self) -> ColumnBatch {
+        let fields: Vec<Field> = self
+            .names
+            .iter()
+            .zip(&self.kinds)
+            .map(|(name, kind)| Field::new(name, kind.data_type(), true))
+            .collect();
+        let arrays: Vec<ArrayRef> = self.columns.iter_mut().map(|c| c.finish()).collect();
+        let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)
+            .expect("a value in every column for every point");
+        ColumnBatch::new(batch)
+    }
 }
 
 #[cfg(test)]

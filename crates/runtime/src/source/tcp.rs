@@ -123,9 +123,15 @@ impl Source for TcpSource {
                     let sink = sink.clone();
                     let options = self.options.clone();
                     let format = self.format;
-                    clients.push(std::thread::spawn(move || {
-                        serve_client(stream, peer, sink, options, format)
-                    }));
+                    let serve = move || serve_client(stream, peer, sink, options, format);
+                    match std::thread::Builder::new().name("needle-tcp-client".into()).spawn(serve)
+                    {
+                        Ok(client) => clients.push(client),
+                        // out of threads: that client's connection is dropped, the others go on
+                        Err(e) => {
+                            eprintln!("needle: tcp source: a client could not be served: {e}")
+                        }
+                    }
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
                     std::thread::sleep(Duration::from_millis(20));
