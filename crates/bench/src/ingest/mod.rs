@@ -17,13 +17,16 @@
 //!    less the sending client's own thread: needle's source, protocol conversion, HTTP server,
 //!    workers, history tap and store.
 //!    The CPU is also told by stage, from the clocks of needle's threads: the history tap
-//!    (decoding each JSON line again and appending it), the store (its flushes into Parquet
+//!    (decoding each JSON line again and appending it; appending a protocol's columns as they
+//!    are), the store (its flushes into Parquet
 //!    parts, the last one included), the workers, the HTTP server (which decodes the bodies),
 //!    and the rest — the `tcp:` source's client thread, which frames and converts the lines
 //!    and ends before it can be read.
 //! 3. The bare decode rates of the same bytes, in memory, one thread: each protocol's decoder
-//!    into records; the same and the records written as JSON lines (what the source or the
-//!    write route hands on); for remote write also snappy + protobuf alone.
+//!    alone (the line protocols into a reusable point, remote write into records); the decoder
+//!    and what the source or the write route hands on (the line protocols' points gathered as
+//!    columns, remote write's records written as JSON lines); for remote write also snappy +
+//!    protobuf alone.
 //! 4. Same results: after each run the store (opened again, read only) must hold exactly the
 //!    workload's points — their count, the sum of their values and their first and last
 //!    timestamps — or the bench fails.
@@ -225,11 +228,13 @@ struct ProtocolFigures {
     ratio_to_json: f64,
     /// Every round's points per CPU-second.
     rounds_points_per_cpu_second: Vec<f64>,
-    /// The decoder alone, bytes in memory → records, one thread.
+    /// The decoder alone, bytes in memory → points (records for remote write and JSON lines),
+    /// one thread.
     decode_per_cpu_second: f64,
-    /// The decoder and the records written as JSON lines (what the source or the write route
-    /// hands on); none for JSON lines, handed on as they are.
-    to_json_lines_per_cpu_second: Option<f64>,
+    /// The decoder and what the source or the write route hands on: the line protocols'
+    /// points as columns, remote write's records as JSON lines; none for JSON lines, handed on
+    /// as they are.
+    handed_on_per_cpu_second: Option<f64>,
     /// Remote write: snappy and protobuf alone (no record built).
     snappy_protobuf_per_cpu_second: Option<f64>,
     /// Requests answered `503` and sent again (summed over the rounds).
@@ -330,7 +335,7 @@ impl Outcome for IngestBench {
             "points/s (wall)",
             "÷ JSON lines",
             "decode only",
-            "decode + JSON lines",
+            "decode + handed on",
             "snappy + protobuf",
         ]);
         let m = |v: f64| format!("{:.3}M", v / 1e6);
@@ -348,7 +353,7 @@ impl Outcome for IngestBench {
                     format!("{:.2} (of {})", p.ratio_to_json, p.baseline)
                 },
                 m(p.decode_per_cpu_second),
-                maybe(p.to_json_lines_per_cpu_second),
+                maybe(p.handed_on_per_cpu_second),
                 maybe(p.snappy_protobuf_per_cpu_second),
             ]);
         }
@@ -459,7 +464,7 @@ struct Run {
 /// The bare decode rates of one protocol's bytes.
 struct Decoding {
     decode: f64,
-    to_json_lines: Option<f64>,
+    handed_on: Option<f64>,
     snappy_protobuf: Option<f64>,
 }
 
@@ -531,7 +536,7 @@ fn measure(args: &Args) -> Result<IngestBench, String> {
                 ratio_to_json: 1.0,
                 rounds_points_per_cpu_second: per_cpu,
                 decode_per_cpu_second: decoding.decode,
-                to_json_lines_per_cpu_second: decoding.to_json_lines,
+                handed_on_per_cpu_second: decoding.handed_on,
                 snappy_protobuf_per_cpu_second: decoding.snappy_protobuf,
                 retries: runs.iter().map(|r| r.retries).sum(),
                 us_per_point: chosen.us_per_point,
@@ -851,31 +856,37 @@ fn decode_rates(protocol: Protocol, rendered: &Rendered, points: u64) -> Result<
                     .filter(|l| std::hint::black_box(needle_record::decode_record(l)).is_ok())
                     .count() as u64)
             })?,
-            to_json_lines: None,
+            handed_on: None,
             snappy_protobuf: None,
         }),
         (Rendered::Lines(bytes), Some(Some(format))) => {
             let decode = per_cpu_second(points, what, || {
+                let mut point = needle_protocols::Point::new();
                 let mut n = 0;
                 for line in lines(bytes.as_slice()) {
-                    if let Ok(Some(record)) = format.parse_line(line, now_ms) {
-                        std::hint::black_box(&record);
+                    if let Ok(true) = format.parse_point(line, now_ms, &mut point) {
+                        std::hint::black_box(point.check().is_ok());
                         n += 1;
                     }
                 }
                 Ok(n)
             })?;
-            let to_json_lines = per_cpu_second(points, what, || {
+            // as the source does: a batch of columns per shape every ~1,000 lines
+            let handed_on = per_cpu_second(points, what, || {
+                let mut batches = needle_runtime::columns::PointBatches::new(format);
                 let mut n = 0;
-                for line in lines(bytes.as_slice()) {
-                    if let Ok(Some(record)) = format.parse_line(line, now_ms) {
-                        write(&record);
+                for (i, line) in lines(bytes.as_slice()).enumerate() {
+                    if batches.push_line(line, now_ms).is_ok() {
                         n += 1;
                     }
+                    if i % 1024 == 1023 {
+                        std::hint::black_box(batches.finish());
+                    }
                 }
+                std::hint::black_box(batches.finish());
                 Ok(n)
             })?;
-            Ok(Decoding { decode, to_json_lines: Some(to_json_lines), snappy_protobuf: None })
+            Ok(Decoding { decode, handed_on: Some(handed_on), snappy_protobuf: None })
         }
         (Rendered::Bodies(bodies), _) if protocol == Protocol::RemoteWrite => {
             let bad = |e: needle_protocols::ProtocolError| e.to_string();
@@ -888,7 +899,7 @@ fn decode_rates(protocol: Protocol, rendered: &Rendered, points: u64) -> Result<
                 }
                 Ok(n as u64)
             })?;
-            let to_json_lines = per_cpu_second(points, what, || {
+            let handed_on = per_cpu_second(points, what, || {
                 let mut n = 0;
                 for body in bodies.iter() {
                     let decoded = remote_write::decode(body).map_err(bad)?;
@@ -907,7 +918,7 @@ fn decode_rates(protocol: Protocol, rendered: &Rendered, points: u64) -> Result<
             })?;
             Ok(Decoding {
                 decode,
-                to_json_lines: Some(to_json_lines),
+                handed_on: Some(handed_on),
                 snappy_protobuf: Some(snappy_protobuf),
             })
         }
@@ -919,7 +930,7 @@ fn decode_rates(protocol: Protocol, rendered: &Rendered, points: u64) -> Result<
                     .filter(|l| std::hint::black_box(needle_record::decode_record(l)).is_ok())
                     .count() as u64)
             })?,
-            to_json_lines: None,
+            handed_on: None,
             snappy_protobuf: None,
         }),
         (Rendered::Lines(_), None) => Err(format!("{what}: lines for an HTTP protocol")),

@@ -9,9 +9,11 @@
 //! type than its column's is not made a row: the pusher keeps it as a record instead).
 
 mod build;
+mod points;
 pub(crate) mod run;
 
 pub use build::{ColumnsBuilder, Scalar};
+pub use points::{PointBatches, MAX_SHAPES};
 
 use arrow_array::{
     Array, BooleanArray, Float32Array, Float64Array, Int32Array, Int64Array, RecordBatch,
