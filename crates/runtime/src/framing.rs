@@ -166,41 +166,46 @@ impl Batch {
     /// A batch of records built in code; `recycler`, when given, gets the vector back (records
     /// and all, to be overwritten) once the workers are done with it.
     pub fn of_records(records: Vec<Record>, recycler: Option<Recycler>) -> Self {
-        let pushed = Pushed::Records { records, recycler };
+        let pushed = Pushed { records, recycler, columns: Vec::new() };
         Self { pushed: Some(Box::new(pushed)), ..Self::new(Vec::new()) }
     }
 
     /// The records pushed from code (empty for a batch of lines).
     pub fn records(&self) -> &[Record] {
-        match self.pushed.as_deref() {
-            Some(Pushed::Records { records, .. }) => records,
-            _ => &[],
-        }
+        self.pushed.as_deref().map_or(&[], |pushed| &pushed.records)
     }
 
     /// A batch of typed events pushed from code as columns.
     pub fn of_columns(columns: ColumnBatch) -> Self {
-        Self { pushed: Some(Box::new(Pushed::Columns(columns))), ..Self::new(Vec::new()) }
+        Self::of_events(vec![columns], Vec::new())
     }
 
-    /// The typed events pushed as columns, if the batch holds them.
-    pub fn columns(&self) -> Option<&ColumnBatch> {
-        match self.pushed.as_deref() {
-            Some(Pushed::Columns(columns)) => Some(columns),
-            _ => None,
-        }
+    /// A batch of events gathered as several batches of columns (each of its own fields: a
+    /// metrics protocol's points of each shape), and records, read in that order.
+    pub fn of_events(columns: Vec<ColumnBatch>, records: Vec<Record>) -> Self {
+        let pushed = Pushed { records, recycler: None, columns };
+        Self { pushed: Some(Box::new(pushed)), ..Self::new(Vec::new()) }
+    }
+
+    /// The events gathered as columns (none for a batch of lines or of records alone).
+    pub fn columns(&self) -> &[ColumnBatch] {
+        self.pushed.as_deref().map_or(&[], |pushed| &pushed.columns)
     }
 
     /// The batch as NDJSON: its bytes (those read in place too, each chunk ending in a
-    /// newline), or its records or columns' rows written as JSON lines (what history keeps of
-    /// events pushed from code).
+    /// newline), or its columns' rows and its records written as JSON lines.
     pub fn to_ndjson(&self) -> Vec<u8> {
-        if let Some(columns) = self.columns() {
-            let mut out = Vec::with_capacity(columns.rows() * 64);
-            columns.write_ndjson(&mut out);
+        let records = self.records();
+        if !self.columns().is_empty() {
+            let rows: usize = self.columns().iter().map(ColumnBatch::rows).sum();
+            let mut out = Vec::with_capacity((rows + records.len()) * 64);
+            self.columns().iter().for_each(|columns| columns.write_ndjson(&mut out));
+            for record in records {
+                record.write_json(&mut out);
+                out.push(b'\n');
+            }
             return out;
         }
-        let records = self.records();
         if records.is_empty() {
             let Some(in_place) = &self.in_place else { return self.data.clone() };
             let mut out = Vec::with_capacity(self.data.len() + in_place.bytes + 1024);
@@ -281,18 +286,20 @@ fn lines_of(data: &[u8]) -> impl Iterator<Item = &[u8]> {
     .filter(|line| !line.iter().all(u8::is_ascii_whitespace))
 }
 
-/// Events pushed from code: records, and where their vector goes back to; or columns.
+/// Events built in code: batches of columns, and records (with where their vector goes back
+/// to).
 #[derive(Debug)]
-enum Pushed {
-    Records { records: Vec<Record>, recycler: Option<Recycler> },
-    Columns(ColumnBatch),
+struct Pushed {
+    columns: Vec<ColumnBatch>,
+    records: Vec<Record>,
+    recycler: Option<Recycler>,
 }
 
 impl Drop for Pushed {
     fn drop(&mut self) {
-        if let Pushed::Records { records, recycler: Some(recycler) } = self {
+        if let Some(recycler) = &self.recycler {
             // a producer that is gone, or has enough spare vectors, lets this one go
-            let _ = recycler.try_send(std::mem::take(records));
+            let _ = recycler.try_send(std::mem::take(&mut self.records));
         }
     }
 }

@@ -119,7 +119,7 @@ impl Worker {
             });
             matched_records += u64::from(outcome.matched > 0);
         }
-        if let Some(columns) = batch.columns() {
+        for columns in batch.columns() {
             records += columns.rows() as u64;
             matched_records += self.process_columns(columns, snapshot, matcher, &ctx);
         }

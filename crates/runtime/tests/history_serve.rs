@@ -234,3 +234,80 @@ fn after_a_restart_a_batch_still_waits_for_its_records_to_be_durable() {
         run(0);
     }
 }
+
+/// A metrics protocol's points reach history as columns (no JSON in between): the store holds
+/// exactly the records the protocol's lines are, those `history.filter` keeps, whatever their
+/// shape — several shapes in one batch, a tag named like the protocol's own part (a record),
+/// strings, booleans and integers — and a malformed line is skipped.
+#[test]
+fn a_protocol_s_points_are_kept_as_the_records_they_are_through_a_history_filter() {
+    use needle_history::ScanRequest;
+    use needle_protocols::{Format, Precision};
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path());
+    config.history.time_field = "timestamp".into();
+    config.history.filter = "host != 'skip'".into();
+    let format = Format::Influx(Precision::Milliseconds);
+    let source = TcpSource::bind("127.0.0.1:0", &SourceOptions::default())
+        .unwrap()
+        .with_format(Some(format));
+    let addr = source.local_addr().unwrap();
+    let metrics = Arc::new(Metrics::new());
+    let runtime = Runtime::start(config, Box::new(source), metrics.clone()).unwrap();
+    let now = 1_795_000_000_000i64;
+    let mut lines = Vec::new();
+    for i in 0..3_000i64 {
+        let host = ["a", "b", "skip"][(i % 3) as usize];
+        lines.push(match i % 5 {
+            0 => format!("cpu,host={host} usage={}.5 {}", i, now + i),
+            1 => format!("mem,host={host},region=eu used={}i,ok=true {}", i, now + i),
+            2 => format!("cpu,host={host} usage={}i {}", i, now + i),
+            3 => format!("log,host={host},timestamp=x msg=\"say \\\"hi\\\"\" {}", now + i),
+            _ => format!("cpu,host={host} usage=1,usage=2 {}", now + i),
+        });
+    }
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.write_all((lines.join("\n") + "\n").as_bytes()).unwrap();
+    drop(stream);
+    let want: Vec<String> = lines
+        .iter()
+        .filter_map(|line| format.parse_line(line.as_bytes(), 0).ok().flatten())
+        .filter(|r| r.get("host").and_then(|h| h.as_str()) != Some("skip"))
+        .map(|r| {
+            let mut json = Vec::new();
+            r.write_json(&mut json);
+            String::from_utf8(json).unwrap()
+        })
+        .collect();
+    assert_eq!(want.len(), 1_600, "4 lines of 5 are points, 2 hosts of 3 kept");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while metrics.history_records_appended.get() < want.len() as u64 {
+        assert!(Instant::now() < deadline, "{} appended", metrics.history_records_appended.get());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let store = runtime.history_store().unwrap();
+    store.flush().unwrap();
+    let scan = store
+        .scan(&ScanRequest { from_ms: i64::MIN, to_ms: i64::MAX, ..Default::default() })
+        .unwrap();
+    let mut got: Vec<String> = scan
+        .buffered
+        .iter()
+        .map(|r| r.record.clone())
+        .collect::<Vec<_>>()
+        .into_iter()
+        .chain(scan.blocks.iter().flat_map(|b| b.read().unwrap()).map(|r| r.record))
+        .map(|r| {
+            let mut json = Vec::new();
+            r.write_json(&mut json);
+            String::from_utf8(json).unwrap()
+        })
+        .collect();
+    let mut want = want;
+    got.sort();
+    want.sort();
+    assert_eq!(got.len(), want.len());
+    assert_eq!(got, want);
+    assert_eq!(metrics.records_malformed.get(), 600, "the lines with a field twice");
+    runtime.shutdown();
+}

@@ -659,16 +659,16 @@ impl Store {
                 StoredRecord { time_ms, record }
             })
             .collect();
-        self.buffer(Incoming::Records(incoming), position, offsets)
+        self.buffer(vec![Incoming::Records(incoming)], position, offsets)
     }
 
-    /// Appends rows given as columns, each row's fields its columns that are not NULL, in
-    /// order (see [`ColumnChunk`]), read at `arrival_ms`: [`Store::append_from`] for a batch of
-    /// events a source or pusher gathered as columns, kept as columns on their way to a part.
+    /// Appends rows given as columns (batches of them, each row's fields its columns that are
+    /// not NULL, in order: see [`ColumnChunk`]), read at `arrival_ms`: [`Store::append_from`]
+    /// for events a source or pusher gathered as columns, kept as columns on their way to a part.
     /// Each row's time is its time field (as [`Store::append`] reads it), else `arrival_ms`.
     pub fn append_columns(
         &self,
-        batch: &arrow_array::RecordBatch,
+        batches: &[arrow_array::RecordBatch],
         arrival_ms: i64,
         position: Option<String>,
         offsets: &OffsetRanges,
@@ -676,21 +676,23 @@ impl Store {
         if self.inner.read_only {
             return Err(HistoryError::ReadOnly);
         }
-        let batch = match self.inner.config.fields {
-            None => batch.clone(),
-            Some(_) => {
-                let schema = batch.schema();
-                let kept: Vec<usize> = (0..schema.fields().len())
-                    .filter(|&i| self.keeps(schema.field(i).name()))
-                    .collect();
-                batch
-                    .project(&kept)
-                    .map_err(|e| HistoryError::parquet(&self.inner.config.dir, e))?
-            }
-        };
-        let times = self.times_of_column(&batch, arrival_ms);
-        let chunk = ColumnChunk { batch, times };
-        self.buffer(Incoming::Columns(chunk), position, offsets)
+        let mut chunks = Vec::with_capacity(batches.len());
+        for batch in batches {
+            let batch = match self.inner.config.fields {
+                None => batch.clone(),
+                Some(_) => {
+                    let schema = batch.schema();
+                    let kept: Vec<usize> = (0..schema.fields().len())
+                        .filter(|&i| self.keeps(schema.field(i).name()))
+                        .collect();
+                    let dir = &self.inner.config.dir;
+                    batch.project(&kept).map_err(|e| HistoryError::parquet(dir, e))?
+                }
+            };
+            let times = self.times_of_column(&batch, arrival_ms);
+            chunks.push(Incoming::Columns(ColumnChunk { batch, times }));
+        }
+        self.buffer(chunks, position, offsets)
     }
 
     /// Each row's time from the time field's column (see [`Store::time_of`]).
@@ -743,23 +745,25 @@ impl Store {
         times
     }
 
-    /// Adds `incoming` to the write buffer (see [`Store::append`]).
+    /// Adds `incoming` to the write buffer, all at once (see [`Store::append`]).
     fn buffer(
         &self,
-        mut incoming: Incoming,
+        incoming: Vec<Incoming>,
         position: Option<String>,
         offsets: &OffsetRanges,
     ) -> Result<(), HistoryError> {
         let full = {
             let mut state = self.state();
-            let room = self.inner.config.max_buffer_records.saturating_sub(state.buffer.len());
             let stopped = !self.health().is_ok();
-            if stopped && incoming.len() > room {
-                let dropped = incoming.len() - room;
-                incoming.truncate(room);
-                self.inner.counters.dropped_records.fetch_add(dropped as u64, Ordering::Relaxed);
+            for mut incoming in incoming {
+                let room = self.inner.config.max_buffer_records.saturating_sub(state.buffer.len());
+                if stopped && incoming.len() > room {
+                    let dropped = (incoming.len() - room) as u64;
+                    incoming.truncate(room);
+                    self.inner.counters.dropped_records.fetch_add(dropped, Ordering::Relaxed);
+                }
+                state.buffer.push(incoming);
             }
-            state.buffer.push(incoming);
             crate::offsets::widen(&mut state.offsets, offsets);
             if position.is_some() {
                 state.position = position;

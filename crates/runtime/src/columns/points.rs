@@ -4,7 +4,7 @@
 //! which most lines of an agent share (`cpu,host=...,region=... usage=... <time>`) — so a shape's
 //! points fill a column per part, every row whole. A point whose names the protocol renames (a
 //! tag called `timestamp`), or of a shape past [`MAX_SHAPES`] in one batch, is kept as a record,
-//! in a batch of records after the others.
+//! after the columns in the same [`Batch`].
 
 use super::ColumnBatch;
 use crate::framing::Batch;
@@ -62,14 +62,14 @@ impl PointBatches {
         }
     }
 
-    /// The points added since the last call: a batch of columns per shape, in the order the
-    /// shapes came, then the records, if any.
-    pub fn finish(&mut self) -> Vec<Batch> {
-        let mut out = self.columns.finish();
-        if !self.records.is_empty() {
-            out.push(Batch::of_records(std::mem::take(&mut self.records), None));
+    /// The points added since the last call, as one batch: a batch of columns per shape, in
+    /// the order the shapes came, then the records; `None` when there were none.
+    pub fn finish(&mut self) -> Option<Batch> {
+        let columns = self.columns.finish();
+        if columns.is_empty() && self.records.is_empty() {
+            return None;
         }
-        out
+        Some(Batch::of_events(columns, std::mem::take(&mut self.records)))
     }
 }
 
@@ -107,9 +107,9 @@ impl PointColumns {
 
     /// A batch per shape, in the order the shapes came; the shapes are forgotten (the next
     /// batch's start anew).
-    fn finish(&mut self) -> Vec<Batch> {
+    fn finish(&mut self) -> Vec<ColumnBatch> {
         self.last = 0;
-        self.shapes.drain(..).map(|shape| Batch::of_columns(shape.finish())).collect()
+        self.shapes.drain(..).map(Shape::finish).collect()
     }
 }
 

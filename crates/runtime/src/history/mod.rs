@@ -70,10 +70,11 @@ struct TapBatch {
     offsets: OffsetRanges,
 }
 
-/// What the tap keeps of a batch: its lines, or its columns.
-enum TapContent {
-    Lines(Vec<u8>),
-    Columns(arrow_array::RecordBatch),
+/// What the tap keeps of a batch: its events gathered as columns (shared, not copied), then its
+/// lines (its records written as lines, for a batch built in code).
+struct TapContent {
+    columns: Vec<arrow_array::RecordBatch>,
+    lines: Vec<u8>,
 }
 
 impl HistoryTap {
@@ -136,9 +137,16 @@ impl HistoryTap {
             return send(batch);
         }
         let offsets = batch.take_offsets();
-        let content = match batch.columns() {
-            Some(columns) => TapContent::Columns(columns.record_batch().clone()),
-            None => TapContent::Lines(batch.to_ndjson()),
+        let content = if batch.columns().is_empty() {
+            TapContent { columns: Vec::new(), lines: batch.to_ndjson() }
+        } else {
+            let mut lines = Vec::new();
+            for record in batch.records() {
+                record.write_json(&mut lines);
+                lines.push(b'\n');
+            }
+            let columns = batch.columns().iter().map(|c| c.record_batch().clone()).collect();
+            TapContent { columns, lines }
         };
         let receipt = batch.take_receipt().map(Arc::new);
         if let Some(shared) = &receipt {
@@ -262,48 +270,48 @@ fn run_tap(
             let ctx = EvalContext::new(batch.arrival_ms);
             count += 1;
             let position = Some((base + count).to_string());
-            let (kept, result) = match batch.content {
-                TapContent::Lines(bytes) => {
-                    records.clear();
-                    for line in Batch::new(bytes).lines() {
-                        // malformed lines are the workers' to count and log
-                        let Ok(record) = needle_record::decode_record(line) else { continue };
-                        if let Some(filter) = &filter {
-                            if filter.eval(&record, &ctx) != Value::Bool(true) {
-                                metrics.history_records_filtered.inc();
-                                continue;
-                            }
-                        }
-                        records.push((record, batch.arrival_ms));
-                    }
-                    let kept = records.len() as u64;
-                    (kept, store.append_from(records.drain(..), position, &batch.offsets))
-                }
-                TapContent::Columns(columns) => {
-                    let columns = match &filter {
-                        None => columns,
-                        Some(filter) => {
-                            let kept = filter_columns(&columns, filter, &ctx);
-                            metrics
-                                .history_records_filtered
-                                .inc_by((columns.num_rows() - kept.num_rows()) as u64);
+            let TapContent { columns, lines } = batch.content;
+            // the position and offsets go with the last append of the batch: a flush between
+            // two must not call the whole batch durable
+            let lines_last = !lines.is_empty() || columns.is_empty();
+            let no_offsets = OffsetRanges::new();
+            if !columns.is_empty() {
+                let columns: Vec<arrow_array::RecordBatch> = match &filter {
+                    None => columns,
+                    Some(filter) => columns
+                        .iter()
+                        .map(|batch| {
+                            let kept = filter_columns(batch, filter, &ctx);
+                            let left_out = batch.num_rows() - kept.num_rows();
+                            metrics.history_records_filtered.inc_by(left_out as u64);
                             kept
+                        })
+                        .collect(),
+                };
+                let kept: u64 = columns.iter().map(|c| c.num_rows() as u64).sum();
+                let (position, offsets) = match lines_last {
+                    true => (None, &no_offsets),
+                    false => (position.clone(), &batch.offsets),
+                };
+                let result = store.append_columns(&columns, batch.arrival_ms, position, offsets);
+                count_append(&metrics, kept, result);
+            }
+            if lines_last {
+                records.clear();
+                for line in Batch::new(lines).lines() {
+                    // malformed lines are the workers' to count and log
+                    let Ok(record) = needle_record::decode_record(line) else { continue };
+                    if let Some(filter) = &filter {
+                        if filter.eval(&record, &ctx) != Value::Bool(true) {
+                            metrics.history_records_filtered.inc();
+                            continue;
                         }
-                    };
-                    let kept = columns.num_rows() as u64;
-                    let result =
-                        store.append_columns(&columns, batch.arrival_ms, position, &batch.offsets);
-                    (kept, result)
+                    }
+                    records.push((record, batch.arrival_ms));
                 }
-            };
-            match result {
-                Ok(()) => {
-                    metrics.history_records_appended.inc_by(kept);
-                }
-                Err(error) => {
-                    metrics.history_records_lost.inc_by(kept);
-                    log_append_error(&error);
-                }
+                let kept = records.len() as u64;
+                let result = store.append_from(records.drain(..), position, &batch.offsets);
+                count_append(&metrics, kept, result);
             }
             if let Some(receipt) = batch.receipt {
                 waiting.push_back((count, receipt));
@@ -328,6 +336,19 @@ fn run_tap(
     // restarted consumer reads it again
     if !waiting.is_empty() && store.flush().is_err() {
         waiting.drain(..).for_each(std::mem::forget);
+    }
+}
+
+/// Counts records appended, or lost when the store refused them.
+fn count_append(metrics: &Metrics, kept: u64, result: Result<(), needle_history::HistoryError>) {
+    match result {
+        Ok(()) => {
+            metrics.history_records_appended.inc_by(kept);
+        }
+        Err(error) => {
+            metrics.history_records_lost.inc_by(kept);
+            log_append_error(&error);
+        }
     }
 }
 

@@ -315,18 +315,17 @@ pub(crate) fn pump(
     read_bytes: usize,
     context: &str,
 ) -> Result<bool, RuntimeError> {
-    pump_converted(reader, framer, sink, read_bytes, context, &mut |batch| vec![batch])
+    pump_converted(reader, framer, sink, read_bytes, context, &mut Some)
 }
 
-/// [`pump`], each framed batch passed through `convert` on its way, which makes it the batches
-/// to send (none: nothing to send).
+/// [`pump`], each framed batch passed through `convert` on its way (`None`: nothing to send).
 pub(crate) fn pump_converted(
     reader: &mut dyn Read,
     framer: &mut LineFramer,
     sink: &BatchSink,
     read_bytes: usize,
     context: &str,
-    convert: &mut dyn FnMut(Batch) -> Vec<Batch>,
+    convert: &mut dyn FnMut(Batch) -> Option<Batch>,
 ) -> Result<bool, RuntimeError> {
     let mut buf = vec![0u8; read_bytes];
     loop {
@@ -339,7 +338,7 @@ pub(crate) fn pump_converted(
         let before = framer.oversized_lines();
         let batch = framer.push(&buf[..n]);
         sink.count_oversized(framer.oversized_lines() - before);
-        for batch in batch.map(&mut *convert).unwrap_or_default() {
+        if let Some(batch) = batch.and_then(&mut *convert) {
             if !sink.send(batch) {
                 return Ok(false);
             }
@@ -349,19 +348,19 @@ pub(crate) fn pump_converted(
 
 /// Sends the framer's last unfinished line, if any.
 pub(crate) fn flush_last_line(framer: &mut LineFramer, sink: &BatchSink) -> bool {
-    flush_last_line_converted(framer, sink, &mut |batch| vec![batch])
+    flush_last_line_converted(framer, sink, &mut Some)
 }
 
 /// [`flush_last_line`], the line passed through `convert` on its way.
 pub(crate) fn flush_last_line_converted(
     framer: &mut LineFramer,
     sink: &BatchSink,
-    convert: &mut dyn FnMut(Batch) -> Vec<Batch>,
+    convert: &mut dyn FnMut(Batch) -> Option<Batch>,
 ) -> bool {
     let before = framer.oversized_lines();
     let last = framer.finish();
     sink.count_oversized(framer.oversized_lines() - before);
-    last.map(convert).unwrap_or_default().into_iter().all(|batch| sink.send(batch))
+    last.and_then(convert).is_none_or(|batch| sink.send(batch))
 }
 
 #[cfg(test)]

@@ -31,9 +31,9 @@ impl Converter {
         Self { format, sink, from: from.into(), points: PointBatches::new(format) }
     }
 
-    /// The batch's points as batches of columns (and maybe one of records); none when it held
-    /// none (all malformed, comments).
-    pub(crate) fn convert(&mut self, batch: Batch) -> Vec<Batch> {
+    /// The batch's points as one batch of events: columns per shape, maybe records after them;
+    /// none when it held none (all malformed, comments).
+    pub(crate) fn convert(&mut self, batch: Batch) -> Option<Batch> {
         let now_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
@@ -46,11 +46,9 @@ impl Converter {
             }
         }
         self.sink.count_malformed(self.format.name(), malformed);
-        let mut out = self.points.finish();
-        for converted in &mut out {
-            converted.read_at = batch.read_at;
-        }
-        out
+        let mut converted = self.points.finish()?;
+        converted.read_at = batch.read_at;
+        Some(converted)
     }
 
     fn log(&self, line: &[u8], error: &needle_protocols::ProtocolError) {
@@ -84,7 +82,7 @@ mod tests {
             ]
         );
         let mut graphite = Converter::new(Format::Graphite, sink, "test");
-        assert!(graphite.convert(Batch::new(b"no.value\nalso bad\n".to_vec())).is_empty());
+        assert!(graphite.convert(Batch::new(b"no.value\nalso bad\n".to_vec())).is_none());
         // collectd's first reading of a rate: no point, and not malformed (carbon drops it too)
         let first = b"h.cpu.0.cpu.user nan 1700000000\r\nh.memory.memory.used 5 1700000000\r\n";
         let lines = lines_of(graphite.convert(Batch::new(first.to_vec())));
@@ -108,17 +106,11 @@ mod tests {
         let text = "cpu,host=a usage=1.5 1\nmem,host=a used=7i 2\ncpu,host=b usage=2.5 3\n\
                     cpu,host=c usage=3i 4\ncpu,timestamp=x usage=1 5\nmem,host=b used=8i 6\n\
                     cpu,host=a,host=b usage=1 7\ncpu,host=d usage=4.5 8\n";
-        let batches = influx.convert(Batch::new(text.as_bytes().to_vec()));
+        let batch = influx.convert(Batch::new(text.as_bytes().to_vec())).unwrap();
         // cpu with a DOUBLE usage, mem, cpu with a LONG usage; then the renamed one as a record
-        let shapes: Vec<(bool, usize)> = batches
-            .iter()
-            .map(|b| match b.columns() {
-                Some(columns) => (true, columns.rows()),
-                None => (false, b.records().len()),
-            })
-            .collect();
-        assert_eq!(shapes, [(true, 3), (true, 2), (true, 1), (false, 1)]);
-        let mut got = lines_of(batches);
+        let shapes: Vec<usize> = batch.columns().iter().map(|c| c.rows()).collect();
+        assert_eq!((shapes, batch.records().len()), (vec![3, 2, 1], 1));
+        let mut got = lines_of([batch]);
         let mut want: Vec<String> = text
             .lines()
             .filter_map(|line| format.parse_line(line.as_bytes(), 0).ok().flatten())

@@ -169,7 +169,7 @@ fn serve_client(
         format.map(|format| Converter::new(format, sink.clone(), format!("tcp client {peer}")));
     let mut convert = |batch: Batch| match &mut converter {
         Some(converter) => converter.convert(batch),
-        None => vec![batch],
+        None => Some(batch),
     };
     let read =
         pump_converted(&mut reader, &mut framer, &sink, options.read_bytes, &context, &mut convert);
