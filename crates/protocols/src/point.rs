@@ -19,7 +19,25 @@ pub enum PointValue<'a> {
     Bool(bool),
 }
 
+/// The type of a part's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PointKind {
+    Text,
+    Double,
+    Long,
+    Bool,
+}
+
 impl PointValue<'_> {
+    pub fn kind(self) -> PointKind {
+        match self {
+            PointValue::Text(_) => PointKind::Text,
+            PointValue::Double(_) => PointKind::Double,
+            PointValue::Long(_) => PointKind::Long,
+            PointValue::Bool(_) => PointKind::Bool,
+        }
+    }
+
     fn to_value(self) -> Value {
         match self {
             PointValue::Text(s) => Value::String(s.to_owned()),
@@ -37,6 +55,15 @@ enum Held {
     Double(f64),
     Long(i64),
     Bool(bool),
+}
+
+fn held_kind(held: &Held) -> PointKind {
+    match held {
+        Held::Text(_) => PointKind::Text,
+        Held::Double(_) => PointKind::Double,
+        Held::Long(_) => PointKind::Long,
+        Held::Bool(_) => PointKind::Bool,
+    }
 }
 
 /// What a point's names ask of whoever makes it a record.
@@ -150,6 +177,26 @@ impl Point {
         Ok(if renamed { Names::Renamed } else { Names::AsGiven })
     }
 
+    /// Whether the point's parts are `shape`'s: its names and kinds, in order (a comparison per
+    /// part, for a caller that keeps points of one shape together).
+    #[inline]
+    pub fn has_shape(&self, shape: &[(String, PointKind)]) -> bool {
+        let Some((lead, _)) = &self.lead else { return false };
+        let parts = 1 + self.user.len() + self.trail.len();
+        if shape.len() != parts || shape[0].0 != *lead || shape[0].1 != PointKind::Text {
+            return false;
+        }
+        let user = &shape[1..1 + self.user.len()];
+        let trail = &shape[1 + self.user.len()..];
+        user.iter()
+            .zip(&self.user)
+            .all(|((name, kind), (n, v))| *kind == held_kind(v) && name == self.text(n))
+            && trail
+                .iter()
+                .zip(&self.trail)
+                .all(|((name, kind), (n, v))| *kind == held_kind(v) && name == n)
+    }
+
     /// The parts in record order, names as given: the record's fields when [`Point::check`]
     /// says [`Names::AsGiven`].
     pub fn fields(&self) -> impl Iterator<Item = (&str, PointValue<'_>)> + '_ {
@@ -221,5 +268,19 @@ mod tests {
         assert_eq!(point(&["value"]).check(), Ok(Names::Renamed));
         let record = point(&["value"]).to_record().unwrap();
         assert_eq!(record.get("_value"), Some(&Value::Long(0)));
+    }
+
+    #[test]
+    fn a_point_has_the_shape_of_its_names_and_kinds_in_order() {
+        let shape_of = |point: &Point| -> Vec<(String, PointKind)> {
+            point.fields().map(|(n, v)| (n.to_owned(), v.kind())).collect()
+        };
+        let a = point(&["host", "dc"]);
+        assert!(a.has_shape(&shape_of(&a)));
+        assert!(!a.has_shape(&shape_of(&point(&["dc", "host"]))));
+        assert!(!a.has_shape(&shape_of(&point(&["host"]))));
+        let mut text = point(&["host"]);
+        text.push_user("dc", PointValue::Text("x"));
+        assert!(!a.has_shape(&shape_of(&text)), "the same names, another kind");
     }
 }

@@ -12,7 +12,7 @@ use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{Field, Schema};
 use needle_engine::columnar::layout::{Kind, RESERVED};
 use needle_engine::columnar::ColumnBuilder;
-use needle_protocols::{Format, Names, Point, PointValue, ProtocolError};
+use needle_protocols::{Format, Names, Point, PointKind, PointValue, ProtocolError};
 use needle_record::Record;
 use std::sync::Arc;
 
@@ -53,8 +53,12 @@ impl PointBatches {
         if !self.format.parse_point(line, now_ms, &mut self.point)? {
             return Ok(());
         }
+        // a point of a shape seen: its names were checked when the shape was made
+        if self.columns.add_to_known(&self.point) {
+            return Ok(());
+        }
         match self.point.check()? {
-            Names::AsGiven if self.columns.add(&self.point, self.capacity) => Ok(()),
+            Names::AsGiven if self.columns.add_new(&self.point, self.capacity) => Ok(()),
             _ => {
                 self.records.push(self.point.to_record()?);
                 Ok(())
@@ -82,26 +86,29 @@ struct PointColumns {
 }
 
 impl PointColumns {
-    /// Adds `point` (whose names are the record's) to the columns of its shape, made when new
-    /// (for about `capacity` points); false when it has none and no more can be made.
-    fn add(&mut self, point: &Point, capacity: usize) -> bool {
+    /// Adds `point` to the columns of its shape, if one of the shapes seen; false otherwise.
+    #[inline]
+    fn add_to_known(&mut self, point: &Point) -> bool {
         let found = match self.shapes.get(self.last) {
-            Some(shape) if shape.matches(point) => Some(self.last),
-            _ => self.shapes.iter().position(|shape| shape.matches(point)),
+            Some(shape) if point.has_shape(&shape.parts) => Some(self.last),
+            _ => self.shapes.iter().position(|shape| point.has_shape(&shape.parts)),
         };
-        let at = match found {
-            Some(at) => at,
-            None => {
-                if self.shapes.len() >= MAX_SHAPES {
-                    return false;
-                }
-                let Some(shape) = Shape::of(point, capacity) else { return false };
-                self.shapes.push(shape);
-                self.shapes.len() - 1
-            }
-        };
+        let Some(at) = found else { return false };
         self.shapes[at].push(point);
         self.last = at;
+        true
+    }
+
+    /// Adds `point` (whose names are the record's, checked) to the columns of a new shape (for
+    /// about `capacity` points); false when no more can be made or a row cannot hold it.
+    fn add_new(&mut self, point: &Point, capacity: usize) -> bool {
+        if self.shapes.len() >= MAX_SHAPES {
+            return false;
+        }
+        let Some(mut shape) = Shape::of(point, capacity) else { return false };
+        shape.push(point);
+        self.shapes.push(shape);
+        self.last = self.shapes.len() - 1;
         true
     }
 
@@ -116,18 +123,17 @@ impl PointColumns {
 /// The points of one shape: the names of their parts, in order, and the kind of each; a column
 /// each.
 struct Shape {
-    names: Vec<String>,
-    kinds: Vec<Kind>,
+    parts: Vec<(String, PointKind)>,
     columns: Vec<ColumnBuilder>,
 }
 
 /// The kind of column that holds a part's value.
-fn kind_of(value: PointValue<'_>) -> Kind {
-    match value {
-        PointValue::Text(_) => Kind::Text,
-        PointValue::Double(_) => Kind::Double,
-        PointValue::Long(_) => Kind::Long,
-        PointValue::Bool(_) => Kind::Bool,
+fn column_kind(kind: PointKind) -> Kind {
+    match kind {
+        PointKind::Text => Kind::Text,
+        PointKind::Double => Kind::Double,
+        PointKind::Long => Kind::Long,
+        PointKind::Bool => Kind::Bool,
     }
 }
 
@@ -135,27 +141,15 @@ impl Shape {
     /// The shape of `point`, with room for about `capacity` points; `None` when a row cannot
     /// hold it (a name like needle's own columns', more parts than a batch's columns).
     fn of(point: &Point, capacity: usize) -> Option<Shape> {
-        let (names, kinds): (Vec<String>, Vec<Kind>) =
-            point.fields().map(|(name, value)| (name.to_owned(), kind_of(value))).unzip();
-        if names.len() > MAX_COLUMNS || names.iter().any(|n| n.starts_with(RESERVED)) {
+        let parts: Vec<(String, PointKind)> =
+            point.fields().map(|(name, value)| (name.to_owned(), value.kind())).collect();
+        if parts.len() > MAX_COLUMNS || parts.iter().any(|(n, _)| n.starts_with(RESERVED)) {
             return None;
         }
-        let columns =
-            kinds.iter().map(|&kind| ColumnBuilder::with_capacity(kind, capacity, capacity * 8));
-        Some(Shape { columns: columns.collect(), names, kinds })
-    }
-
-    /// Whether `point`'s parts have this shape's names and kinds, in order.
-    #[inline]
-    fn matches(&self, point: &Point) -> bool {
-        let mut fields = point.fields();
-        for (name, kind) in self.names.iter().zip(&self.kinds) {
-            match fields.next() {
-                Some((n, value)) if n == name && kind_of(value) == *kind => {}
-                _ => return false,
-            }
-        }
-        fields.next().is_none()
+        let columns = parts.iter().map(|&(_, kind)| {
+            ColumnBuilder::with_capacity(column_kind(kind), capacity, capacity * 8)
+        });
+        Some(Shape { columns: columns.collect(), parts })
     }
 
     /// Appends a point of this shape.
@@ -174,10 +168,9 @@ impl Shape {
 
     fn finish(mut self) -> ColumnBatch {
         let fields: Vec<Field> = self
-            .names
+            .parts
             .iter()
-            .zip(&self.kinds)
-            .map(|(name, kind)| Field::new(name, kind.data_type(), true))
+            .map(|(name, kind)| Field::new(name, column_kind(*kind).data_type(), true))
             .collect();
         let arrays: Vec<ArrayRef> = self.columns.iter_mut().map(|c| c.finish()).collect();
         let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)
