@@ -9,7 +9,8 @@
 //! | `POST /api/put` | OpenTSDB's JSON: a data point `{"metric", "timestamp", "value", "tags"}` or an array of them |
 //! | `POST /api/v1/write` | Prometheus remote write 1.0: a snappy block of a protobuf `WriteRequest`, one record a sample |
 //!
-//! A request's points become one batch of JSON lines handed to the workers whole or not at all:
+//! A request's points become one batch — line protocol's points as columns, a batch per shape
+//! of point ([`PointBatches`]), the others as JSON lines — handed to the workers whole or not at all:
 //! when their queue stays full for [`WRITE_PATIENCE`], the answer is `503` with `Retry-After` and
 //! nothing of the request was taken, so a client's retry neither loses nor duplicates a point.
 //! The body is bounded by `server.max_request_bytes` (`413` above it), and the queue by
@@ -30,6 +31,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use axum::Json;
 use needle_protocols::{Format, Precision};
+use needle_runtime::columns::PointBatches;
 use needle_runtime::framing::Batch;
 use needle_runtime::source::{BatchSink, Refused};
 use serde::{Deserialize, Serialize};
@@ -170,7 +172,7 @@ pub async fn remote_write(
         record.write_json(&mut json);
         json.push(b'\n');
     }
-    match offer(sink, json, "remote_write", decoded.malformed).await {
+    match offer(sink, Batch::new(json), "remote_write", decoded.malformed).await {
         Some(refusal) => refusal,
         None => StatusCode::NO_CONTENT.into_response(),
     }
@@ -237,19 +239,8 @@ async fn influx(
         }
     };
     let format = Format::Influx(precision);
-    write(&state, from, &headers, &body, route, format.name(), |line, now_ms| {
-        format
-            .parse_line(line, now_ms)
-            .map(|record| {
-                record.map(|record| {
-                    let mut json = Vec::new();
-                    record.write_json(&mut json);
-                    json
-                })
-            })
-            .map_err(|e| e.to_string())
-    })
-    .await
+    let convert = |text: &str, from: &str| convert_points(text, from, format);
+    write(&state, from, &headers, &body, route, format.name(), convert).await
 }
 
 /// Writes records as JSON lines: one JSON object a line, as every other source reads them.
@@ -267,7 +258,8 @@ pub async fn records(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    write(&state, from, &headers, &body, "/api/v1/records", "json", |line, _| json_line(line)).await
+    let convert = |text: &str, from: &str| convert_lines(text, from, |line, _| json_line(line));
+    write(&state, from, &headers, &body, "/api/v1/records", "json", convert).await
 }
 
 /// The answer to a `/api/put` some of whose data points were bad (OpenTSDB's `details`), or
@@ -354,7 +346,7 @@ pub async fn put(
     };
     let failed = errors.len();
     if failed < total {
-        if let Some(refusal) = offer(sink, json, "opentsdb", failed as u64).await {
+        if let Some(refusal) = offer(sink, Batch::new(json), "opentsdb", failed as u64).await {
             return refusal;
         }
     } else {
@@ -456,10 +448,10 @@ fn json_line(line: &[u8]) -> Result<Option<Vec<u8>>, String> {
 }
 
 /// What a request's lines came to.
-#[derive(Debug, Default, PartialEq)]
+#[derive(Debug, Default)]
 pub struct Converted {
-    /// The points, as JSON lines.
-    pub json: Vec<u8>,
+    /// The points, as one batch (none when there were none).
+    pub batch: Option<Batch>,
     pub points: usize,
     pub malformed: usize,
     /// The first bad line: its number (1-based) and why.
@@ -475,12 +467,13 @@ pub fn convert_lines(
     let now_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    let mut out = Converted { json: Vec::with_capacity(body.len() * 2), ..Converted::default() };
+    let mut out = Converted::default();
+    let mut lines = Vec::with_capacity(body.len() * 2);
     for (index, line) in body.split('\n').enumerate() {
         match convert(line.as_bytes(), now_ms) {
             Ok(Some(json)) => {
-                out.json.extend_from_slice(&json);
-                out.json.push(b'\n');
+                lines.extend_from_slice(&json);
+                lines.push(b'\n');
                 out.points += 1;
             }
             Ok(None) => {}
@@ -494,6 +487,35 @@ pub fn convert_lines(
             }
         }
     }
+    out.batch = (out.points > 0).then(|| Batch::new(lines));
+    out
+}
+
+/// The body's lines of a metrics protocol gathered as one batch of events, each shape of point
+/// as columns ([`PointBatches`]: no JSON in between); bad lines are logged (a sample) and left
+/// out.
+pub fn convert_points(body: &str, from: &str, format: Format) -> Converted {
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let mut out = Converted::default();
+    let mut points = PointBatches::new(format);
+    points.expect(body.len() / 48 + 16);
+    for (index, line) in body.split('\n').enumerate() {
+        if let Err(error) = points.push_line(line.as_bytes(), now_ms) {
+            out.malformed += 1;
+            let number = index + 1;
+            let reason = error.to_string();
+            log_malformed(from, &format!("line {number}"), &reason, line);
+            if out.first_bad.is_none() {
+                out.first_bad = Some((number, reason));
+            }
+        }
+    }
+    out.batch = points.finish();
+    out.points = out.batch.as_ref().map_or(0, |batch| {
+        batch.columns().iter().map(|c| c.rows()).sum::<usize>() + batch.records().len()
+    });
     out
 }
 
@@ -576,11 +598,10 @@ pub fn plain_body<'a>(
 /// `malformed` bad lines of `protocol` once it is taken; the refusal, else `None`.
 async fn offer(
     sink: BatchSink,
-    json: Vec<u8>,
+    batch: Batch,
     protocol: &'static str,
     malformed: u64,
 ) -> Option<Response> {
-    let batch = Batch::new(json);
     let offered = tokio::task::spawn_blocking(move || {
         let outcome = hand_on(&sink, batch, WRITE_PATIENCE);
         if outcome.is_ok() {
@@ -605,7 +626,7 @@ async fn write(
     body: &[u8],
     route: &str,
     protocol: &'static str,
-    convert: impl Fn(&[u8], i64) -> Result<Option<Vec<u8>>, String> + Send,
+    convert: impl FnOnce(&str, &str) -> Converted + Send,
 ) -> Response {
     let text = match writable(state, headers, body) {
         Ok(text) => text,
@@ -613,11 +634,11 @@ async fn write(
     };
     let client =
         from.map_or_else(|| "a client".to_owned(), |Extension(ConnectInfo(a))| a.to_string());
-    let converted = convert_lines(&text, &format!("HTTP write from {client} to {route}"), convert);
+    let converted = convert(&text, &format!("HTTP write from {client} to {route}"));
     let Some(sink) = state.ingest() else {
         return shutting_down();
     };
-    if converted.points == 0 {
+    let Some(batch) = converted.batch.filter(|_| converted.points > 0) else {
         if let Some((line, reason)) = converted.first_bad {
             sink.count_malformed(protocol, converted.malformed as u64);
             let mut error = ApiError::new(
@@ -631,8 +652,8 @@ async fn write(
         return ApiError::new(StatusCode::BAD_REQUEST, "the request holds no points")
             .with_hint("send one point (or record) a line")
             .into_response();
-    }
-    match offer(sink, converted.json, protocol, converted.malformed as u64).await {
+    };
+    match offer(sink, batch, protocol, converted.malformed as u64).await {
         Some(refusal) => refusal,
         None => StatusCode::NO_CONTENT.into_response(),
     }
@@ -689,27 +710,16 @@ mod tests {
     use needle_runtime::source::{SourceCounters, StopSignal};
     use std::sync::Arc;
 
-    fn influx(line: &[u8], now: i64) -> Result<Option<Vec<u8>>, String> {
-        Format::Influx(Precision::Seconds)
-            .parse_line(line, now)
-            .map(|r| {
-                r.map(|r| {
-                    let mut json = Vec::new();
-                    r.write_json(&mut json);
-                    json
-                })
-            })
-            .map_err(|e| e.to_string())
-    }
-
     #[test]
     fn good_lines_are_kept_and_the_first_bad_one_is_named() {
         let body = "cpu,host=a usage=1.5 1700000000\nnot a point\n\n# comment\ncpu v=2i 1\nx";
-        let out = convert_lines(body, "test", influx);
+        let out = convert_points(body, "test", Format::Influx(Precision::Seconds));
         assert_eq!((out.points, out.malformed), (2, 2));
         assert_eq!(out.first_bad.as_ref().map(|(n, _)| *n), Some(2));
+        let batch = out.batch.unwrap();
+        assert_eq!(batch.columns().len(), 2, "two shapes");
         assert_eq!(
-            String::from_utf8(out.json).unwrap(),
+            String::from_utf8(batch.to_ndjson()).unwrap(),
             "{\"measurement\":\"cpu\",\"host\":\"a\",\"usage\":1.5,\"timestamp\":1700000000000}\n\
              {\"measurement\":\"cpu\",\"v\":2,\"timestamp\":1000}\n"
         );
@@ -722,7 +732,7 @@ mod tests {
         });
         assert_eq!((out.points, out.malformed), (2, 2));
         assert_eq!(out.first_bad.map(|(n, _)| n), Some(2));
-        assert_eq!(out.json, b"{\"a\":1}\n{\"c\":2}\n");
+        assert_eq!(out.batch.unwrap().to_ndjson(), b"{\"a\":1}\n{\"c\":2}\n");
     }
 
     #[test]
