@@ -129,6 +129,12 @@ impl Point {
         self.user.push((name, value));
     }
 
+    /// Forgets the trailing parts, keeping the lead and the tags: for the next sample of one
+    /// series.
+    pub(crate) fn clear_trail(&mut self) {
+        self.trail.clear();
+    }
+
     /// Adds one of the protocol's trailing parts (`value`, `timestamp`).
     pub(crate) fn push_trail(&mut self, name: &'static str, value: PointValue<'_>) {
         let value = self.hold(value);

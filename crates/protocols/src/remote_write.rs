@@ -18,9 +18,9 @@
 //!   body (the HTTP answer is 400: Prometheus does not retry a 4xx). A series with a malformed
 //!   label set loses its samples alone, counted in [`Decoded::malformed`].
 
-use crate::shape::build;
+use crate::point::{Point, PointValue};
 use crate::ProtocolError;
-use needle_record::{Record, Value};
+use needle_record::Record;
 use prost::Message;
 
 /// The largest decompressed body accepted (Prometheus sends at most a few MB a request).
@@ -92,40 +92,65 @@ pub struct Decoded {
 
 /// Decodes a remote write request body (see the module doc).
 pub fn decode(body: &[u8]) -> Result<Decoded, ProtocolError> {
+    let mut records = Vec::new();
+    let counts = decode_points(body, |point| {
+        // the series' names were checked: a record is made of every point
+        if let Ok(record) = point.to_record() {
+            records.push(record);
+        }
+    })?;
+    Ok(Decoded { records, malformed: counts.malformed, non_finite: counts.non_finite })
+}
+
+/// What [`decode_points`] counted.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    /// Points handed on.
+    pub points: u64,
+    /// Samples of series whose labels are malformed (no `__name__`, a label twice).
+    pub malformed: u64,
+    /// NaN and infinite samples, skipped.
+    pub non_finite: u64,
+}
+
+/// Decodes a remote write request body into points, handing each finite sample's to `each`,
+/// series by series, in the body's order: a point's names are checked once per series (a
+/// series whose labels are malformed hands on nothing), so [`Point::check`] need not be asked
+/// again.
+pub fn decode_points(body: &[u8], mut each: impl FnMut(&Point)) -> Result<Counts, ProtocolError> {
     let request = decode_request(body)?;
-    let mut decoded = Decoded::default();
-    for series in request.timeseries {
+    let mut counts = Counts::default();
+    let mut point = Point::new();
+    for series in &request.timeseries {
         let Some(name) = series.labels.iter().find(|l| l.name == "__name__") else {
-            decoded.malformed += series.samples.len() as u64;
+            counts.malformed += series.samples.len() as u64;
             continue;
         };
-        let name = Value::String(name.value.clone());
-        let labels: Vec<(String, Value)> = series
-            .labels
-            .iter()
-            .filter(|l| l.name != "__name__")
-            .map(|l| (l.name.clone(), Value::String(l.value.clone())))
-            .collect();
+        point.start(PROTOCOL);
+        point.set_lead("__name__", &name.value);
+        for label in series.labels.iter().filter(|l| l.name != "__name__") {
+            point.push_user(&label.name, PointValue::Text(&label.value));
+        }
+        // the series' trailing parts, for the check (their names are all it reads)
+        point.push_trail("value", PointValue::Double(0.0));
+        point.push_trail("timestamp", PointValue::Long(0));
+        if point.check().is_err() {
+            counts.malformed += series.samples.len() as u64;
+            continue;
+        }
         for sample in &series.samples {
             if !sample.value.is_finite() {
-                decoded.non_finite += 1;
+                counts.non_finite += 1;
                 continue;
             }
-            let trail = [
-                ("value", Value::Double(sample.value)),
-                ("timestamp", Value::Long(sample.timestamp)),
-            ];
-            match build(PROTOCOL, ("__name__", name.clone()), labels.clone(), &trail) {
-                Ok(record) => decoded.records.push(record),
-                Err(_) => {
-                    // the labels are the series': every sample of it fails alike
-                    decoded.malformed += series.samples.len() as u64;
-                    break;
-                }
-            }
+            point.clear_trail();
+            point.push_trail("value", PointValue::Double(sample.value));
+            point.push_trail("timestamp", PointValue::Long(sample.timestamp));
+            each(&point);
+            counts.points += 1;
         }
     }
-    Ok(decoded)
+    Ok(counts)
 }
 
 /// The `WriteRequest` a body holds: the snappy block decompressed and the protobuf decoded,

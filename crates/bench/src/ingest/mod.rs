@@ -24,9 +24,8 @@
 //!    and ends before it can be read.
 //! 3. The bare decode rates of the same bytes, in memory, one thread: each protocol's decoder
 //!    alone (the line protocols into a reusable point, remote write into records); the decoder
-//!    and what the source or the write route hands on (the line protocols' points gathered as
-//!    columns, remote write's records written as JSON lines); for remote write also snappy +
-//!    protobuf alone.
+//!    and what the source or the write route hands on (the points gathered as columns); for
+//!    remote write also snappy + protobuf alone.
 //! 4. Same results: after each run the store (opened again, read only) must hold exactly the
 //!    workload's points — their count, the sum of their values and their first and last
 //!    timestamps — or the bench fails.
@@ -231,9 +230,8 @@ struct ProtocolFigures {
     /// The decoder alone, bytes in memory → points (records for remote write and JSON lines),
     /// one thread.
     decode_per_cpu_second: f64,
-    /// The decoder and what the source or the write route hands on: the line protocols'
-    /// points as columns, remote write's records as JSON lines; none for JSON lines, handed on
-    /// as they are.
+    /// The decoder and what the source or the write route hands on: the points as columns;
+    /// none for JSON lines, handed on as they are.
     handed_on_per_cpu_second: Option<f64>,
     /// Remote write: snappy and protobuf alone (no record built).
     snappy_protobuf_per_cpu_second: Option<f64>,
@@ -840,15 +838,6 @@ fn per_cpu_second(
 fn decode_rates(protocol: Protocol, rendered: &Rendered, points: u64) -> Result<Decoding, String> {
     let what = protocol.name();
     let now_ms = 0;
-    let mut json = Vec::with_capacity(1 << 20);
-    // JSON lines written, emptied now and then (as the source hands each batch on)
-    let mut write = |record: &needle_record::Record| {
-        if json.len() > 1 << 20 {
-            json.clear();
-        }
-        record.write_json(&mut json);
-        json.push(b'\n');
-    };
     match (rendered, protocol.tcp_format()) {
         (Rendered::Lines(bytes), Some(None)) => Ok(Decoding {
             decode: per_cpu_second(points, what, || {
@@ -873,10 +862,10 @@ fn decode_rates(protocol: Protocol, rendered: &Rendered, points: u64) -> Result<
             })?;
             // as the source does: a batch of columns per shape every ~1,000 lines
             let handed_on = per_cpu_second(points, what, || {
-                let mut batches = needle_runtime::columns::PointBatches::new(format);
+                let mut batches = needle_runtime::columns::PointBatches::new();
                 let mut n = 0;
                 for (i, line) in lines(bytes.as_slice()).enumerate() {
-                    if batches.push_line(line, now_ms).is_ok() {
+                    if batches.push_line(format, line, now_ms).is_ok() {
                         n += 1;
                     }
                     if i % 1024 == 1023 {
@@ -899,14 +888,19 @@ fn decode_rates(protocol: Protocol, rendered: &Rendered, points: u64) -> Result<
                 }
                 Ok(n as u64)
             })?;
+            // as the write route does: a body's samples as points, into columns per shape
             let handed_on = per_cpu_second(points, what, || {
                 let mut n = 0;
                 for body in bodies.iter() {
-                    let decoded = remote_write::decode(body).map_err(bad)?;
-                    decoded.records.iter().for_each(&mut write);
-                    n += decoded.records.len();
+                    let mut batches = needle_runtime::columns::PointBatches::new();
+                    let counts = remote_write::decode_points(body, |point| {
+                        let _ = batches.push_point(point);
+                    })
+                    .map_err(bad)?;
+                    std::hint::black_box(batches.finish());
+                    n += counts.points;
                 }
-                Ok(n as u64)
+                Ok(n)
             })?;
             let snappy_protobuf = per_cpu_second(points, what, || {
                 let mut n = 0;

@@ -21,9 +21,9 @@ pub const MAX_SHAPES: usize = 16;
 /// Parts of a point gathered as columns (a point with more goes as a record).
 const MAX_COLUMNS: usize = 256;
 
-/// Lines of one protocol gathered into batches (see the module doc).
+/// Points gathered into batches (see the module doc).
+#[derive(Default)]
 pub struct PointBatches {
-    format: Format,
     point: Point,
     columns: PointColumns,
     records: Vec<Record>,
@@ -31,14 +31,8 @@ pub struct PointBatches {
 }
 
 impl PointBatches {
-    pub fn new(format: Format) -> Self {
-        Self {
-            format,
-            point: Point::new(),
-            columns: PointColumns::default(),
-            records: Vec::new(),
-            capacity: 1024,
-        }
+    pub fn new() -> Self {
+        Self { capacity: 1024, ..Self::default() }
     }
 
     /// Says about how many points the next batch will hold (the columns' first room).
@@ -46,24 +40,44 @@ impl PointBatches {
         self.capacity = points.max(1);
     }
 
-    /// Adds the point of one line (without its newline); a line that holds none (a comment, a
-    /// blank line, Graphite's NaN) adds nothing. `now_ms` stands for a missing timestamp. A
-    /// malformed line adds nothing and says why.
-    pub fn push_line(&mut self, line: &[u8], now_ms: i64) -> Result<(), ProtocolError> {
-        if !self.format.parse_point(line, now_ms, &mut self.point)? {
-            return Ok(());
-        }
+    /// Adds the point of one line of `format` (without its newline); a line that holds none (a
+    /// comment, a blank line, Graphite's NaN) adds nothing. `now_ms` stands for a missing
+    /// timestamp. A malformed line adds nothing and says why.
+    pub fn push_line(
+        &mut self,
+        format: Format,
+        line: &[u8],
+        now_ms: i64,
+    ) -> Result<(), ProtocolError> {
+        let mut point = std::mem::take(&mut self.point);
+        let pushed = match format.parse_point(line, now_ms, &mut point) {
+            Ok(true) => self.push_point(&point),
+            Ok(false) => Ok(()),
+            Err(error) => Err(error),
+        };
+        self.point = point;
+        pushed
+    }
+
+    /// Adds a point (a protocol's decoder filled it); a malformed one (a name given twice)
+    /// adds nothing and says why.
+    pub fn push_point(&mut self, point: &Point) -> Result<(), ProtocolError> {
         // a point of a shape seen: its names were checked when the shape was made
-        if self.columns.add_to_known(&self.point) {
+        if self.columns.add_to_known(point) {
             return Ok(());
         }
-        match self.point.check()? {
-            Names::AsGiven if self.columns.add_new(&self.point, self.capacity) => Ok(()),
+        match point.check()? {
+            Names::AsGiven if self.columns.add_new(point, self.capacity) => Ok(()),
             _ => {
-                self.records.push(self.point.to_record()?);
+                self.records.push(point.to_record()?);
                 Ok(())
             }
         }
+    }
+
+    /// Points added since the last [`PointBatches::finish`].
+    pub fn points(&self) -> usize {
+        self.columns.rows() + self.records.len()
     }
 
     /// The points added since the last call, as one batch: a batch of columns per shape, in
@@ -110,6 +124,10 @@ impl PointColumns {
         self.shapes.push(shape);
         self.last = self.shapes.len() - 1;
         true
+    }
+
+    fn rows(&self) -> usize {
+        self.shapes.iter().map(|shape| shape.columns.first().map_or(0, ColumnBuilder::len)).sum()
     }
 
     /// A batch per shape, in the order the shapes came; the shapes are forgotten (the next

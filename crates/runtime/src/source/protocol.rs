@@ -28,7 +28,7 @@ pub(crate) struct Converter {
 
 impl Converter {
     pub(crate) fn new(format: Format, sink: BatchSink, from: impl Into<String>) -> Self {
-        Self { format, sink, from: from.into(), points: PointBatches::new(format) }
+        Self { format, sink, from: from.into(), points: PointBatches::new() }
     }
 
     /// The batch's points as one batch of events: columns per shape, maybe records after them;
@@ -40,7 +40,7 @@ impl Converter {
         let mut malformed = 0u64;
         self.points.expect(batch.byte_len() / 48 + 16);
         for line in batch.lines() {
-            if let Err(error) = self.points.push_line(line, now_ms) {
+            if let Err(error) = self.points.push_line(self.format, line, now_ms) {
                 malformed += 1;
                 self.log(line, &error);
             }

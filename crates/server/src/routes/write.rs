@@ -144,7 +144,13 @@ pub async fn remote_write(
             .with_hint(ENABLE_HINT)
             .into_response();
     }
-    let decoded = match needle_protocols::remote_write::decode(&body) {
+    // each series' samples as points, gathered as columns per shape (no record, no JSON)
+    let mut points = PointBatches::new();
+    let decoded = needle_protocols::remote_write::decode_points(&body, |point| {
+        // the decoder checked each series' names
+        let _ = points.push_point(point);
+    });
+    let decoded = match decoded {
         Ok(decoded) => decoded,
         Err(error) => {
             return ApiError::new(StatusCode::BAD_REQUEST, error.to_string())
@@ -162,17 +168,12 @@ pub async fn remote_write(
         let why = "a series without __name__, or a label given twice";
         log_malformed(&from, "samples", why, &format!("{} samples", decoded.malformed));
     }
-    if decoded.records.is_empty() {
+    let Some(batch) = points.finish() else {
         // nothing to hand on (stale markers only, say): taken all the same
         sink.count_malformed("remote_write", decoded.malformed);
         return StatusCode::NO_CONTENT.into_response();
-    }
-    let mut json = Vec::with_capacity(decoded.records.len() * 96);
-    for record in &decoded.records {
-        record.write_json(&mut json);
-        json.push(b'\n');
-    }
-    match offer(sink, Batch::new(json), "remote_write", decoded.malformed).await {
+    };
+    match offer(sink, batch, "remote_write", decoded.malformed).await {
         Some(refusal) => refusal,
         None => StatusCode::NO_CONTENT.into_response(),
     }
@@ -499,10 +500,10 @@ pub fn convert_points(body: &str, from: &str, format: Format) -> Converted {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
     let mut out = Converted::default();
-    let mut points = PointBatches::new(format);
+    let mut points = PointBatches::new();
     points.expect(body.len() / 48 + 16);
     for (index, line) in body.split('\n').enumerate() {
-        if let Err(error) = points.push_line(line.as_bytes(), now_ms) {
+        if let Err(error) = points.push_line(format, line.as_bytes(), now_ms) {
             out.malformed += 1;
             let number = index + 1;
             let reason = error.to_string();
@@ -512,10 +513,8 @@ pub fn convert_points(body: &str, from: &str, format: Format) -> Converted {
             }
         }
     }
+    out.points = points.points();
     out.batch = points.finish();
-    out.points = out.batch.as_ref().map_or(0, |batch| {
-        batch.columns().iter().map(|c| c.rows()).sum::<usize>() + batch.records().len()
-    });
     out
 }
 
