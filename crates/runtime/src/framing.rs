@@ -166,7 +166,7 @@ impl Batch {
     /// A batch of records built in code; `recycler`, when given, gets the vector back (records
     /// and all, to be overwritten) once the workers are done with it.
     pub fn of_records(records: Vec<Record>, recycler: Option<Recycler>) -> Self {
-        let pushed = Pushed { records, recycler, columns: Vec::new() };
+        let pushed = Pushed { records, recycler, columns: Vec::new(), bytes: 0 };
         Self { pushed: Some(Box::new(pushed)), ..Self::new(Vec::new()) }
     }
 
@@ -183,8 +183,17 @@ impl Batch {
     /// A batch of events gathered as several batches of columns (each of its own fields: a
     /// metrics protocol's points of each shape), and records, read in that order.
     pub fn of_events(columns: Vec<ColumnBatch>, records: Vec<Record>) -> Self {
-        let pushed = Pushed { records, recycler: None, columns };
+        let pushed = Pushed { records, recycler: None, columns, bytes: 0 };
         Self { pushed: Some(Box::new(pushed)), ..Self::new(Vec::new()) }
+    }
+
+    /// Says how many bytes the events built in code were read from (a protocol's lines), for
+    /// [`Batch::byte_len`] and the bytes-read metrics.
+    pub fn with_source_bytes(mut self, bytes: usize) -> Self {
+        if let Some(pushed) = self.pushed.as_deref_mut() {
+            pushed.bytes = bytes;
+        }
+        self
     }
 
     /// The events gathered as columns (none for a batch of lines or of records alone).
@@ -252,9 +261,12 @@ impl Batch {
         &self.data
     }
 
-    /// The bytes of the batch's lines, those read in place included.
+    /// The bytes of the batch's lines, those read in place included (for events built in code
+    /// from bytes read, those bytes: [`Batch::with_source_bytes`]).
     pub fn byte_len(&self) -> usize {
-        self.data.len() + self.in_place.as_ref().map_or(0, |p| p.bytes)
+        self.data.len()
+            + self.in_place.as_ref().map_or(0, |p| p.bytes)
+            + self.pushed.as_ref().map_or(0, |p| p.bytes)
     }
 
     /// The non-empty lines, without their `\n` or `\r\n`: those of the batch's vector, then
@@ -293,6 +305,8 @@ struct Pushed {
     columns: Vec<ColumnBatch>,
     records: Vec<Record>,
     recycler: Option<Recycler>,
+    /// The bytes the events were read from (0 for events pushed from code).
+    bytes: usize,
 }
 
 impl Drop for Pushed {

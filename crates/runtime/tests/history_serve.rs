@@ -266,8 +266,9 @@ fn a_protocol_s_points_are_kept_as_the_records_they_are_through_a_history_filter
             _ => format!("cpu,host={host} usage=1,usage=2 {}", now + i),
         });
     }
+    let sent = lines.join("\n") + "\n";
     let mut stream = TcpStream::connect(addr).unwrap();
-    stream.write_all((lines.join("\n") + "\n").as_bytes()).unwrap();
+    stream.write_all(sent.as_bytes()).unwrap();
     drop(stream);
     let want: Vec<String> = lines
         .iter()
@@ -309,5 +310,6 @@ fn a_protocol_s_points_are_kept_as_the_records_they_are_through_a_history_filter
     assert_eq!(got.len(), want.len());
     assert_eq!(got, want);
     assert_eq!(metrics.records_malformed.get(), 600, "the lines with a field twice");
+    assert_eq!(metrics.bytes_read.get(), sent.len() as u64, "the protocol's bytes, as read");
     runtime.shutdown();
 }

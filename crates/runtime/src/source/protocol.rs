@@ -46,7 +46,7 @@ impl Converter {
             }
         }
         self.sink.count_malformed(self.format.name(), malformed);
-        let mut converted = self.points.finish()?;
+        let mut converted = self.points.finish()?.with_source_bytes(batch.byte_len());
         converted.read_at = batch.read_at;
         Some(converted)
     }

@@ -168,7 +168,7 @@ pub async fn remote_write(
         let why = "a series without __name__, or a label given twice";
         log_malformed(&from, "samples", why, &format!("{} samples", decoded.malformed));
     }
-    let Some(batch) = points.finish() else {
+    let Some(batch) = points.finish().map(|batch| batch.with_source_bytes(body.len())) else {
         // nothing to hand on (stale markers only, say): taken all the same
         sink.count_malformed("remote_write", decoded.malformed);
         return StatusCode::NO_CONTENT.into_response();
@@ -514,7 +514,7 @@ pub fn convert_points(body: &str, from: &str, format: Format) -> Converted {
         }
     }
     out.points = points.points();
-    out.batch = points.finish();
+    out.batch = points.finish().map(|batch| batch.with_source_bytes(body.len()));
     out
 }
 
