@@ -227,8 +227,7 @@ struct ProtocolFigures {
     ratio_to_json: f64,
     /// Every round's points per CPU-second.
     rounds_points_per_cpu_second: Vec<f64>,
-    /// The decoder alone, bytes in memory → points (records for remote write and JSON lines),
-    /// one thread.
+    /// The decoder alone, bytes in memory → points (records for JSON lines), one thread.
     decode_per_cpu_second: f64,
     /// The decoder and what the source or the write route hands on: the points as columns;
     /// none for JSON lines, handed on as they are.
@@ -882,11 +881,13 @@ fn decode_rates(protocol: Protocol, rendered: &Rendered, points: u64) -> Result<
             let decode = per_cpu_second(points, what, || {
                 let mut n = 0;
                 for body in bodies.iter() {
-                    n += std::hint::black_box(remote_write::decode(body).map_err(bad)?)
-                        .records
-                        .len();
+                    let counts = remote_write::decode_points(body, |point| {
+                        std::hint::black_box(point);
+                    })
+                    .map_err(bad)?;
+                    n += counts.points;
                 }
-                Ok(n as u64)
+                Ok(n)
             })?;
             // as the write route does: a body's samples as points, into columns per shape
             let handed_on = per_cpu_second(points, what, || {
