@@ -928,6 +928,20 @@ mod tests {
         out
     }
 
+    /// The columns of `rows` sorted by `sort_by` read back as the record-by-record sort orders
+    /// them (ties in arrival order).
+    fn sorts_as_records_do(rows: &[StoredRecord], sort_by: &[&str]) -> Result<(), TestCaseError> {
+        let sort_by: Vec<String> = sort_by.iter().map(|s| s.to_string()).collect();
+        let mut want: Vec<&StoredRecord> = rows.iter().collect();
+        crate::part::sort(&mut want, &sort_by);
+        let got = read_back(&encode(rows, &sort_by).unwrap());
+        prop_assert_eq!(got.len(), want.len());
+        for (g, w) in got.iter().zip(&want) {
+            prop_assert_eq!(g, *w);
+        }
+        Ok(())
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
@@ -940,14 +954,7 @@ mod tests {
                 vec![], vec!["k"], vec!["m", "k"], vec!["none", "k"], vec!["*"], vec!["m", "*"],
             ]),
         ) {
-            let sort_by: Vec<String> = sort_by.iter().map(|s| s.to_string()).collect();
-            let mut want: Vec<&StoredRecord> = rows.iter().collect();
-            crate::part::sort(&mut want, &sort_by);
-            let got = read_back(&encode(&rows, &sort_by).unwrap());
-            prop_assert_eq!(got.len(), want.len());
-            for (g, w) in got.iter().zip(&want) {
-                prop_assert_eq!(g, *w);
-            }
+            sorts_as_records_do(&rows, &sort_by)?;
         }
 
         /// Rows given as a chunk of columns are gathered as the same rows given as records
@@ -1029,14 +1036,7 @@ mod tests {
                     StoredRecord { time_ms, record }
                 })
                 .collect();
-            let sort_by: Vec<String> = sort_by.iter().map(|s| s.to_string()).collect();
-            let mut want: Vec<&StoredRecord> = rows.iter().collect();
-            crate::part::sort(&mut want, &sort_by);
-            let got = read_back(&encode(&rows, &sort_by).unwrap());
-            prop_assert_eq!(got.len(), want.len());
-            for (g, w) in got.iter().zip(&want) {
-                prop_assert_eq!(g, *w);
-            }
+            sorts_as_records_do(&rows, &sort_by)?;
         }
 
         /// Split by partition, every record is in the partition of its time, sorted within it.
