@@ -522,3 +522,71 @@ fn writers_that_outrun_the_workers_are_slowed_or_told_to_retry_and_nothing_taken
         query.join().unwrap();
     }
 }
+
+/// Line protocol over HTTP is kept in history as columns, and what a flush made durable stays:
+/// a server killed with SIGKILL while a writer still sends leaves a store that opens whole and
+/// holds every point flushed before the kill, each once (a prefix of what was sent, counted and
+/// summed: COUNT DISTINCT is a sketch's estimate).
+#[test]
+fn a_server_killed_mid_write_keeps_every_flushed_point_once() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    const T0: i64 = 1_700_000_000_000;
+    let lines = |from: usize, to: usize| -> String {
+        (from..to)
+            .map(|i| format!("cpu,host=h{} id={i}i,usage={i}.5 {}\n", i % 50, T0 + i as i64))
+            .collect()
+    };
+    let store = tempfile::tempdir().unwrap();
+    let store_arg = store.path().to_str().unwrap().to_owned();
+    let mut server = Serve::start(&["--workers", "1", "--source", "http", "--history", &store_arg]);
+    let v2 = format!("{}/api/v2/write?precision=ms", server.url);
+    for request in 0..20 {
+        let body = lines(request * 1_000, (request + 1) * 1_000);
+        assert_eq!(write(&v2, None, body.as_bytes()), (204, None));
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while server.metric("needle_history_records_written") < 20_000.0 {
+        assert!(Instant::now() < deadline, "the points were not flushed: {}", server.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // a writer goes on; the server is killed under it
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut request = 20;
+            while !stop.load(Ordering::SeqCst) {
+                let body = lines(request * 1_000, (request + 1) * 1_000);
+                let sent = Client::new().post(&v2).body(body).send();
+                if sent.is_err() {
+                    break;
+                }
+                request += 1;
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(700));
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    stop.store(true, Ordering::SeqCst);
+    writer.join().unwrap();
+
+    let ask = |select: &str| -> Value {
+        let query = format!("SELECT {select} FROM HISTORY({T0}, {})", T0 + 10_000_000);
+        let out = common::needle(&["query", "--history", &store_arg, "--format", "json", &query]);
+        let answer: Value = common::stdout(&out)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .last()
+            .expect("an answer");
+        answer["records"][0].clone()
+    };
+    // points are appended in the order they came: what is durable is ids 0..n, each once
+    let row = ask("COUNT(*) AS n, MIN(id) AS lo, MAX(id) AS hi, SUM(id) AS total");
+    let n = row["n"].as_i64().unwrap();
+    assert!(n >= 20_000, "the flushed points are kept: {row}");
+    assert_eq!((row["lo"].as_i64(), row["hi"].as_i64()), (Some(0), Some(n - 1)), "{row}");
+    assert_eq!(row["total"].as_f64(), Some((n * (n - 1) / 2) as f64), "each point once: {row}");
+    assert_eq!(row["lo"], 0, "{row}");
+}
