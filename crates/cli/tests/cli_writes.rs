@@ -578,7 +578,7 @@ fn a_server_killed_mid_write_keeps_every_flushed_point_once() {
         let answer: Value = common::stdout(&out)
             .lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .last()
+            .next_back()
             .expect("an answer");
         answer["records"][0].clone()
     };
