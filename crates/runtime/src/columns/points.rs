@@ -196,3 +196,72 @@ impl Shape {
         ColumnBatch::new(batch)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use needle_protocols::Precision;
+    use proptest::prelude::*;
+
+    /// A line of line protocol from a small grammar: many measurements (more shapes than a
+    /// batch keeps as columns), tags and fields of every type, a tag named like the protocol's
+    /// own part, a field given twice, and lines that are not points.
+    fn line() -> impl Strategy<Value = String> {
+        let measurement =
+            prop::sample::select((0..24).map(|i| format!("m{i}")).collect::<Vec<_>>());
+        let tag = prop::sample::select(vec!["host=a", "host=b", "dc=x", "timestamp=t", ""]);
+        let field = prop::sample::select(vec![
+            "v=1.5",
+            "v=2i",
+            "v=true",
+            "v=\"s\"",
+            "w=3u",
+            "v=1,v=2",
+            "v=-0.5,w=4i",
+        ]);
+        let kind = 0u8..10;
+        (measurement, tag, field, kind, 0i64..5).prop_map(|(m, tag, field, kind, t)| match kind {
+            0 => "not a point".to_owned(),
+            1 => "# a comment".to_owned(),
+            _ if tag.is_empty() => format!("{m} {field} {t}"),
+            _ => format!("{m},{tag} {field} {t}"),
+        })
+    }
+
+    fn json(record: &Record) -> String {
+        let mut out = Vec::new();
+        record.write_json(&mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    proptest! {
+        /// The points gathered as columns (and records) are the records the lines parse to,
+        /// each once; the lines that are not points are refused alike.
+        #[test]
+        fn batches_hold_the_records_the_lines_are(lines in prop::collection::vec(line(), 0..120)) {
+            let format = Format::Influx(Precision::Seconds);
+            let mut batches = PointBatches::new();
+            let mut want = Vec::new();
+            for line in &lines {
+                let parsed = format.parse_line(line.as_bytes(), 7);
+                let pushed = batches.push_line(format, line.as_bytes(), 7);
+                prop_assert_eq!(parsed.is_err(), pushed.is_err(), "{}", line);
+                if let Ok(Some(record)) = parsed {
+                    want.push(json(&record));
+                }
+            }
+            prop_assert_eq!(batches.points(), want.len());
+            let batch = batches.finish();
+            prop_assert!(batch.as_ref().is_none_or(|b| b.columns().len() <= MAX_SHAPES));
+            let mut got: Vec<String> = batch
+                .map(|b| String::from_utf8(b.to_ndjson()).unwrap())
+                .unwrap_or_default()
+                .lines()
+                .map(str::to_owned)
+                .collect();
+            got.sort();
+            want.sort();
+            prop_assert_eq!(got, want);
+        }
+    }
+}
