@@ -45,20 +45,24 @@ pub(crate) fn selection(
     to_ms: i64,
 ) -> Option<RowSelection> {
     let rows = meta.metadata().row_group(index).num_rows().max(0) as usize;
-    let mut fields = vec![TIME_COLUMN.to_owned()];
+    let mut fields = Vec::new();
     if let Some(filter) = filter {
         top_fields(filter, &mut fields);
     }
     let mut by_field: HashMap<&str, Pages> = HashMap::new();
     for field in &fields {
-        if let Some(pages) = pages(meta, json_columns, index, field, rows) {
+        let column = layout::column_name(field);
+        if let Some(pages) = pages(meta, json_columns, index, &column, rows) {
             by_field.insert(field.as_str(), pages);
         }
     }
-    if by_field.values().all(|p| p.starts.len() <= 1) {
+    // the time column by its own name (a field's name would be escaped)
+    let times = pages(meta, json_columns, index, TIME_COLUMN, rows);
+    if by_field.values().chain(&times).all(|p| p.starts.len() <= 1) {
         return None; // one page a column: the block's own statistics said it all
     }
-    let mut cuts: Vec<usize> = by_field.values().flat_map(|p| p.starts.iter().copied()).collect();
+    let mut cuts: Vec<usize> =
+        by_field.values().chain(&times).flat_map(|p| p.starts.iter().copied()).collect();
     cuts.push(rows);
     cuts.sort_unstable();
     cuts.dedup();
@@ -70,7 +74,7 @@ pub(crate) fn selection(
             continue;
         }
         let zone = PieceZone { meta, by_field: &by_field, row: start };
-        let in_range = match zone.stats(TIME_COLUMN) {
+        let in_range = match times.as_ref().map(|t| t.stats[t.at(start)].clone()) {
             Some(Some(ColumnStats {
                 min: Some(Value::Long(lo)),
                 max: Some(Value::Long(hi)),
@@ -111,11 +115,10 @@ fn pages(
     meta: &ArrowReaderMetadata,
     json_columns: &[String],
     index: usize,
-    field: &str,
+    column: &str,
     rows: usize,
 ) -> Option<Pages> {
-    let column = layout::column_name(field);
-    let position = meta.schema().index_of(&column).ok()?;
+    let position = meta.schema().index_of(column).ok()?;
     let json = json_columns.iter().any(|c| *c == column);
     let kind = prune::kind_of(meta.schema().field(position).data_type(), json)?;
     let page_index = meta.metadata().page_index_for_row_group(index);

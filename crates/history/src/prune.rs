@@ -205,7 +205,8 @@ pub(crate) fn stats_values(
     }
 }
 
-/// The kind of a column from its Arrow type, unless it holds JSON text.
+/// The kind of a column from its Arrow type, unless it holds JSON text; the time column's
+/// (a timestamp of ms) is [`Kind::Long`], its statistics being its ms.
 pub(crate) fn kind_of(data_type: &arrow_schema::DataType, json: bool) -> Option<Kind> {
     use arrow_schema::DataType as D;
     Some(match data_type {
@@ -213,6 +214,8 @@ pub(crate) fn kind_of(data_type: &arrow_schema::DataType, json: bool) -> Option<
         D::Boolean => Kind::Bool,
         D::Int32 => Kind::Int,
         D::Int64 => Kind::Long,
+        // the time column (a UTC timestamp of ms): its statistics are the INT64 ms
+        D::Timestamp(arrow_schema::TimeUnit::Millisecond, _) => Kind::Long,
         D::Float32 => Kind::Float,
         D::Float64 => Kind::Double,
         D::Utf8 => Kind::Text,

@@ -547,3 +547,29 @@ fn a_scan_under_way_keeps_reading_the_parts_a_merge_replaced() {
     assert_eq!(files(dir.path()), 1, "once no scan can read them, they go");
     assert_eq!(everything(&store).len(), 400);
 }
+
+/// Each block's time range is its own rows' (the time column is a timestamp, whose statistics
+/// are its ms), so a narrow range reads only the blocks that overlap it.
+#[test]
+fn blocks_are_pruned_by_their_own_time_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path());
+    c.partition_ms = 1_000_000;
+    let store = Store::open(c).unwrap();
+    store.append(numbered(400, 1_000), None).unwrap();
+    store.flush().unwrap();
+    let all = store
+        .scan(&ScanRequest { from_ms: i64::MIN, to_ms: i64::MAX, filter: None, fields: None })
+        .unwrap();
+    assert_eq!(all.blocks.len(), 50);
+    for block in &all.blocks {
+        let times: Vec<i64> = block.read().unwrap().iter().map(|r| r.time_ms).collect();
+        let want = (*times.iter().min().unwrap(), *times.iter().max().unwrap());
+        assert_eq!(block.time_range(), want);
+    }
+    let scan = store
+        .scan(&ScanRequest { from_ms: 104_000, to_ms: 120_000, filter: None, fields: None })
+        .unwrap();
+    assert_eq!(scan.stats.blocks_to_read, 2, "{:?}", scan.stats);
+    assert!(scan.blocks.iter().all(|b| b.fully_in_range()));
+}

@@ -308,14 +308,7 @@ impl Block {
     /// The earliest and latest record time in the block.
     pub fn time_range(&self) -> (i64, i64) {
         let zone = BlockZone { part: &self.part, index: self.index, bloom: None };
-        match zone.stats(TIME_COLUMN) {
-            Some(Some(ColumnStats {
-                min: Some(Value::Long(lo)),
-                max: Some(Value::Long(hi)),
-                ..
-            })) => (lo, hi),
-            _ => self.part.time_range,
-        }
+        zone.times().unwrap_or(self.part.time_range)
     }
 
     /// Every row of the block lies in the scan's range.
@@ -378,12 +371,25 @@ impl BlockZone<'_> {
     }
 }
 
-impl Zone for BlockZone<'_> {
-    fn stats(&self, field: &str) -> Option<Option<ColumnStats>> {
-        let column = column_name(field);
+impl BlockZone<'_> {
+    /// The earliest and latest record time in the block, from its time column's statistics.
+    fn times(&self) -> Option<(i64, i64)> {
+        // the time column by its own name (a field's name would be escaped: [`column_name`])
+        match self.column(TIME_COLUMN) {
+            Some(Some(ColumnStats {
+                min: Some(Value::Long(lo)),
+                max: Some(Value::Long(hi)),
+                ..
+            })) => Some((lo, hi)),
+            _ => None,
+        }
+    }
+
+    /// [`Zone::stats`] of a column by its name.
+    fn column(&self, column: &str) -> Option<Option<ColumnStats>> {
         let schema = self.part.meta.schema();
-        let position = schema.index_of(&column).ok()?;
-        let json = self.part.json_columns.iter().any(|c| *c == column);
+        let position = schema.index_of(column).ok()?;
+        let json = self.part.json_columns.iter().any(|c| c == column);
         let Some(kind) = prune::kind_of(schema.field(position).data_type(), json) else {
             return Some(None);
         };
@@ -395,7 +401,7 @@ impl Zone for BlockZone<'_> {
         let sum = self
             .part
             .sums
-            .get(column.as_ref())
+            .get(column)
             .and_then(|blocks| blocks.get(self.index))
             .map(|(_, sum)| *sum);
         Some(Some(ColumnStats {
@@ -405,6 +411,12 @@ impl Zone for BlockZone<'_> {
             null_count,
             sum,
         }))
+    }
+}
+
+impl Zone for BlockZone<'_> {
+    fn stats(&self, field: &str) -> Option<Option<ColumnStats>> {
+        self.column(&column_name(field))
     }
 
     fn might_contain(&self, field: &str, value: &Value) -> bool {
@@ -1409,14 +1421,7 @@ impl Store {
                 let part = Arc::new(part);
                 for index in 0..part.blocks() {
                     let zone = BlockZone { part: &part, index, bloom: None };
-                    let (blo, bhi) = match zone.stats(TIME_COLUMN) {
-                        Some(Some(ColumnStats {
-                            min: Some(Value::Long(a)),
-                            max: Some(Value::Long(b)),
-                            ..
-                        })) => (a, b),
-                        _ => (lo, hi),
-                    };
+                    let (blo, bhi) = zone.times().unwrap_or((lo, hi));
                     if bhi < request.from_ms || blo >= request.to_ms {
                         continue;
                     }
