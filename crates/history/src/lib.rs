@@ -16,6 +16,7 @@
 //! the engine's evaluator, [`needle_engine::columnar`].
 
 pub mod catalog;
+mod chunks;
 pub mod columns;
 pub mod config;
 pub mod error;

@@ -14,6 +14,7 @@
 //!   sums, the part's merge level, the parts it replaces (a merge), the source position
 //!   after its last record and the source offsets its records came from.
 
+use crate::chunks::BlockChunks;
 use crate::columns::{self, Encoded, StoredRecord, LAYOUT_COLUMN, META_JSON_COLUMNS, META_LAYOUTS};
 use crate::config::StoreConfig;
 use crate::object::reader::{PartFile, RemoteObject};
@@ -25,10 +26,9 @@ use needle_engine::columnar::{BucketSummary, Columns, Filter, GroupRequest, Summ
 use needle_query::ast::Expr;
 use needle_record::Record;
 use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
-    ParquetRecordBatchReaderBuilder, RowSelection,
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader, RowGroups, RowSelection,
 };
-use parquet::arrow::{ArrowWriter, ProjectionMask};
+use parquet::arrow::{parquet_to_arrow_field_levels, ArrowWriter, ProjectionMask};
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::metadata::PageIndexPolicy;
 use parquet::file::metadata::{KeyValue, ParquetMetaData};
@@ -671,15 +671,22 @@ impl Part {
                 indices.iter().map(|i| row_group.column(*i).byte_range()).collect();
             object.cache.prefetch(&object.bucket, &object.key, object.size, &ranges)?;
         }
-        let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, meta.clone())
-            .with_row_groups(vec![index])
-            .with_projection(ProjectionMask::roots(&descriptor, indices))
-            .with_batch_size(batch_size);
-        if let Some(selection) = selection {
-            builder = builder.with_row_selection(selection);
-        }
-        let reader = guard(&self.path, || builder.build())?
-            .map_err(|e| HistoryError::parquet(&self.path, e))?;
+        // the block's pages decompressed by the reading thread's own context ([`chunks`])
+        let build = || {
+            let mask = ProjectionMask::roots(&descriptor, indices);
+            let levels =
+                parquet_to_arrow_field_levels(&descriptor, mask, Some(meta.schema().fields()))?;
+            let chunks =
+                BlockChunks { reader: Arc::new(file), metadata: meta.metadata().clone(), index };
+            let rows = chunks.num_rows();
+            ParquetRecordBatchReader::try_new_with_row_groups(
+                &levels,
+                &chunks,
+                batch_size.min(rows.max(1)),
+                selection,
+            )
+        };
+        let reader = guard(&self.path, build)?.map_err(|e| HistoryError::parquet(&self.path, e))?;
         Ok(Batches::new(reader, &self.path))
     }
 
