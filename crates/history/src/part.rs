@@ -746,9 +746,9 @@ impl Part {
     }
 
     /// [`Part::read_block`], handing each record to `f` (one record refilled in place); with a
-    /// filter, the rows it proves FALSE or NULL are handed on by their times, their records not
-    /// built. `prune`: the WHERE whose page statistics skip pages ([`crate::pages`]): rows of
-    /// skipped pages are not handed on at all.
+    /// filter, the rows it proves FALSE or NULL are handed on by their times (a batch at a time,
+    /// before any record), their records not built. `prune`: the WHERE whose page statistics
+    /// skip pages ([`crate::pages`]): rows of skipped pages are not handed on at all.
     pub(crate) fn visit_block(
         &self,
         index: usize,
@@ -762,25 +762,40 @@ impl Part {
             pages::selection(&self.meta, &self.json_columns, index, prune, from_ms, to_ms);
         // first the filter's columns: the rows that fail are handed on now, and only the
         // matches are read whole (`None`: a JSON column, every row is read whole)
-        let filtered = match filter {
-            Some(filter) => self.matches(index, filter, selection.clone(), (from_ms, to_ms))?,
+        let found = match filter {
+            Some(filter) => self.matches(index, filter, selection.clone(), (from_ms, to_ms), f)?,
             None => None,
         };
-        if let Some((matches, failed)) = filtered {
-            if !failed.is_empty() {
-                f(BlockRows::Failed(&failed));
-            }
-            if !matches.selects_any() {
+        let mut known: Option<RecordBatch> = None;
+        if let Some(Matches { rows, columns }) = found {
+            if !rows.selects_any() {
                 return Ok(());
             }
             selection = Some(match selection {
-                Some(pages) => pages.and_then(&matches),
-                None => matches,
-            })
+                Some(pages) => pages.and_then(&rows),
+                None => rows,
+            });
+            known = Some(columns);
         }
+        // the columns the filter's read decoded are not read again: the matches' values are
+        // set beside the other columns' (the time column and the delta-packed ones are the
+        // costliest to skip through)
+        let known_names: Vec<&str> = match &known {
+            Some(k) => k.schema_ref().fields().iter().map(|f| f.name().as_str()).collect(),
+            None => Vec::new(),
+        };
+        let keep = |name: &str| {
+            columns::reads_column(name, wanted) && !known_names.iter().any(|k| *k == name)
+        };
         let (layouts, json) = (&self.layouts, &self.json_columns);
-        for batch in self.batches(index, wanted, selection)? {
-            let batch = batch.map_err(|e| HistoryError::parquet(&self.path, e))?;
+        let mut offset = 0;
+        for batch in self.reader(index, &self.meta, keep, 8192, selection)? {
+            let mut batch = batch.map_err(|e| HistoryError::parquet(&self.path, e))?;
+            if let Some(known) = &known {
+                batch = beside(&batch, known, offset)
+                    .map_err(|e| HistoryError::parquet(&self.path, e))?;
+                offset += batch.num_rows();
+            }
             columns::visit(&batch, layouts, json, wanted, (from_ms, to_ms), &mut |t, record| {
                 f(BlockRows::Record(t, record))
             })
@@ -790,20 +805,29 @@ impl Part {
     }
 
     /// Of the rows `selection` keeps (all without one), those in `[from, to)` that make
-    /// `filter` TRUE, as a selection of those rows, and the times of the rows in range that do
-    /// not. `None` when the filter cannot be evaluated over these columns.
+    /// `filter` TRUE: as a selection of those rows, with their values of the columns read here
+    /// (the time and the filter's columns, but text read as dictionaries); the times of the rows
+    /// in range that do not are handed to `f`, a batch at a time. `None` when the filter cannot
+    /// be evaluated over these columns (before `f` is called).
     fn matches(
         &self,
         index: usize,
         filter: &Filter,
         selection: Option<RowSelection>,
         (from_ms, to_ms): (i64, i64),
-    ) -> Result<Option<(RowSelection, Vec<i64>)>, HistoryError> {
+        f: &mut dyn FnMut(BlockRows<'_>),
+    ) -> Result<Option<Matches>, HistoryError> {
         let mut selected = Vec::new();
         let mut failed = Vec::new();
+        let mut kept: Vec<RecordBatch> = Vec::new();
+        let mut handed = false;
         for batch in self.column_batches(index, filter.fields(), true, true, selection)? {
             let batch = batch.map_err(|e| HistoryError::parquet(&self.path, e))?;
             let Some(keep) = filter.rows(&Columns::of(&batch, &self.json_columns)) else {
+                if handed {
+                    // (a batch's columns are the block's: the first batch said so already)
+                    return Err(HistoryError::parquet(&self.path, "a column changed kind"));
+                }
                 return Ok(None);
             };
             let times = batch
@@ -811,11 +835,27 @@ impl Part {
                 .and_then(|a| layout::time_values(a.as_ref()))
                 .ok_or_else(|| HistoryError::parquet(&self.path, "no time column"))?;
             let in_range = |t: i64| t >= from_ms && t < to_ms;
+            let from = selected.len();
             selected.extend(times.iter().zip(&keep).map(|(t, k)| *k && in_range(*t)));
+            failed.clear();
             let fails = times.iter().zip(&keep).filter(|(t, k)| !**k && in_range(**t));
             failed.extend(fails.map(|(t, _)| *t));
+            if !failed.is_empty() {
+                handed = true;
+                f(BlockRows::Failed(&failed));
+            }
+            let passed = arrow_array::BooleanArray::from(selected[from..].to_vec());
+            let plain = plain_columns(&batch).map_err(|e| HistoryError::parquet(&self.path, e))?;
+            let matched = arrow_select::filter::filter_record_batch(&plain, &passed)
+                .map_err(|e| HistoryError::parquet(&self.path, e))?;
+            kept.push(matched);
         }
-        Ok(Some((selection_of(&selected), failed)))
+        let columns = match kept.first() {
+            Some(first) => arrow_select::concat::concat_batches(first.schema_ref(), &kept)
+                .map_err(|e| HistoryError::parquet(&self.path, e))?,
+            None => RecordBatch::new_empty(Arc::new(arrow_schema::Schema::empty())),
+        };
+        Ok(Some(Matches { rows: selection_of(&selected), columns }))
     }
 
     /// Every record of the part (a merge's input).
@@ -826,6 +866,44 @@ impl Part {
         }
         Ok(out)
     }
+}
+
+/// What a filter's read of a block found ([`Part::matches`]).
+struct Matches {
+    /// Of the rows read, those that pass.
+    rows: RowSelection,
+    /// Their values of the columns read that a record reads as they are (not the dictionaries).
+    columns: RecordBatch,
+}
+
+/// `batch` without its columns of text read as dictionaries (a record reads text).
+fn plain_columns(batch: &RecordBatch) -> Result<RecordBatch, arrow_schema::ArrowError> {
+    let schema = batch.schema_ref();
+    let plain: Vec<usize> = (0..schema.fields().len())
+        .filter(|i| !matches!(schema.field(*i).data_type(), arrow_schema::DataType::Dictionary(..)))
+        .collect();
+    batch.project(&plain)
+}
+
+/// `batch` with the rows `offset..` of `known`'s columns beside its own (as many rows).
+fn beside(
+    batch: &RecordBatch,
+    known: &RecordBatch,
+    offset: usize,
+) -> Result<RecordBatch, arrow_schema::ArrowError> {
+    let rows = batch.num_rows();
+    if offset + rows > known.num_rows() {
+        return Err(arrow_schema::ArrowError::InvalidArgumentError(
+            "the matches read again are more than the filter found".into(),
+        ));
+    }
+    let mut fields: Vec<arrow_schema::FieldRef> = batch.schema_ref().fields().to_vec();
+    let mut columns = batch.columns().to_vec();
+    fields.extend(known.schema_ref().fields().iter().cloned());
+    columns.extend(known.columns().iter().map(|c| c.slice(offset, rows)));
+    let schema = Arc::new(arrow_schema::Schema::new(fields));
+    let options = arrow_array::RecordBatchOptions::new().with_row_count(Some(rows));
+    RecordBatch::try_new_with_options(schema, columns, &options)
 }
 
 /// The rows marked true as a Parquet row selection (a selector per stretch).
