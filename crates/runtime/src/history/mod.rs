@@ -23,6 +23,7 @@
 //! the tap has appended all of those); every batch after it reaches the query live.
 
 pub mod gather;
+pub mod readers;
 pub mod replay;
 
 pub use gather::{Gather, Gathered, WorkerHistory};

@@ -277,22 +277,24 @@ impl Replay {
         let next = AtomicUsize::new(0);
         let results: Mutex<Vec<ThreadResult>> = Mutex::new(Vec::new());
         let threads = threads.clamp(1, units.max(1));
-        std::thread::scope(|scope| {
-            for _ in 0..threads {
-                scope.spawn(|| {
-                    let mut mine = ThreadResult::default();
-                    let mut raw_worker = plan.query.new_worker();
-                    while !cancel.load(Ordering::Relaxed) {
-                        let unit = next.fetch_add(1, Ordering::Relaxed);
-                        if unit >= units {
-                            break;
-                        }
-                        self.read_unit(plan, unit, &mut mine, &mut raw_worker);
-                    }
-                    results.lock().unwrap_or_else(|e| e.into_inner()).push(mine);
-                });
+        let read = || {
+            let mut mine = ThreadResult::default();
+            let mut raw_worker = plan.query.new_worker();
+            while !cancel.load(Ordering::Relaxed) {
+                let unit = next.fetch_add(1, Ordering::Relaxed);
+                if unit >= units {
+                    break;
+                }
+                self.read_unit(plan, unit, &mut mine, &mut raw_worker);
             }
-        });
+            results.lock().unwrap_or_else(|e| e.into_inner()).push(mine);
+        };
+        // this thread and kept reader threads (a thread made per query cost a small read more
+        // than its reading: see the readers module)
+        let read = &read;
+        super::readers::run_all(
+            (0..threads).map(|_| Box::new(read) as Box<dyn FnOnce() + Send + '_>).collect(),
+        );
         results.into_inner().unwrap_or_else(|e| e.into_inner())
     }
 
