@@ -784,9 +784,7 @@ impl Part {
             Some(k) => k.schema_ref().fields().iter().map(|f| f.name().as_str()).collect(),
             None => Vec::new(),
         };
-        let keep = |name: &str| {
-            columns::reads_column(name, wanted) && !known_names.iter().any(|k| *k == name)
-        };
+        let keep = |name: &str| columns::reads_column(name, wanted) && !known_names.contains(&name);
         let (layouts, json) = (&self.layouts, &self.json_columns);
         let mut offset = 0;
         for batch in self.reader(index, &self.meta, keep, 8192, selection)? {
