@@ -290,6 +290,26 @@ fn compare(col: Col<'_>, rows: usize, op: CompareOp, literal: &Value) -> Option<
                 }
             }
         }
+        (Col::Double(a), _) if float.is_some() && a.null_count() == 0 => {
+            // no NULL: one comparison a row, without branches (the common case of a reading)
+            let l = float.unwrap_or_default();
+            let test: fn(f64, f64) -> bool = match op {
+                CompareOp::Eq => |v, l| v == l,
+                CompareOp::Ne => |v, l| v != l,
+                CompareOp::Lt => |v, l| v < l,
+                CompareOp::Le => |v, l| v <= l,
+                CompareOp::Gt => |v, l| v > l,
+                CompareOp::Ge => |v, l| v >= l,
+            };
+            let rows = truth.t.iter_mut().zip(truth.f.iter_mut()).zip(a.values().iter());
+            for ((t, f), v) in rows {
+                // NaN orders against nothing: NULL, as `partial_cmp` has it below
+                let known = !v.is_nan() && !l.is_nan();
+                let h = test(*v, l);
+                *t = known && h;
+                *f = known && !h;
+            }
+        }
         (Col::Double(a), _) if float.is_some() => {
             let l = float.unwrap_or_default();
             let values = a.values();
@@ -389,5 +409,31 @@ pub(crate) mod tests {
         assert_eq!(rows("NOT a = 'x'"), [false, false, false]);
         assert_eq!(rows("a IS NULL OR missing IS NULL"), [true, true, true]);
         assert_eq!(rows("NOT missing = 1"), [false, false, false]);
+    }
+
+    /// Doubles without NULL (compared without branches) answer as with NULL among them: NaN
+    /// compares with nothing, -0.0 equals 0.0.
+    #[test]
+    fn doubles_compare_alike_with_and_without_nulls() {
+        use arrow_array::Float64Array;
+        let values = [1.0, f64::NAN, -0.0, 0.0, 2.5, -3.0];
+        let plain = Float64Array::from(values.to_vec());
+        let with_null: Vec<Option<f64>> =
+            values.iter().map(|v| Some(*v)).chain(std::iter::once(None)).collect();
+        let with_null = Float64Array::from(with_null);
+        let batch = |a: Float64Array| {
+            RecordBatch::try_from_iter([("a", std::sync::Arc::new(a) as _)]).unwrap()
+        };
+        let (plain, with_null) = (batch(plain), batch(with_null));
+        for op in ["=", "<>", "<", "<=", ">", ">="] {
+            for literal in ["0", "0.0", "-3", "2.5", "1"] {
+                for text in [format!("a {op} {literal}"), format!("NOT a {op} {literal}")] {
+                    let f = filter(&text).unwrap();
+                    let fast = f.rows(&Columns::of(&plain, &[])).unwrap();
+                    let slow = f.rows(&Columns::of(&with_null, &[])).unwrap();
+                    assert_eq!(fast[..], slow[..values.len()], "{text}");
+                }
+            }
+        }
     }
 }
