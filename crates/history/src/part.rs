@@ -832,12 +832,20 @@ impl Part {
                 .column_by_name(TIME_COLUMN)
                 .and_then(|a| layout::time_values(a.as_ref()))
                 .ok_or_else(|| HistoryError::parquet(&self.path, "no time column"))?;
-            let in_range = |t: i64| t >= from_ms && t < to_ms;
             let from = selected.len();
-            selected.extend(times.iter().zip(&keep).map(|(t, k)| *k && in_range(*t)));
+            selected.reserve(keep.len());
+            // one pass, the failed times written without a branch (a row a time is written,
+            // kept when it failed)
             failed.clear();
-            let fails = times.iter().zip(&keep).filter(|(t, k)| !**k && in_range(**t));
-            failed.extend(fails.map(|(t, _)| *t));
+            failed.resize(keep.len(), 0);
+            let mut fails = 0;
+            for (row, (t, k)) in times.iter().zip(&keep).enumerate() {
+                let in_range = *t >= from_ms && *t < to_ms;
+                selected.push(*k && in_range);
+                failed[fails.min(row)] = *t;
+                fails += usize::from(!*k && in_range);
+            }
+            failed.truncate(fails);
             if !failed.is_empty() {
                 handed = true;
                 f(BlockRows::Failed(&failed));
