@@ -274,11 +274,7 @@ fn a_protocol_s_points_are_kept_as_the_records_they_are_through_a_history_filter
         .iter()
         .filter_map(|line| format.parse_line(line.as_bytes(), 0).ok().flatten())
         .filter(|r| r.get("host").and_then(|h| h.as_str()) != Some("skip"))
-        .map(|r| {
-            let mut json = Vec::new();
-            r.write_json(&mut json);
-            String::from_utf8(json).unwrap()
-        })
+        .map(|r| r.to_json())
         .collect();
     assert_eq!(want.len(), 1_600, "4 lines of 5 are points, 2 hosts of 3 kept");
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -295,14 +291,8 @@ fn a_protocol_s_points_are_kept_as_the_records_they_are_through_a_history_filter
         .buffered
         .iter()
         .map(|r| r.record.clone())
-        .collect::<Vec<_>>()
-        .into_iter()
         .chain(scan.blocks.iter().flat_map(|b| b.read().unwrap()).map(|r| r.record))
-        .map(|r| {
-            let mut json = Vec::new();
-            r.write_json(&mut json);
-            String::from_utf8(json).unwrap()
-        })
+        .map(|r| r.to_json())
         .collect();
     let mut want = want;
     got.sort();

@@ -228,12 +228,6 @@ mod tests {
         })
     }
 
-    fn json(record: &Record) -> String {
-        let mut out = Vec::new();
-        record.write_json(&mut out);
-        String::from_utf8(out).unwrap()
-    }
-
     proptest! {
         /// The points gathered as columns (and records) are the records the lines parse to,
         /// each once; the lines that are not points are refused alike.
@@ -247,7 +241,7 @@ mod tests {
                 let pushed = batches.push_line(format, line.as_bytes(), 7);
                 prop_assert_eq!(parsed.is_err(), pushed.is_err(), "{}", line);
                 if let Ok(Some(record)) = parsed {
-                    want.push(json(&record));
+                    want.push(record.to_json());
                 }
             }
             prop_assert_eq!(batches.points(), want.len());

@@ -8,8 +8,8 @@
 //! the records `history.filter` holds TRUE for, and appends them (with the time they were read)
 //! to the store's write buffer; a batch of events gathered as columns (a metrics protocol's
 //! points, typed events pushed from code) goes as its columns, shared, and is appended as
-//! columns, with no record made of its rows unless a filter must read them; the store's background thread makes them durable every
-//! `history.flush_ms`. The hand-off is bounded: a store that falls behind slows the source, as
+//! columns, with no record made of its rows unless a filter must read them; the store's
+//! background thread makes them durable every `history.flush_ms`. The hand-off is bounded: a store that falls behind slows the source, as
 //! slow workers do. A batch's [`crate::framing::Receipt`] (Kafka's offsets) is shared by the
 //! workers and the tap, and dropped — so the offsets committed — only once both are done with it:
 //! the results went out *and* the records are durable in history.

@@ -114,11 +114,7 @@ mod tests {
         let mut want: Vec<String> = text
             .lines()
             .filter_map(|line| format.parse_line(line.as_bytes(), 0).ok().flatten())
-            .map(|record| {
-                let mut json = Vec::new();
-                record.write_json(&mut json);
-                String::from_utf8(json).unwrap()
-            })
+            .map(|record| record.to_json())
             .collect();
         assert_eq!(want.len(), 7, "the line with a tag twice is malformed");
         got.sort();
