@@ -73,15 +73,20 @@ impl ColumnChunk {
     pub fn record(&self, row: usize) -> StoredRecord {
         let mut record = Record::new();
         for (field, array) in self.batch.schema_ref().fields().iter().zip(self.batch.columns()) {
-            let Some(kind) = kind_of_column(array.data_type(), false) else { continue };
-            let Some(column) = Column::of(array.as_ref(), kind) else { continue };
-            match column.value(row) {
+            match value_at(array.as_ref(), row) {
                 Value::Null => {}
                 value => record.insert(field.name().as_str(), value),
             }
         }
         StoredRecord { time_ms: self.times[row], record }
     }
+}
+
+/// Row `row` of a chunk's column (typed as [`Kind::data_type`] says; NULL for another type).
+pub(crate) fn value_at(array: &dyn Array, row: usize) -> Value {
+    kind_of_column(array.data_type(), false)
+        .and_then(|kind| Column::of(array, kind))
+        .map_or(Value::Null, |column| column.value(row))
 }
 
 /// A column of `kind` as a JSON column holding the same values (each as its JSON text, nulls

@@ -573,3 +573,51 @@ fn blocks_are_pruned_by_their_own_time_range() {
     assert_eq!(scan.stats.blocks_to_read, 2, "{:?}", scan.stats);
     assert!(scan.blocks.iter().all(|b| b.fully_in_range()));
 }
+
+/// Rows appended as columns take their time from the time field whatever its column's type
+/// (a LONG, a DOUBLE floored, RFC 3339 text), the arrival time when it is NULL or absent
+/// (counted), and read back as the records they are.
+#[test]
+fn rows_appended_as_columns_are_timed_by_their_time_field_of_any_type() {
+    use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(config(dir.path())).unwrap();
+    let arrival = 5_000_000;
+    let columns = |ts: ArrayRef| {
+        let name: ArrayRef = Arc::new(StringArray::from(vec!["a", "b"]));
+        RecordBatch::try_from_iter([("name", name), ("ts", ts)]).unwrap()
+    };
+    let longs = columns(Arc::new(Int64Array::from(vec![Some(1_000), None])));
+    let doubles = columns(Arc::new(Float64Array::from(vec![2_000.9, 3_000.0])));
+    let text = columns(Arc::new(StringArray::from(vec!["1970-01-01T00:00:04Z", "never"])));
+    let no_time =
+        RecordBatch::try_from_iter([("name", Arc::new(StringArray::from(vec!["c"])) as ArrayRef)])
+            .unwrap();
+    let batches = [longs, doubles, text, no_time];
+    store.append_columns(&batches, arrival, None, &Default::default()).unwrap();
+    assert_eq!(store.counters().missing_time.load(std::sync::atomic::Ordering::Relaxed), 3);
+    store.flush().unwrap();
+    let scan = store
+        .scan(&ScanRequest { from_ms: i64::MIN, to_ms: i64::MAX, ..Default::default() })
+        .unwrap();
+    let mut got: Vec<(i64, String)> = scan
+        .blocks
+        .iter()
+        .flat_map(|b| b.read().unwrap())
+        .chain(scan.buffered)
+        .map(|r| (r.time_ms, r.record.to_json()))
+        .collect();
+    got.sort();
+    let want = [
+        (1_000, r#"{"name":"a","ts":1000}"#),
+        (2_000, r#"{"name":"a","ts":2000.9}"#),
+        (3_000, r#"{"name":"b","ts":3000.0}"#),
+        (4_000, r#"{"name":"a","ts":"1970-01-01T00:00:04Z"}"#),
+        (arrival, r#"{"name":"b","ts":"never"}"#),
+        (arrival, r#"{"name":"b"}"#),
+        (arrival, r#"{"name":"c"}"#),
+    ];
+    let want: Vec<(i64, String)> = want.iter().map(|(t, j)| (*t, (*j).to_owned())).collect();
+    assert_eq!(got, want);
+}

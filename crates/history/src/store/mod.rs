@@ -176,6 +176,20 @@ struct State {
     next_sequence: u64,
 }
 
+/// A time field's value as epoch milliseconds: a number (floored), or RFC 3339 text.
+fn time_ms(value: &Value) -> Option<i64> {
+    match value {
+        Value::Long(ms) => Some(*ms),
+        Value::Int(ms) => Some(i64::from(*ms)),
+        Value::Double(ms) if ms.is_finite() => Some(*ms as i64),
+        Value::Float(ms) if ms.is_finite() => Some(*ms as i64),
+        Value::String(text) => {
+            chrono::DateTime::parse_from_rfc3339(text).ok().map(|t| t.timestamp_millis())
+        }
+        _ => None,
+    }
+}
+
 /// Which records a scan wants.
 #[derive(Debug, Clone, Default)]
 pub struct ScanRequest {
@@ -617,19 +631,8 @@ impl Store {
 
     /// A record's time: its time field, or `arrival_ms` (counted).
     fn time_of(&self, record: &Record, arrival_ms: i64) -> i64 {
-        let time = self.inner.config.time_field.as_ref().and_then(|f| record.get(f)).and_then(
-            |v| match v {
-                Value::Long(ms) => Some(*ms),
-                Value::Int(ms) => Some(i64::from(*ms)),
-                Value::Double(ms) if ms.is_finite() => Some(*ms as i64),
-                Value::Float(ms) if ms.is_finite() => Some(*ms as i64),
-                Value::String(text) => {
-                    chrono::DateTime::parse_from_rfc3339(text).ok().map(|t| t.timestamp_millis())
-                }
-                _ => None,
-            },
-        );
-        time.unwrap_or_else(|| {
+        let time = self.inner.config.time_field.as_ref().and_then(|f| record.get(f));
+        time.and_then(time_ms).unwrap_or_else(|| {
             self.inner.counters.missing_time.fetch_add(1, Ordering::Relaxed);
             arrival_ms
         })
@@ -710,47 +713,32 @@ impl Store {
     /// Each row's time from the time field's column (see [`Store::time_of`]).
     fn times_of_column(&self, batch: &arrow_array::RecordBatch, arrival_ms: i64) -> Vec<i64> {
         use arrow_array::cast::AsArray;
-        use arrow_array::types::{Float32Type, Float64Type, Int32Type, Int64Type};
+        use arrow_array::types::Int64Type;
         use arrow_array::Array;
-        use arrow_schema::DataType;
         let rows = batch.num_rows();
         let column = self.inner.config.time_field.as_ref().and_then(|f| batch.column_by_name(f));
         let mut missing = 0u64;
-        let mut times = Vec::with_capacity(rows);
-        match column {
-            Some(array) if *array.data_type() == DataType::Int64 && array.null_count() == 0 => {
-                times.extend_from_slice(array.as_primitive::<Int64Type>().values());
+        let times = match column {
+            // epoch milliseconds in every row (a protocol's points): the column as it is
+            Some(array)
+                if *array.data_type() == arrow_schema::DataType::Int64
+                    && array.null_count() == 0 =>
+            {
+                array.as_primitive::<Int64Type>().values().to_vec()
             }
-            Some(array) => {
-                let floor = |v: f64| v.is_finite().then_some(v as i64);
-                for row in 0..rows {
-                    let time = array.is_valid(row).then(|| match array.data_type() {
-                        DataType::Int64 => Some(array.as_primitive::<Int64Type>().value(row)),
-                        DataType::Int32 => {
-                            Some(i64::from(array.as_primitive::<Int32Type>().value(row)))
-                        }
-                        DataType::Float64 => floor(array.as_primitive::<Float64Type>().value(row)),
-                        DataType::Float32 => {
-                            floor(f64::from(array.as_primitive::<Float32Type>().value(row)))
-                        }
-                        DataType::Utf8 => chrono::DateTime::parse_from_rfc3339(
-                            array.as_string::<i32>().value(row),
-                        )
-                        .ok()
-                        .map(|t| t.timestamp_millis()),
-                        _ => None,
-                    });
-                    times.push(time.flatten().unwrap_or_else(|| {
+            Some(array) => (0..rows)
+                .map(|row| {
+                    time_ms(&crate::columns::value_at(array.as_ref(), row)).unwrap_or_else(|| {
                         missing += 1;
                         arrival_ms
-                    }));
-                }
-            }
+                    })
+                })
+                .collect(),
             None => {
                 missing = rows as u64;
-                times.resize(rows, arrival_ms);
+                vec![arrival_ms; rows]
             }
-        }
+        };
         if missing > 0 {
             self.inner.counters.missing_time.fetch_add(missing, Ordering::Relaxed);
         }
