@@ -12,7 +12,7 @@
 //! test (`crates/history/tests/fuzz_corpus.rs`), which both include this file by path.
 
 use needle_engine::columnar::Filter;
-use needle_history::{ScanRequest, Store, StoreConfig, StoredRecord};
+use needle_history::{FailedRows, ScanRequest, Store, StoreConfig, StoredRecord};
 use needle_query::parser::parse_expr;
 use needle_record::{Map, Record, Value};
 use std::path::{Path, PathBuf};
@@ -102,7 +102,9 @@ fn filtered(store: &Store) -> Result<(), needle_history::HistoryError> {
     })?;
     for block in &scan.blocks {
         let _ = block.column_stats("v");
-        block.for_each_matching(Some(&filter), |_| {})?;
+        for failed in [FailedRows::ByTime, FailedRows::Counted] {
+            block.for_each_matching(Some((&filter, failed)), |_| {})?;
+        }
     }
     Ok(())
 }

@@ -37,6 +37,6 @@ pub use config::{RemoteConfig, RestCatalogConfig, StoreConfig, SORT_BY_TEXT_FIEL
 pub use error::HistoryError;
 pub use offsets::{OffsetRange, OffsetRanges};
 pub use store::{
-    Background, Block, BlockRows, ColumnInfo, Counters, FlushReport, Health, MaintainReport,
-    PartitionInfo, Scan, ScanRequest, ScanStats, Store, StoreInfo,
+    Background, Block, BlockRows, ColumnInfo, Counters, FailedRows, FlushReport, Health,
+    MaintainReport, PartitionInfo, Scan, ScanRequest, ScanStats, Store, StoreInfo,
 };

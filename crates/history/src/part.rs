@@ -112,8 +112,21 @@ impl Iterator for Batches {
 pub enum BlockRows<'a> {
     /// A row in range, by its time, and its record.
     Record(i64, &'a Record),
-    /// The times of rows in range that the column filter proved fail the WHERE.
+    /// The times of rows in range that the column filter proved fail the WHERE
+    /// ([`FailedRows::ByTime`]).
     Failed(&'a [i64]),
+    /// How many rows in range the column filter proved fail the WHERE
+    /// ([`FailedRows::Counted`]).
+    FailedCount(usize),
+}
+
+/// How the rows a column filter proved fail the WHERE are handed on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailedRows {
+    /// By their times (a reader that puts each row in a time window).
+    ByTime,
+    /// Counted (a reader that only counts what it read).
+    Counted,
 }
 
 /// What a new part says of itself besides its records.
@@ -755,7 +768,7 @@ impl Part {
         wanted: Option<&[String]>,
         (from_ms, to_ms): (i64, i64),
         prune: Option<&Expr>,
-        filter: Option<&Filter>,
+        filter: Option<(&Filter, FailedRows)>,
         f: &mut dyn FnMut(BlockRows<'_>),
     ) -> Result<(), HistoryError> {
         let mut selection =
@@ -763,7 +776,10 @@ impl Part {
         // first the filter's columns: the rows that fail are handed on now, and only the
         // matches are read whole (`None`: a JSON column, every row is read whole)
         let found = match filter {
-            Some(filter) => self.matches(index, filter, selection.clone(), (from_ms, to_ms), f)?,
+            Some((filter, failed_rows)) => {
+                let range = (from_ms, to_ms);
+                self.matches(index, filter, failed_rows, selection.clone(), range, f)?
+            }
             None => None,
         };
         let mut known: Option<RecordBatch> = None;
@@ -811,6 +827,7 @@ impl Part {
         &self,
         index: usize,
         filter: &Filter,
+        failed_rows: FailedRows,
         selection: Option<RowSelection>,
         (from_ms, to_ms): (i64, i64),
         f: &mut dyn FnMut(BlockRows<'_>),
@@ -819,7 +836,12 @@ impl Part {
         let mut failed = Vec::new();
         let mut kept: Vec<RecordBatch> = Vec::new();
         let mut handed = false;
-        for batch in self.column_batches(index, filter.fields(), true, true, selection)? {
+        // the times are read to tell the rows in range, or to hand on those that fail; not for
+        // a block whose rows all lie in range (its range given as unbounded) when the failures
+        // are only counted (decoding the delta-packed times was a fifth of such a read)
+        let unbounded = (from_ms, to_ms) == (i64::MIN, i64::MAX);
+        let read_times = !unbounded || failed_rows == FailedRows::ByTime;
+        for batch in self.column_batches(index, filter.fields(), read_times, true, selection)? {
             let batch = batch.map_err(|e| HistoryError::parquet(&self.path, e))?;
             let Some(keep) = filter.rows(&Columns::of(&batch, &self.json_columns)) else {
                 if handed {
@@ -828,29 +850,57 @@ impl Part {
                 }
                 return Ok(None);
             };
-            let times = batch
-                .column_by_name(TIME_COLUMN)
-                .and_then(|a| layout::time_values(a.as_ref()))
-                .ok_or_else(|| HistoryError::parquet(&self.path, "no time column"))?;
+            let times = match read_times {
+                true => Some(
+                    batch
+                        .column_by_name(TIME_COLUMN)
+                        .and_then(|a| layout::time_values(a.as_ref()))
+                        .ok_or_else(|| HistoryError::parquet(&self.path, "no time column"))?,
+                ),
+                false => None,
+            };
+            // the rows in range that pass, and how many in range fail: one pass without a
+            // branch; the failed rows' times listed only for a reader that wants them
             let from = selected.len();
-            selected.reserve(keep.len());
-            // one pass, the failed times written without a branch (a row a time is written,
-            // kept when it failed)
-            failed.clear();
-            failed.resize(keep.len(), 0);
-            let mut fails = 0;
-            for (row, (t, k)) in times.iter().zip(&keep).enumerate() {
-                let in_range = *t >= from_ms && *t < to_ms;
-                selected.push(*k && in_range);
-                failed[fails.min(row)] = *t;
-                fails += usize::from(!*k && in_range);
+            let mut in_range = keep.len();
+            match &times {
+                Some(times) => {
+                    selected.resize(from + keep.len(), false);
+                    in_range = 0;
+                    for ((s, t), k) in selected[from..].iter_mut().zip(times.iter()).zip(&keep) {
+                        let inside = (*t >= from_ms) & (*t < to_ms);
+                        in_range += usize::from(inside);
+                        *s = *k & inside;
+                    }
+                }
+                None => selected.extend_from_slice(&keep),
             }
-            failed.truncate(fails);
-            if !failed.is_empty() {
+            let passed = &selected[from..];
+            let fails = in_range - passed.iter().filter(|s| **s).count();
+            if fails > 0 {
                 handed = true;
-                f(BlockRows::Failed(&failed));
+                match (failed_rows, &times) {
+                    (FailedRows::ByTime, Some(times)) => {
+                        failed.clear();
+                        failed.extend(
+                            times
+                                .iter()
+                                .zip(&keep)
+                                .filter(|(t, k)| !**k && **t >= from_ms && **t < to_ms)
+                                .map(|(t, _)| *t),
+                        );
+                        f(BlockRows::Failed(&failed));
+                    }
+                    _ => f(BlockRows::FailedCount(fails)),
+                }
             }
-            let passed = arrow_array::BooleanArray::from(selected[from..].to_vec());
+            if passed.iter().all(|s| !*s) {
+                continue;
+            }
+            let passed = arrow_array::BooleanArray::new(
+                arrow_buffer::BooleanBuffer::collect_bool(passed.len(), |i| passed[i]),
+                None,
+            );
             let plain = plain_columns(&batch).map_err(|e| HistoryError::parquet(&self.path, e))?;
             let matched = arrow_select::filter::filter_record_batch(&plain, &passed)
                 .map_err(|e| HistoryError::parquet(&self.path, e))?;

@@ -49,7 +49,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub use crate::part::BlockRows;
+pub use crate::part::{BlockRows, FailedRows};
 
 /// Parts of one level a merge combines.
 pub const MERGE_FANIN: usize = 4;
@@ -284,16 +284,23 @@ impl Block {
     }
 
     /// [`Block::for_each`] with the rows that `filter` proves FALSE or NULL handed on by their
-    /// times, a batch at a time, their records not built: every row in range comes once.
+    /// times or counted (as `filter`'s [`FailedRows`] says), a batch at a time, their records
+    /// not built: every row in range comes once.
     pub fn for_each_matching(
         &self,
-        filter: Option<&Filter>,
+        filter: Option<(&Filter, FailedRows)>,
         mut f: impl FnMut(BlockRows<'_>),
     ) -> Result<(), HistoryError> {
+        // a block wholly in range is read with its range unbounded: no row's time need be
+        // checked (nor read, for failures only counted)
+        let range = match self.fully_in_range() {
+            true => (i64::MIN, i64::MAX),
+            false => (self.from_ms, self.to_ms),
+        };
         self.part.visit_block(
             self.index,
             self.fields.as_deref().map(Vec::as_slice),
-            (self.from_ms, self.to_ms),
+            range,
             self.prune.as_deref(),
             filter,
             &mut f,

@@ -35,7 +35,7 @@ use needle_engine::aggregate::group::{ColumnSummary, GroupRows};
 use needle_engine::columnar::{ColumnStats, Filter, GroupRequest, GroupSummary};
 use needle_engine::exec::{CompiledQuery, Partial, QueryRun, WindowPlan, WorkerState};
 use needle_engine::EvalContext;
-use needle_history::{Block, BlockRows, ScanRequest, ScanStats, StoredRecord};
+use needle_history::{Block, BlockRows, FailedRows, ScanRequest, ScanStats, StoredRecord};
 use needle_query::ast::Expr;
 use needle_record::Record;
 use std::cmp::Ordering as CmpOrdering;
@@ -340,9 +340,9 @@ impl Replay {
                     mine.take_row(plan, raw_worker, (unit, row), time_ms, Some(record));
                     row += 1;
                 }
-                BlockRows::Failed(times) if plan.raw => {
-                    mine.read += times.len() as u64;
-                    row += times.len();
+                BlockRows::FailedCount(n) => {
+                    mine.read += n as u64;
+                    row += n;
                 }
                 BlockRows::Failed(times) => {
                     for t in times {
@@ -409,9 +409,11 @@ impl<'q> ReadPlan<'q> {
         }
     }
 
-    /// The WHERE the record path evaluates over a block's columns first, when it can.
-    fn prefilter(&self) -> Option<&Filter> {
-        self.column_filter.as_ref().and_then(Option::as_ref)
+    /// The column filter a block's read applies first, and how it hands on the rows that
+    /// fail: a RAW query only counts them, others put each in its window by its time.
+    fn prefilter(&self) -> Option<(&Filter, FailedRows)> {
+        let filter = self.column_filter.as_ref().and_then(Option::as_ref)?;
+        Some((filter, if self.raw { FailedRows::Counted } else { FailedRows::ByTime }))
     }
 
     /// The block's partial from its statistics alone, when they answer the query.
