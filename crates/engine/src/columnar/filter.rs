@@ -6,7 +6,7 @@
 //! (functions, nested fields, arithmetic) is not a [`Filter`], and a JSON column met while
 //! evaluating one makes the evaluation give up (`None`): the caller then reads records.
 
-use super::view::{Col, Columns};
+use super::view::{ColumnView, Columns};
 use arrow_array::Array;
 use needle_query::ast::{BinaryOp, CompareOp, Expr, ExprKind, UnaryOp};
 use needle_record::Value;
@@ -138,8 +138,8 @@ fn eval(expr: &Expr, columns: &Columns<'_>) -> Option<Truth> {
         ExprKind::Field(_) => {
             let name = field(expr, &mut ignored)?;
             match columns.get(name) {
-                Col::Json => return None,
-                Col::Bool(a) => {
+                ColumnView::Json(_) | ColumnView::Unreadable => return None,
+                ColumnView::Bool(a) => {
                     let mut truth = Truth::null(rows);
                     for i in 0..rows {
                         if a.is_valid(i) {
@@ -196,15 +196,15 @@ fn eval(expr: &Expr, columns: &Columns<'_>) -> Option<Truth> {
         }
         ExprKind::IsNull { negated, value } => {
             let nulls: Vec<bool> = match columns.get(field(value, &mut ignored)?) {
-                Col::Json => return None,
-                Col::Missing => vec![true; rows],
-                Col::Bool(a) => (0..rows).map(|i| a.is_null(i)).collect(),
-                Col::Int(a) => (0..rows).map(|i| a.is_null(i)).collect(),
-                Col::Long(a) => (0..rows).map(|i| a.is_null(i)).collect(),
-                Col::Float(a) => (0..rows).map(|i| a.is_null(i)).collect(),
-                Col::Double(a) => (0..rows).map(|i| a.is_null(i)).collect(),
-                Col::Text(a) => (0..rows).map(|i| a.is_null(i)).collect(),
-                Col::Dict(keys, _) => (0..rows).map(|i| keys.is_null(i)).collect(),
+                ColumnView::Json(_) | ColumnView::Unreadable => return None,
+                ColumnView::Missing => vec![true; rows],
+                ColumnView::Bool(a) => (0..rows).map(|i| a.is_null(i)).collect(),
+                ColumnView::Int(a) => (0..rows).map(|i| a.is_null(i)).collect(),
+                ColumnView::Long(a) => (0..rows).map(|i| a.is_null(i)).collect(),
+                ColumnView::Float(a) => (0..rows).map(|i| a.is_null(i)).collect(),
+                ColumnView::Double(a) => (0..rows).map(|i| a.is_null(i)).collect(),
+                ColumnView::Text(a) => (0..rows).map(|i| a.is_null(i)).collect(),
+                ColumnView::Dictionary(keys, _) => (0..rows).map(|i| keys.is_null(i)).collect(),
             };
             let not_nulls = nulls.iter().map(|n| !n).collect();
             let truth = Truth { t: nulls, f: not_nulls };
@@ -232,7 +232,7 @@ fn holds(op: CompareOp, ordering: Ordering) -> bool {
 
 /// `column op literal` for every row: TRUE or FALSE where the value and the literal compare,
 /// NULL where the value is NULL or of a type that does not compare with the literal's.
-fn compare(col: Col<'_>, rows: usize, op: CompareOp, literal: &Value) -> Option<Truth> {
+fn compare(col: ColumnView<'_>, rows: usize, op: CompareOp, literal: &Value) -> Option<Truth> {
     let mut truth = Truth::null(rows);
     let mut set = |i: usize, ordering: Option<Ordering>| {
         if let Some(o) = ordering {
@@ -248,48 +248,48 @@ fn compare(col: Col<'_>, rows: usize, op: CompareOp, literal: &Value) -> Option<
     };
     let float = literal.as_f64().filter(|_| literal.is_numeric());
     match (col, literal) {
-        (Col::Json, _) => return None,
-        (Col::Missing, _) | (_, Value::Null) => {}
-        (Col::Long(a), _) if long.is_some() => {
+        (ColumnView::Json(_) | ColumnView::Unreadable, _) => return None,
+        (ColumnView::Missing, _) | (_, Value::Null) => {}
+        (ColumnView::Long(a), _) if long.is_some() => {
             let l = long.unwrap_or_default();
             compare_numbers(&mut truth, a.values(), op, l, |v| v, |_| true);
             clear_nulls(&mut truth, a);
         }
-        (Col::Int(a), _) if long.is_some() => {
+        (ColumnView::Int(a), _) if long.is_some() => {
             let l = long.unwrap_or_default();
             compare_numbers(&mut truth, a.values(), op, l, i64::from, |_| true);
             clear_nulls(&mut truth, a);
         }
         // a literal that is NaN orders against nothing: NULL in every row
         (_, _) if float.is_some_and(f64::is_nan) => {}
-        (Col::Long(a), _) if float.is_some() => {
+        (ColumnView::Long(a), _) if float.is_some() => {
             let l = float.unwrap_or_default();
             compare_numbers(&mut truth, a.values(), op, l, |v| v as f64, |_| true);
             clear_nulls(&mut truth, a);
         }
-        (Col::Int(a), _) if float.is_some() => {
+        (ColumnView::Int(a), _) if float.is_some() => {
             let l = float.unwrap_or_default();
             compare_numbers(&mut truth, a.values(), op, l, f64::from, |_| true);
             clear_nulls(&mut truth, a);
         }
-        (Col::Float(a), _) if float.is_some() => {
+        (ColumnView::Float(a), _) if float.is_some() => {
             let l = float.unwrap_or_default();
             compare_numbers(&mut truth, a.values(), op, l, f64::from, |v| !v.is_nan());
             clear_nulls(&mut truth, a);
         }
-        (Col::Double(a), _) if float.is_some() => {
+        (ColumnView::Double(a), _) if float.is_some() => {
             let l = float.unwrap_or_default();
             compare_numbers(&mut truth, a.values(), op, l, |v| v, |v| !v.is_nan());
             clear_nulls(&mut truth, a);
         }
-        (Col::Text(a), Value::String(s)) => {
+        (ColumnView::Text(a), Value::String(s)) => {
             for i in 0..rows {
                 if a.is_valid(i) {
                     set(i, Some(a.value(i).cmp(s.as_str())));
                 }
             }
         }
-        (Col::Dict(keys, values), Value::String(s)) => {
+        (ColumnView::Dictionary(keys, values), Value::String(s)) => {
             let by_key: Vec<Option<Ordering>> = (0..values.len())
                 .map(|k| values.is_valid(k).then(|| values.value(k).cmp(s.as_str())))
                 .collect();
@@ -299,7 +299,7 @@ fn compare(col: Col<'_>, rows: usize, op: CompareOp, literal: &Value) -> Option<
                 }
             }
         }
-        (Col::Bool(a), Value::Bool(b)) => {
+        (ColumnView::Bool(a), Value::Bool(b)) => {
             for i in 0..rows {
                 if a.is_valid(i) {
                     set(i, Some(a.value(i).cmp(b)));

@@ -6,7 +6,7 @@
 use super::filter::{stretch_end, Filter};
 use super::layout::{time_values, TIME_COLUMN};
 use super::stats::ColumnStats;
-use super::view::{Col, Columns};
+use super::view::{ColumnView, Columns};
 use arrow_array::{Array, Int32Array, RecordBatch, StringArray};
 use needle_record::Value;
 use std::collections::{BTreeMap, HashMap};
@@ -137,7 +137,8 @@ impl<'r> Summarizer<'r> {
         if let (Some(passed), Some(keep)) = (&mut self.passed, &keep) {
             passed.clone_from(keep);
         }
-        let fields: Vec<Col<'_>> = self.request.fields.iter().map(|f| columns.get(f)).collect();
+        let fields: Vec<ColumnView<'_>> =
+            self.request.fields.iter().map(|f| columns.get(f)).collect();
         if self.accs.is_empty() {
             self.accs = fields.iter().map(|c| Accs::for_column(*c)).collect::<Option<_>>()?;
         }
@@ -167,21 +168,22 @@ impl<'r> Summarizer<'r> {
                 None => pass = Some(keep),
             }
         }
-        let key_columns: Vec<Col<'_>> = self.request.keys.iter().map(|k| columns.get(k)).collect();
+        let key_columns: Vec<ColumnView<'_>> =
+            self.request.keys.iter().map(|k| columns.get(k)).collect();
         let runs = match (key_columns.as_slice(), &buckets, pass) {
             // every row, one group, or a text key without NULL: runs straight from the keys
             ([], None, None) => match batch.num_rows() {
                 0 => Vec::new(),
                 rows => vec![Run { slot: self.slot_of_group(0) as usize, start: 0, end: rows }],
             },
-            ([Col::Dict(keys, values)], None, None) if keys.null_count() == 0 => {
+            ([ColumnView::Dictionary(keys, values)], None, None) if keys.null_count() == 0 => {
                 self.runs_by_dictionary(keys.values(), values)?
             }
             (key_columns, buckets, pass) => {
                 let pass = pass.unwrap_or_else(|| vec![true; batch.num_rows()]);
                 match (key_columns, buckets) {
                     ([], None) => self.one_group_runs(&pass),
-                    ([Col::Dict(keys, values)], None) => {
+                    ([ColumnView::Dictionary(keys, values)], None) => {
                         runs(&self.slots_by_dictionary(&pass, keys, values)?)
                     }
                     _ => runs(&self.slots(&pass, key_columns, buckets.as_deref())?),
@@ -192,7 +194,7 @@ impl<'r> Summarizer<'r> {
     }
 
     /// Adds each run's rows and its fields' values to its slot.
-    fn fold_runs(&mut self, runs: &[Run], fields: Vec<Col<'_>>) -> Option<()> {
+    fn fold_runs(&mut self, runs: &[Run], fields: Vec<ColumnView<'_>>) -> Option<()> {
         for run in runs {
             self.rows[run.slot] += (run.end - run.start) as u64;
         }
@@ -306,7 +308,7 @@ impl<'r> Summarizer<'r> {
     fn slots(
         &mut self,
         pass: &[bool],
-        key_columns: &[Col<'_>],
+        key_columns: &[ColumnView<'_>],
         buckets: Option<&[i64]>,
     ) -> Option<Vec<u32>> {
         let rows = pass.len();
@@ -493,12 +495,12 @@ impl KeyCodes {
     }
 
     /// Each row's code; `None` for a JSON column.
-    fn code_rows(&mut self, col: Col<'_>, rows: usize) -> Option<Vec<u32>> {
+    fn code_rows(&mut self, col: ColumnView<'_>, rows: usize) -> Option<Vec<u32>> {
         let mut out = vec![0u32; rows];
         match col {
-            Col::Json => return None,
-            Col::Missing => {}
-            Col::Dict(keys, values) => {
+            ColumnView::Json(_) | ColumnView::Unreadable => return None,
+            ColumnView::Missing => {}
+            ColumnView::Dictionary(keys, values) => {
                 let by_key: Vec<u32> = (0..values.len())
                     .map(|k| if values.is_valid(k) { self.text(values.value(k)) } else { 0 })
                     .collect();
@@ -508,7 +510,7 @@ impl KeyCodes {
                     }
                 }
             }
-            Col::Text(a) => {
+            ColumnView::Text(a) => {
                 let mut last: Option<(&str, u32)> = None;
                 for (i, code) in out.iter_mut().enumerate() {
                     if a.is_valid(i) {
@@ -606,26 +608,28 @@ enum Accs {
 }
 
 impl Accs {
-    fn for_column(col: Col<'_>) -> Option<Accs> {
+    fn for_column(col: ColumnView<'_>) -> Option<Accs> {
         Some(match col {
-            Col::Json => return None,
-            Col::Missing => Accs::Missing { slots: 0 },
-            Col::Int(_) | Col::Long(_) => Accs::Ints {
-                long: matches!(col, Col::Long(_)),
+            ColumnView::Json(_) | ColumnView::Unreadable => return None,
+            ColumnView::Missing => Accs::Missing { slots: 0 },
+            ColumnView::Int(_) | ColumnView::Long(_) => Accs::Ints {
+                long: matches!(col, ColumnView::Long(_)),
                 count: vec![],
                 sum: vec![],
                 min: vec![],
                 max: vec![],
             },
-            Col::Float(_) | Col::Double(_) => Accs::Floats {
-                double: matches!(col, Col::Double(_)),
+            ColumnView::Float(_) | ColumnView::Double(_) => Accs::Floats {
+                double: matches!(col, ColumnView::Double(_)),
                 count: vec![],
                 sum: vec![],
                 min: vec![],
                 max: vec![],
             },
-            Col::Text(_) | Col::Dict(..) => Accs::Texts { count: vec![], min: vec![], max: vec![] },
-            Col::Bool(_) => Accs::Bools { count: vec![], min: vec![], max: vec![] },
+            ColumnView::Text(_) | ColumnView::Dictionary(..) => {
+                Accs::Texts { count: vec![], min: vec![], max: vec![] }
+            }
+            ColumnView::Bool(_) => Accs::Bools { count: vec![], min: vec![], max: vec![] },
         })
     }
 
@@ -660,19 +664,22 @@ impl Accs {
     /// Folds the column's rows into their slots, run by run (each run's figures kept in
     /// registers, then added to its slot's); `None` when the column is not of the kind the
     /// block's first batch had.
-    fn add(&mut self, col: Col<'_>, runs: &[Run]) -> Option<()> {
+    fn add(&mut self, col: ColumnView<'_>, runs: &[Run]) -> Option<()> {
         match (self, col) {
-            (Accs::Missing { .. }, Col::Missing) => {}
-            (Accs::Ints { count, sum, min, max, .. }, col @ (Col::Long(_) | Col::Int(_))) => {
+            (Accs::Missing { .. }, ColumnView::Missing) => {}
+            (
+                Accs::Ints { count, sum, min, max, .. },
+                col @ (ColumnView::Long(_) | ColumnView::Int(_)),
+            ) => {
                 let value = |i: usize| match col {
-                    Col::Long(a) => a.is_valid(i).then(|| a.value(i)),
-                    Col::Int(a) => a.is_valid(i).then(|| i64::from(a.value(i))),
+                    ColumnView::Long(a) => a.is_valid(i).then(|| a.value(i)),
+                    ColumnView::Int(a) => a.is_valid(i).then(|| i64::from(a.value(i))),
                     _ => None,
                 };
                 for run in runs {
                     let (n, total, lo, hi) = match col {
                         // no NULL: straight over the values
-                        Col::Long(a) if a.null_count() == 0 => {
+                        ColumnView::Long(a) if a.null_count() == 0 => {
                             fold_longs(&a.values()[run.start..run.end])
                         }
                         _ => fold_ints(run.rows().filter_map(value)),
@@ -684,16 +691,19 @@ impl Accs {
                     max[s] = max[s].max(hi);
                 }
             }
-            (Accs::Floats { count, sum, min, max, .. }, col @ (Col::Double(_) | Col::Float(_))) => {
+            (
+                Accs::Floats { count, sum, min, max, .. },
+                col @ (ColumnView::Double(_) | ColumnView::Float(_)),
+            ) => {
                 let value = |i: usize| match col {
-                    Col::Double(a) => a.is_valid(i).then(|| a.value(i)),
-                    Col::Float(a) => a.is_valid(i).then(|| f64::from(a.value(i))),
+                    ColumnView::Double(a) => a.is_valid(i).then(|| a.value(i)),
+                    ColumnView::Float(a) => a.is_valid(i).then(|| f64::from(a.value(i))),
                     _ => None,
                 };
                 for run in runs {
                     let (n, total, lo, hi) = match col {
                         // no NULL: straight over the values
-                        Col::Double(a) if a.null_count() == 0 => {
+                        ColumnView::Double(a) if a.null_count() == 0 => {
                             fold_floats(a.values()[run.start..run.end].iter().copied())
                         }
                         _ => fold_floats(run.rows().filter_map(value)),
@@ -709,13 +719,16 @@ impl Accs {
                     }
                 }
             }
-            (Accs::Texts { count, min, max }, col @ (Col::Text(_) | Col::Dict(..))) => {
+            (
+                Accs::Texts { count, min, max },
+                col @ (ColumnView::Text(_) | ColumnView::Dictionary(..)),
+            ) => {
                 for run in runs {
                     let s = run.slot;
                     for i in run.rows() {
                         let text = match col {
-                            Col::Text(a) if a.is_valid(i) => a.value(i),
-                            Col::Dict(keys, values) if keys.is_valid(i) => {
+                            ColumnView::Text(a) if a.is_valid(i) => a.value(i),
+                            ColumnView::Dictionary(keys, values) if keys.is_valid(i) => {
                                 let k = usize::try_from(keys.value(i)).ok()?;
                                 if values.is_null(k) {
                                     continue;
@@ -734,7 +747,7 @@ impl Accs {
                     }
                 }
             }
-            (Accs::Bools { count, min, max }, Col::Bool(a)) => {
+            (Accs::Bools { count, min, max }, ColumnView::Bool(a)) => {
                 for run in runs {
                     let s = run.slot;
                     for i in run.rows().filter(|i| a.is_valid(*i)) {
