@@ -1,8 +1,10 @@
 //! Records as typed columns, and back, losslessly.
 //!
 //! How a field is named and typed as a column is the engine's
-//! ([`needle_engine::columnar::layout`], which its column-at-a-time reader shares); this module
-//! gathers records into such columns and adds what a part needs to give them back exactly.
+//! ([`needle_engine::columnar::layout`], which its column-at-a-time reader shares), and so is
+//! how a column is built ([`ColumnBuilder`]) and read back a row at a time
+//! ([`ColumnView`]); this module gathers records into such columns and adds what a part needs to
+//! give them back exactly.
 //! Records are schemaless; a part's columns are decided by the records in it:
 //! - a top-level field whose non-null values all have one scalar type becomes a column of that
 //!   type (BOOLEAN, INT32, INT64, FLOAT, DOUBLE, UTF8), which DuckDB and others read as such and
@@ -29,7 +31,7 @@ use arrow_schema::{ArrowError, DataType, Field, Schema};
 use needle_engine::columnar::layout::{
     column_name, field_name, kind_of_column, time_type, time_values, Kind, TIME_COLUMN,
 };
-use needle_engine::columnar::ColumnBuilder;
+use needle_engine::columnar::{ColumnBuilder, ColumnView};
 use needle_record::{Record, Value};
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -85,14 +87,14 @@ impl ColumnChunk {
 /// Row `row` of a chunk's column (typed as [`Kind::data_type`] says; NULL for another type).
 pub(crate) fn value_at(array: &dyn Array, row: usize) -> Value {
     kind_of_column(array.data_type(), false)
-        .and_then(|kind| Column::of(array, kind))
+        .and_then(|kind| ColumnView::of_kind(array, kind))
         .map_or(Value::Null, |column| column.value(row))
 }
 
 /// A column of `kind` as a JSON column holding the same values (each as its JSON text, nulls
 /// as nulls): what a merge writes when its inputs stored a field with different kinds.
 pub(crate) fn as_json_column(array: &dyn Array, kind: Kind) -> Result<ArrayRef, ArrowError> {
-    let column = Column::of(array, kind)
+    let column = ColumnView::of_kind(array, kind)
         .ok_or_else(|| ArrowError::InvalidArgumentError(format!("not a {kind:?} column")))?;
     let mut builder = StringBuilder::with_capacity(array.len(), array.len() * 8);
     for row in 0..array.len() {
@@ -439,7 +441,7 @@ fn sort_order(encoded: &Encoded, sort_by: &[String]) -> Result<Vec<u32>, ArrowEr
             Some(array) if json => SortKey::Values(
                 (0..rows)
                     .map(|row| {
-                        Column::Json(array.as_any().downcast_ref().expect("utf8")).value(row)
+                        ColumnView::Json(array.as_any().downcast_ref().expect("utf8")).value(row)
                     })
                     .collect(),
             ),
@@ -553,7 +555,7 @@ fn push_value(column: &mut Gathered, value: &Value, row: usize) {
         Gathered::Built(k, builder) => {
             // a second kind: what the column held becomes JSON text
             let old = std::mem::replace(builder, new_builder(Kind::Json, row + 1)).finish();
-            let as_json = Column::of(old.as_ref(), *k).expect("a builder of its kind");
+            let as_json = ColumnView::of_kind(old.as_ref(), *k).expect("a builder of its kind");
             for i in 0..old.len() {
                 builder.push(&as_json.value(i));
             }
@@ -587,7 +589,7 @@ fn extend_gathered(column: &mut Gathered, array: &dyn Array, row: usize) {
             return;
         }
     }
-    let values = Column::of(array, kind).expect("an array of its kind");
+    let values = ColumnView::of_kind(array, kind).expect("an array of its kind");
     for i in 0..rows {
         push_value(column, &values.value(i), row + i);
     }
@@ -723,69 +725,6 @@ fn new_builder(kind: Kind, rows: usize) -> ColumnBuilder {
     ColumnBuilder::with_capacity(kind, rows, text_bytes)
 }
 
-/// A column of a batch being decoded.
-enum Column<'a> {
-    Bool(&'a BooleanArray),
-    Int(&'a Int32Array),
-    Long(&'a Int64Array),
-    Float(&'a Float32Array),
-    Double(&'a Float64Array),
-    Text(&'a StringArray),
-    Json(&'a StringArray),
-}
-
-impl<'a> Column<'a> {
-    fn of(array: &'a dyn Array, kind: Kind) -> Option<Self> {
-        let array = array.as_any();
-        match kind {
-            Kind::Bool => array.downcast_ref().map(Column::Bool),
-            Kind::Int => array.downcast_ref().map(Column::Int),
-            Kind::Long => array.downcast_ref().map(Column::Long),
-            Kind::Float => array.downcast_ref().map(Column::Float),
-            Kind::Double => array.downcast_ref().map(Column::Double),
-            Kind::Text => array.downcast_ref().map(Column::Text),
-            Kind::Json => array.downcast_ref().map(Column::Json),
-        }
-    }
-
-    /// Puts row `row`'s value in `slot`, reusing a string's buffer where it can.
-    fn fill(&self, row: usize, slot: &mut Value) {
-        if let (Column::Text(a), Value::String(s)) = (self, &mut *slot) {
-            if !a.is_null(row) {
-                s.clear();
-                s.push_str(a.value(row));
-                return;
-            }
-        }
-        *slot = self.value(row);
-    }
-
-    fn value(&self, row: usize) -> Value {
-        let array: &dyn Array = match self {
-            Column::Bool(a) => *a,
-            Column::Int(a) => *a,
-            Column::Long(a) => *a,
-            Column::Float(a) => *a,
-            Column::Double(a) => *a,
-            Column::Text(a) | Column::Json(a) => *a,
-        };
-        if array.is_null(row) {
-            return Value::Null;
-        }
-        match self {
-            Column::Bool(a) => Value::Bool(a.value(row)),
-            Column::Int(a) => Value::Int(a.value(row)),
-            Column::Long(a) => Value::Long(a.value(row)),
-            Column::Float(a) => Value::Float(a.value(row)),
-            Column::Double(a) => Value::Double(a.value(row)),
-            Column::Text(a) => Value::String(a.value(row).to_owned()),
-            Column::Json(a) => {
-                needle_record::decode_value(a.value(row).as_bytes()).unwrap_or(Value::Null)
-            }
-        }
-    }
-}
-
 /// Decodes a batch of a part back into records: the rows whose time lies in `[from, to)`, with
 /// only the `wanted` fields (all when `None`).
 pub(crate) fn decode(
@@ -821,7 +760,7 @@ pub(crate) fn visit(
         .and_then(|a| a.as_any().downcast_ref::<Int32Array>())
         .ok_or("no layout column")?;
     let schema = batch.schema();
-    let mut columns: HashMap<&str, Column<'_>> = HashMap::new();
+    let mut columns: HashMap<&str, ColumnView<'_>> = HashMap::new();
     for (i, field) in schema.fields().iter().enumerate() {
         let name = field.name().as_str();
         if name == TIME_COLUMN || name == LAYOUT_COLUMN {
@@ -829,13 +768,13 @@ pub(crate) fn visit(
         }
         let json = json_columns.iter().any(|c| c == name);
         let column = kind_of_column(field.data_type(), json)
-            .and_then(|kind| Column::of(batch.column(i).as_ref(), kind));
+            .and_then(|kind| ColumnView::of_kind(batch.column(i).as_ref(), kind));
         if let Some(column) = column {
             columns.insert(field_name(name), column);
         }
     }
     // per layout: its fields that are wanted and stored, with their columns, in order
-    let mut plans: HashMap<i32, Vec<(String, &Column<'_>)>> = HashMap::new();
+    let mut plans: HashMap<i32, Vec<(String, &ColumnView<'_>)>> = HashMap::new();
     let mut record = Record::new();
     let mut current: Option<i32> = None;
     for (row, &time_ms) in times.iter().enumerate() {
