@@ -1,7 +1,9 @@
 //! Events pushed from code as typed columns: a [`ColumnBatch`] holds a batch of events as one
 //! Arrow array per field (names once per batch, values in vectors), built by a pusher
 //! ([`ColumnsBuilder`], from the fields it is handed one by one) and read by a worker column
-//! at a time when every running query allows it (the `run` module), row by row otherwise.
+//! at a time when every running query allows it (the `run` module), row by row otherwise
+//! ([`RowReader`], each column read through the engine's
+//! [`needle_engine::columnar::ColumnView`]).
 //!
 //! A batch's rows are exactly the events pushed: a row's fields are the columns where it is not
 //! NULL, in the columns' order, which is the order the event set them (an event that set its
@@ -15,10 +17,8 @@ pub(crate) mod run;
 pub use build::{ColumnsBuilder, Scalar};
 pub use points::{PointBatches, MAX_SHAPES};
 
-use arrow_array::{
-    Array, BooleanArray, Float32Array, Float64Array, Int32Array, Int64Array, RecordBatch,
-    StringArray,
-};
+use arrow_array::{Array, RecordBatch};
+use needle_engine::columnar::ColumnView;
 use needle_record::{Record, RecordWriter, Value};
 
 /// A batch of events as columns (see the module doc).
@@ -49,7 +49,9 @@ impl ColumnBatch {
             .fields()
             .iter()
             .zip(self.batch.columns())
-            .filter_map(|(field, array)| Some((field.name().as_str(), View::of(array.as_ref())?)))
+            .map(|(field, array)| (field.name().as_str(), ColumnView::of(array.as_ref(), false)))
+            // a column of a type no event sets holds no field of any row
+            .filter(|(_, column)| !matches!(column, ColumnView::Unreadable))
             .collect();
         RowReader { columns }
     }
@@ -66,47 +68,29 @@ impl ColumnBatch {
     }
 }
 
-/// One column, typed.
-#[derive(Clone, Copy)]
-enum View<'a> {
-    Bool(&'a BooleanArray),
-    Int(&'a Int32Array),
-    Long(&'a Int64Array),
-    Float(&'a Float32Array),
-    Double(&'a Float64Array),
-    Text(&'a StringArray),
-}
-
-impl<'a> View<'a> {
-    fn of(array: &'a dyn Array) -> Option<View<'a>> {
-        let any = array.as_any();
-        any.downcast_ref()
-            .map(View::Long)
-            .or_else(|| any.downcast_ref().map(View::Double))
-            .or_else(|| any.downcast_ref().map(View::Text))
-            .or_else(|| any.downcast_ref().map(View::Bool))
-            .or_else(|| any.downcast_ref().map(View::Int))
-            .or_else(|| any.downcast_ref().map(View::Float))
-    }
-}
-
 /// Writes a [`ColumnBatch`]'s rows into records.
 pub struct RowReader<'a> {
-    columns: Vec<(&'a str, View<'a>)>,
+    columns: Vec<(&'a str, ColumnView<'a>)>,
 }
 
 impl RowReader<'_> {
     /// Overwrites `record` with row `row`'s fields (its strings' buffers reused).
     pub fn write(&self, row: usize, record: &mut Record) {
         let mut writer = RecordWriter::new(record);
-        for (name, view) in &self.columns {
-            match view {
-                View::Long(a) if a.is_valid(row) => writer.set_i64(name, a.value(row)),
-                View::Double(a) if a.is_valid(row) => writer.set_f64(name, a.value(row)),
-                View::Text(a) if a.is_valid(row) => writer.set_str(name, a.value(row)),
-                View::Bool(a) if a.is_valid(row) => writer.set_bool(name, a.value(row)),
-                View::Int(a) if a.is_valid(row) => writer.set(name, Value::Int(a.value(row))),
-                View::Float(a) if a.is_valid(row) => writer.set(name, Value::Float(a.value(row))),
+        for (name, column) in &self.columns {
+            match *column {
+                ColumnView::Long(a) if a.is_valid(row) => writer.set_i64(name, a.value(row)),
+                ColumnView::Double(a) if a.is_valid(row) => writer.set_f64(name, a.value(row)),
+                ColumnView::Text(a) if a.is_valid(row) => writer.set_str(name, a.value(row)),
+                ColumnView::Bool(a) if a.is_valid(row) => writer.set_bool(name, a.value(row)),
+                ColumnView::Int(a) if a.is_valid(row) => writer.set(name, Value::Int(a.value(row))),
+                ColumnView::Float(a) if a.is_valid(row) => {
+                    writer.set(name, Value::Float(a.value(row)))
+                }
+                ColumnView::Dictionary(..) => match column.text(row) {
+                    Some(text) => writer.set_str(name, text),
+                    None => continue,
+                },
                 _ => continue,
             };
         }
