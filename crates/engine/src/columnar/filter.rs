@@ -360,14 +360,16 @@ fn clear_nulls(truth: &mut Truth, column: &dyn Array) {
     }
 }
 
-/// Where the stretch of `value`s from `from` ends: 32 rows at a time (a compare of bytes)
+/// Where the stretch of `value`s from `from` ends: 32 rows at a time (one vector compare)
 /// while they are all `value`, then row by row. For cutting a filter's rows into the runs it
-/// kept and those it did not.
-pub fn stretch_end(rows: &[bool], from: usize, value: bool) -> usize {
+/// kept and those it did not, and a sorted key column into its runs.
+pub fn stretch_end<T: Copy + PartialEq>(rows: &[T], from: usize, value: T) -> usize {
     const LANES: usize = 32;
-    let all = [value; LANES];
     let mut i = from;
-    while i + LANES <= rows.len() && rows[i..i + LANES] == all {
+    while let Some(chunk) = rows.get(i..i + LANES) {
+        if !chunk.iter().fold(true, |all, row| all & (*row == value)) {
+            break;
+        }
         i += LANES;
     }
     while i < rows.len() && rows[i] == value {
@@ -414,6 +416,26 @@ pub(crate) mod tests {
         assert_eq!(rows("NOT a = 'x'"), [false, false, false]);
         assert_eq!(rows("a IS NULL OR missing IS NULL"), [true, true, true]);
         assert_eq!(rows("NOT missing = 1"), [false, false, false]);
+    }
+
+    proptest::proptest! {
+        /// A stretch ends where a row by row walk ends it, whatever its length against the
+        /// 32 rows compared at once.
+        #[test]
+        fn a_stretch_ends_where_the_values_change(
+            runs in proptest::collection::vec((0i32..3, 1usize..80), 0..8),
+            from in 0usize..200,
+        ) {
+            let rows: Vec<i32> = runs.iter().flat_map(|(v, n)| std::iter::repeat_n(*v, *n)).collect();
+            let from = from.min(rows.len());
+            let value = rows.get(from).copied().unwrap_or(0);
+            let walked = from + rows[from..].iter().take_while(|r| **r == value).count();
+            proptest::prop_assert_eq!(stretch_end(&rows, from, value), walked);
+            let flags: Vec<bool> = rows.iter().map(|r| *r == 0).collect();
+            let flag = flags.get(from).copied().unwrap_or(true);
+            let walked = from + flags[from..].iter().take_while(|r| **r == flag).count();
+            proptest::prop_assert_eq!(stretch_end(&flags, from, flag), walked);
+        }
     }
 
     /// A number column (any kind, NULLs or none) against a literal (integer, decimal, NaN):

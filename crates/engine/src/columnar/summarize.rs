@@ -230,7 +230,7 @@ impl<'r> Summarizer<'r> {
         let mut start = 0;
         while start < keys.len() {
             let key = keys[start];
-            let end = start + keys[start..].iter().take_while(|k| **k == key).count();
+            let end = stretch_end(keys, start, key);
             let k = usize::try_from(key).ok()?;
             let cached = by_key.get_mut(k)?;
             if *cached == SKIP {
