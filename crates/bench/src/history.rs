@@ -650,7 +650,7 @@ fn duckdb(
     Ok(())
 }
 
-/// The records as NDJSON in `path`.
+/// The records as NDJSON in `path`, synced to the disk.
 fn write_input(spec: &WorkloadSpec, path: &Path) -> Result<(), String> {
     let mut generator = Generator::new(spec).map_err(|e| e.to_string())?;
     let file = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -662,7 +662,10 @@ fn write_input(spec: &WorkloadSpec, path: &Path) -> Result<(), String> {
         line.push(b'\n');
         out.write_all(&line).map_err(|e| e.to_string())?;
     }
-    out.flush().map_err(|e| e.to_string())
+    // on the disk before anything is timed: the kernel writing gigabytes back while needle
+    // ingests or queries took CPU from one side of the comparison only
+    let file = out.into_inner().map_err(|e| e.to_string())?;
+    file.sync_all().map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The generator's records as NDJSON bytes, read on demand.
