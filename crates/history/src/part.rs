@@ -838,7 +838,7 @@ impl Part {
         let mut handed = false;
         // the times are read to tell the rows in range, or to hand on those that fail; not for
         // a block whose rows all lie in range (its range given as unbounded) when the failures
-        // are only counted (decoding the delta-packed times was a fifth of such a read)
+        // are only counted (the delta-packed times are the costliest column to decode)
         let unbounded = (from_ms, to_ms) == (i64::MIN, i64::MAX);
         let read_times = !unbounded || failed_rows == FailedRows::ByTime;
         for batch in self.column_batches(index, filter.fields(), read_times, true, selection)? {
@@ -861,40 +861,38 @@ impl Part {
             };
             // the rows in range that pass, and how many in range fail: one pass without a
             // branch; the failed rows' times listed only for a reader that wants them
+            let inside = |t: i64| (t >= from_ms) & (t < to_ms);
             let from = selected.len();
-            let mut in_range = keep.len();
-            match &times {
+            let in_range = match &times {
                 Some(times) => {
                     selected.resize(from + keep.len(), false);
-                    in_range = 0;
+                    let mut in_range = 0usize;
                     for ((s, t), k) in selected[from..].iter_mut().zip(times.iter()).zip(&keep) {
-                        let inside = (*t >= from_ms) & (*t < to_ms);
-                        in_range += usize::from(inside);
-                        *s = *k & inside;
+                        in_range += usize::from(inside(*t));
+                        *s = *k & inside(*t);
                     }
+                    in_range
                 }
-                None => selected.extend_from_slice(&keep),
-            }
+                None => {
+                    selected.extend_from_slice(&keep);
+                    keep.len()
+                }
+            };
             let passed = &selected[from..];
-            let fails = in_range - passed.iter().filter(|s| **s).count();
-            if fails > 0 {
+            let passes = passed.iter().filter(|s| **s).count();
+            if in_range > passes {
                 handed = true;
                 match (failed_rows, &times) {
                     (FailedRows::ByTime, Some(times)) => {
                         failed.clear();
-                        failed.extend(
-                            times
-                                .iter()
-                                .zip(&keep)
-                                .filter(|(t, k)| !**k && **t >= from_ms && **t < to_ms)
-                                .map(|(t, _)| *t),
-                        );
+                        let rows = times.iter().zip(&keep);
+                        failed.extend(rows.filter(|(t, k)| !**k && inside(**t)).map(|(t, _)| *t));
                         f(BlockRows::Failed(&failed));
                     }
-                    _ => f(BlockRows::FailedCount(fails)),
+                    _ => f(BlockRows::FailedCount(in_range - passes)),
                 }
             }
-            if passed.iter().all(|s| !*s) {
+            if passes == 0 {
                 continue;
             }
             let passed = arrow_array::BooleanArray::new(
