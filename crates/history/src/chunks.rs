@@ -124,60 +124,25 @@ impl<R: ChunkReader> PageReader for ThreadPages<R> {
 
 /// A page as stored in a zstd chunk, decompressed: a data page of format v2 keeps its levels
 /// (stored uncompressed) ahead of its values.
-fn decompress(page: Page) -> Result<Page> {
-    Ok(match page {
-        Page::DictionaryPage { buf, num_values, encoding, is_sorted } => {
-            Page::DictionaryPage { buf: unzstd(&buf, 0)?, num_values, encoding, is_sorted }
-        }
-        Page::DataPage {
-            buf,
-            num_values,
-            encoding,
-            def_level_encoding,
-            rep_level_encoding,
-            statistics,
-        } => Page::DataPage {
-            buf: unzstd(&buf, 0)?,
-            num_values,
-            encoding,
-            def_level_encoding,
-            rep_level_encoding,
-            statistics,
-        },
+fn decompress(mut page: Page) -> Result<Page> {
+    match &mut page {
+        Page::DictionaryPage { buf, .. } | Page::DataPage { buf, .. } => *buf = unzstd(buf, 0)?,
         Page::DataPageV2 {
-            buf,
-            num_values,
-            encoding,
-            num_nulls,
-            num_rows,
-            def_levels_byte_len,
-            rep_levels_byte_len,
-            is_compressed,
-            statistics,
+            buf, def_levels_byte_len, rep_levels_byte_len, is_compressed, ..
         } => {
             let levels =
-                (def_levels_byte_len as usize).saturating_add(rep_levels_byte_len as usize);
+                (*def_levels_byte_len as usize).saturating_add(*rep_levels_byte_len as usize);
             if levels > buf.len() {
                 return Err(ParquetError::General("Invalid page header".into()));
             }
             // an empty rest is a page with no non-null values, stored as nothing
-            let buf = match is_compressed && buf.len() > levels {
-                true => unzstd(&buf, levels)?,
-                false => buf,
-            };
-            Page::DataPageV2 {
-                buf,
-                num_values,
-                encoding,
-                num_nulls,
-                num_rows,
-                def_levels_byte_len,
-                rep_levels_byte_len,
-                is_compressed: false,
-                statistics,
+            if *is_compressed && buf.len() > levels {
+                *buf = unzstd(buf, levels)?;
             }
+            *is_compressed = false;
         }
-    })
+    }
+    Ok(page)
 }
 
 /// `stored[..keep]` as it is, followed by the zstd frame `stored[keep..]` decompressed.
