@@ -401,9 +401,12 @@ pub async fn query_events(
 }
 
 /// The text of an event's data is sent in pieces of about this size: the HTTP threads write a
-/// piece, then may serve another client, and a writer holds a piece of an emission's text, not
-/// all of it (an emission of 10,000 records of 7 KB is 70 MB, which took a thread for tens of
-/// milliseconds and kept every other client of the server waiting; two such froze it).
+/// piece, then serve the other clients before the next (the stream yields between pieces), and
+/// a writer holds a piece of an emission's text, not all of it (an emission of 10,000 records
+/// of 7 KB is 70 MB, which took a thread for tens of milliseconds and kept every other client
+/// of the server waiting; two such froze it). Without the yield, one poll of a stream whose
+/// client reads fast wrote piece after piece until the task's budget ran out (tens of MB): a
+/// query's one small result waited up to 355 ms behind 100 such streams.
 const EVENT_PIECE_BYTES: usize = 256 << 10;
 
 /// A comment line is sent after this long without an event, so that proxies and clients do not
@@ -448,8 +451,8 @@ fn event_stream(
     stream::unfold(Some(state), |state| async move {
         let mut state = state?;
         if let Some(pieces) = state.sending.take() {
-            let mut out = Vec::with_capacity(EVENT_PIECE_BYTES + 1024);
-            state.sending = send_piece(&mut out, pieces);
+            let (out, rest) = next_piece(pieces).await;
+            state.sending = rest;
             return Some((Ok(Bytes::from(out)), Some(state)));
         }
         let next = loop {
@@ -476,6 +479,16 @@ fn event_stream(
             }
         }
     })
+}
+
+/// The next piece of an event's data being sent (with the event's end after its last), and the
+/// pieces still to send, after the other streams on this thread had their turn (see
+/// [`EVENT_PIECE_BYTES`]).
+async fn next_piece(pieces: JsonPieces) -> (Vec<u8>, Option<JsonPieces>) {
+    tokio::task::yield_now().await;
+    let mut out = Vec::with_capacity(EVENT_PIECE_BYTES + 1024);
+    let rest = send_piece(&mut out, pieces);
+    (out, rest)
 }
 
 /// Appends the next piece of an event's data, and the event's end after its last piece; the
@@ -532,4 +545,28 @@ pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use needle_engine::exec::Emission;
+
+    #[tokio::test]
+    async fn a_piece_after_the_first_waits_for_the_other_streams_turn() {
+        let record: needle_record::Record =
+            [("pad".to_owned(), needle_record::Value::from("x".repeat(1000)))]
+                .into_iter()
+                .collect();
+        let emission =
+            Emission { records: vec![record; 10], meta: Default::default(), is_final: true };
+        let mut out = Vec::new();
+        let rest = send_piece(&mut out, emission.into_json_pieces(2000)).expect("more to send");
+        let mut next = std::pin::pin!(next_piece(rest));
+        assert!(futures_util::poll!(next.as_mut()).is_pending(), "it yields before writing");
+        let std::task::Poll::Ready((piece, rest)) = futures_util::poll!(next.as_mut()) else {
+            panic!("ready once the others had their turn");
+        };
+        assert!(piece.len() >= 2000 && rest.is_some(), "{}", piece.len());
+    }
 }
