@@ -353,13 +353,14 @@ fn measure(
     while processed == 0 || thread_cpu_seconds() - start < seconds {
         for chunk in lines.chunks(10_000) {
             for line in chunk {
-                match worker.process(&matches, line, &ctx, |_, partial| drop(black_box(partial))) {
+                match worker.process(&matches, line, &ctx) {
                     Ok(outcome) => {
                         candidates += outcome.candidates;
                         matched += outcome.matched;
                     }
                     Err(_) => malformed += 1,
                 }
+                worker.flush_raw(|_, partial| drop(black_box(partial)));
             }
             worker.flush(|_, partial| drop(black_box(partial)));
             processed += chunk.len();

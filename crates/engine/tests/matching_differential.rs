@@ -206,12 +206,11 @@ fn check(
         }
         let mut got = BTreeSet::new();
         let mut partials: Vec<(u64, Partial)> = Vec::new();
-        worker
-            .process(&set, line.as_bytes(), &ctx, |m, p| {
-                got.insert(m.serial);
-                partials.push((m.serial, p));
-            })
-            .unwrap();
+        worker.process(&set, line.as_bytes(), &ctx).unwrap();
+        worker.flush_raw(|m, p| {
+            got.insert(m.serial);
+            partials.push((m.serial, p));
+        });
         worker.flush(|m, p| {
             if p.matched > 0 {
                 got.insert(m.serial);
@@ -267,7 +266,8 @@ fn thousands_of_equality_queries_through_incremental_updates() {
     for v in [0u64, 17, 1499, 1500] {
         let line = format!(r#"{{"s":"v{v}","n":1}}"#);
         let mut got = BTreeSet::new();
-        let outcome = worker.process(&set, line.as_bytes(), &ctx, |m, _| {
+        let outcome = worker.process(&set, line.as_bytes(), &ctx);
+        worker.flush_raw(|m, _| {
             got.insert(m.serial);
         });
         let expected: BTreeSet<u64> = set

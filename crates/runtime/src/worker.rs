@@ -1,8 +1,9 @@
 //! A worker thread: takes batches of lines from the sources' queue and runs each line through
 //! the engine's matcher ([`MatchWorker`]): decode only the fields the active queries read, find
 //! the candidate queries in the predicate index, run their filters and partial aggregations.
-//! Partials go to the joiner when the batch is read if a RAW query matched (latency), otherwise
-//! on the tick; either way in one message per batch or tick.
+//! Partials go to the joiner when the batch is read if a RAW query matched (latency: the records
+//! each RAW query took of the batch, in one partial), otherwise on the tick; either way in one
+//! message per batch or tick.
 //! Nothing is locked per record; the set of queries is the registry's snapshot, loaded once per
 //! batch.
 //!
@@ -104,7 +105,6 @@ impl Worker {
         let set = &snapshot.set;
         let (mut records, malformed, mut matched_records) =
             self.process_lines(batch, snapshot, matcher, &ctx);
-        let (outbox, joiner) = (&mut self.outbox, &self.joiner);
         for record in batch.records() {
             records += 1;
             if count_and_sample(&mut self.lines) {
@@ -114,15 +114,16 @@ impl Worker {
                 continue;
             }
             // built in code: whole already, and nothing to check
-            let outcome = matcher.process_record(set, record, None, &ctx, |member, partial| {
-                outbox.push(joiner, member, partial)
-            });
+            let outcome = matcher.process_record(set, record, None, &ctx);
             matched_records += u64::from(outcome.matched > 0);
         }
         for columns in batch.columns() {
             records += columns.rows() as u64;
             matched_records += self.process_columns(columns, snapshot, matcher, &ctx);
         }
+        // what RAW queries took of the batch, one partial each
+        let (outbox, joiner) = (&mut self.outbox, &self.joiner);
+        matcher.flush_raw(|member, partial| outbox.push(joiner, member, partial));
         self.outbox.send(&self.joiner);
         self.unreported += records;
         let m = &self.metrics;
@@ -171,15 +172,11 @@ impl Worker {
                         self.line_columns.discard();
                         by_columns = false;
                         matched += self.run_line_columns(snapshot, matcher, ctx);
-                        let (outbox, joiner) = (&mut self.outbox, &self.joiner);
-                        let push = |member: &_, partial| outbox.push(joiner, member, partial);
-                        Ok(matcher.process_record(set, &self.row, Some(line), ctx, push))
+                        Ok(matcher.process_record(set, &self.row, Some(line), ctx))
                     }
                 }
             } else {
-                let (outbox, joiner) = (&mut self.outbox, &self.joiner);
-                matcher
-                    .process(set, line, ctx, |member, partial| outbox.push(joiner, member, partial))
+                matcher.process(set, line, ctx)
             };
             match outcome {
                 Ok(outcome) => matched += u64::from(outcome.matched > 0),
@@ -245,14 +242,11 @@ impl Worker {
             return matched;
         }
         let reader = columns.rows_reader();
-        let (outbox, joiner) = (&mut self.outbox, &self.joiner);
         let mut matched = 0;
         for row in 0..columns.rows() {
             reader.write(row, &mut self.row);
             // built in code: whole already, and nothing to check
-            let outcome = matcher.process_record(set, &self.row, None, ctx, |member, partial| {
-                outbox.push(joiner, member, partial)
-            });
+            let outcome = matcher.process_record(set, &self.row, None, ctx);
             matched += u64::from(outcome.matched > 0);
         }
         matched

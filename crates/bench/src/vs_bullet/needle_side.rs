@@ -95,9 +95,11 @@ pub fn pass(queries: &Queries, lines: &[Vec<u8>]) -> Result<Pass, String> {
     let start = Instant::now();
     for chunk in lines.chunks(TICK_LINES) {
         for line in chunk {
-            if worker.process(&set, line, &ctx, |m, p| join.merge(m, p)).is_err() {
+            if worker.process(&set, line, &ctx).is_err() {
                 malformed += 1;
             }
+            // each line's RAW records at once, as a LIMIT query's end must come with its record
+            worker.flush_raw(|m, p| join.merge(m, p));
             join.remove_ended(&mut set);
         }
         worker.flush(|m, p| join.merge(m, p));

@@ -17,6 +17,8 @@ type Fast = foldhash::fast::FixedState;
 struct Slot {
     member: Arc<Member>,
     state: WorkerState,
+    /// A RAW query's state holds records not handed on yet ([`MatchWorker::flush_raw`]).
+    raw_pending: bool,
 }
 
 /// A record for a query: the line's, or one the query may keep without copying it.
@@ -41,6 +43,8 @@ pub struct MatchWorker {
     /// Queries whose state took a record since the last flush (each once): a flush visits
     /// these, not every state (100,000 queries waiting for their needles cost nothing per tick).
     dirty: Vec<u64>,
+    /// RAW queries whose states took a record since [`MatchWorker::flush_raw`] (each once).
+    raw_pending: Vec<u64>,
     /// Flushes since the states of retired queries were last dropped.
     flushes: u32,
     /// The record lines are decoded into, kept from line to line.
@@ -65,21 +69,21 @@ impl MatchWorker {
         Self::default()
     }
 
-    /// Runs one line through the active queries. `raw_out` receives a RAW query's partial as soon
-    /// as it matched (the caller sends it on at once). A malformed line is an error and changes
-    /// nothing.
+    /// Runs one line through the active queries. The records RAW queries took wait in their
+    /// states for [`MatchWorker::flush_raw`] (the caller's, once per batch of lines: one partial
+    /// a query, however many of the batch's records it took). A malformed line is an error and
+    /// changes nothing.
     pub fn process(
         &mut self,
         set: &MatchSet,
         line: &[u8],
         ctx: &EvalContext,
-        raw_out: impl FnMut(&Arc<Member>, Partial),
     ) -> Result<LineOutcome, RecordError> {
         // the previous line's record, overwritten in place (its names and strings reused)
         let mut record = std::mem::take(&mut self.scratch);
         let outcome = set
             .decode_into(line, &mut record)
-            .map(|()| self.process_record(set, &record, Some(line), ctx, raw_out));
+            .map(|()| self.process_record(set, &record, Some(line), ctx));
         self.scratch = record;
         outcome
     }
@@ -93,7 +97,6 @@ impl MatchWorker {
         record: &Record,
         line: Option<&[u8]>,
         ctx: &EvalContext,
-        mut raw_out: impl FnMut(&Arc<Member>, Partial),
     ) -> LineOutcome {
         let mut hits = recycle(std::mem::take(&mut self.spare_hits));
         set.candidates(record, ctx, &mut hits);
@@ -144,7 +147,6 @@ impl MatchWorker {
                                 Input::Borrowed(whole),
                                 ctx,
                                 &mut outcome,
-                                &mut raw_out,
                             );
                         }
                         continue;
@@ -153,26 +155,19 @@ impl MatchWorker {
                 }
                 _ => record,
             };
-            self.aggregate(member, proven, Input::Borrowed(input), ctx, &mut outcome, &mut raw_out);
+            self.aggregate(member, proven, Input::Borrowed(input), ctx, &mut outcome);
         }
         if let Some(member) = deferred {
             if let Some(Ok(whole)) = whole.take() {
-                self.aggregate(
-                    member,
-                    Some(true),
-                    Input::Owned(whole),
-                    ctx,
-                    &mut outcome,
-                    &mut raw_out,
-                );
+                self.aggregate(member, Some(true), Input::Owned(whole), ctx, &mut outcome);
             }
         }
         self.spare_hits = recycle(hits);
         outcome
     }
 
-    /// Runs `input` through `member`'s query (`proven`: its filter is known to hold) and sends
-    /// a RAW query's partial on at once.
+    /// Runs `input` through `member`'s query (`proven`: its filter is known to hold); a RAW
+    /// query that took it waits for [`MatchWorker::flush_raw`].
     fn aggregate(
         &mut self,
         member: &Arc<Member>,
@@ -180,7 +175,6 @@ impl MatchWorker {
         input: Input<'_>,
         ctx: &EvalContext,
         outcome: &mut LineOutcome,
-        raw_out: &mut impl FnMut(&Arc<Member>, Partial),
     ) {
         let query = &member.query;
         let slot = slot_of(&mut self.slots, member);
@@ -197,10 +191,9 @@ impl MatchWorker {
         };
         if matched {
             outcome.matched += 1;
-            if query.is_raw() {
-                if let Some(partial) = query.flush(&mut slot.state) {
-                    raw_out(&slot.member, partial);
-                }
+            if query.is_raw() && !slot.raw_pending {
+                slot.raw_pending = true;
+                self.raw_pending.push(member.serial);
             }
         }
         if !was_dirty && slot.state.is_dirty() {
@@ -231,9 +224,27 @@ impl MatchWorker {
         Ok(())
     }
 
+    /// Hands on the partial of every RAW query that took a record since the last call (of
+    /// queries still in their set): the records lines matched, for the join to emit at once. A
+    /// worker calls it once per batch of lines: a query taking every record of a batch makes one
+    /// partial, not one a record (100 `SELECT *` queries made the joiner merge one partial per
+    /// record and query, and fall behind).
+    pub fn flush_raw(&mut self, mut out: impl FnMut(&Arc<Member>, Partial)) {
+        for serial in self.raw_pending.drain(..) {
+            let Some(slot) = self.slots.get_mut(&serial) else { continue };
+            slot.raw_pending = false;
+            if let Some(partial) = slot.member.query.flush(&mut slot.state) {
+                if slot.member.is_live() {
+                    out(&slot.member, partial);
+                }
+            }
+        }
+    }
+
     /// Flushes every state with something in it (of queries still in their set), and now and
     /// then forgets the states of queries that left it (retired members).
     pub fn flush(&mut self, mut out: impl FnMut(&Arc<Member>, Partial)) {
+        self.flush_raw(&mut out);
         for serial in self.dirty.drain(..) {
             let Some(slot) = self.slots.get_mut(&serial) else { continue };
             if let Some(partial) = slot.member.query.flush(&mut slot.state) {
@@ -257,9 +268,11 @@ impl MatchWorker {
 
 /// `member`'s slot, made on its first record.
 fn slot_of<'s>(slots: &'s mut HashMap<u64, Slot, Fast>, member: &Arc<Member>) -> &'s mut Slot {
-    slots
-        .entry(member.serial)
-        .or_insert_with(|| Slot { member: member.clone(), state: member.query.new_worker() })
+    slots.entry(member.serial).or_insert_with(|| Slot {
+        member: member.clone(),
+        state: member.query.new_worker(),
+        raw_pending: false,
+    })
 }
 
 /// True when the conjunct of `hit` holds for `record`: every clause's sub-expression is TRUE
@@ -289,7 +302,8 @@ mod tests {
                 out.push((m.serial, serde_json::to_string(record).unwrap()));
             }
         };
-        worker.process(set, line.as_bytes(), &ctx, &mut keep).unwrap();
+        worker.process(set, line.as_bytes(), &ctx).unwrap();
+        worker.flush_raw(&mut keep);
         out.sort();
         out
     }
@@ -322,6 +336,38 @@ mod tests {
     }
 
     #[test]
+    fn a_raw_query_hands_on_what_a_batch_of_lines_gave_it_in_one_partial() {
+        let set = MatchSet::new().update(
+            vec![
+                member(1, "SELECT * FROM STREAM() WHERE s = 'x'"),
+                member(2, "SELECT n FROM STREAM() WHERE n > 1 LIMIT 1"),
+                member(3, "SELECT COUNT(*) AS c FROM STREAM()"),
+            ],
+            &[],
+        );
+        let ctx = EvalContext::new(0);
+        let mut worker = MatchWorker::new();
+        for n in 0..4 {
+            worker.process(&set, format!(r#"{{"s":"x","n":{n}}}"#).as_bytes(), &ctx).unwrap();
+        }
+        let mut handed = Vec::new();
+        worker.flush_raw(|m, p| handed.push((m.serial, p.matched, p.state.raw_len())));
+        handed.sort();
+        // the LIMIT's query keeps what its LIMIT takes, and counts the rest as dropped
+        assert_eq!(handed, vec![(1, 4, 4), (2, 2, 1)], "one partial each; not the COUNT");
+        worker.flush_raw(|m, _| panic!("{} was handed on already", m.serial));
+        let mut flushed = Vec::new();
+        worker.flush(|m, p| flushed.push((m.serial, p.matched)));
+        assert_eq!(flushed, vec![(3, 4)], "the aggregation goes on the tick");
+        // the tick hands on what waits too
+        worker.process(&set, br#"{"s":"x","n":5}"#, &ctx).unwrap();
+        let mut flushed = Vec::new();
+        worker.flush(|m, p| flushed.push((m.serial, p.state.raw_len())));
+        flushed.sort();
+        assert_eq!(flushed, vec![(1, 1), (2, 1), (3, 0)]);
+    }
+
+    #[test]
     fn a_raw_query_that_sheds_records_counts_its_matches_and_keeps_none() {
         let set = MatchSet::new().update(
             vec![
@@ -348,7 +394,8 @@ mod tests {
         // and once the time is past, records are kept again
         let later = EvalContext::new(1_000);
         let mut kept = Vec::new();
-        worker.process(&set, line.as_bytes(), &later, |m, _| kept.push(m.serial)).unwrap();
+        worker.process(&set, line.as_bytes(), &later).unwrap();
+        worker.flush_raw(|m, _| kept.push(m.serial));
         kept.sort();
         assert_eq!(kept, vec![1, 2, 3]);
     }

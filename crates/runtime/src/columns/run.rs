@@ -186,7 +186,7 @@ mod tests {
         let (reader, mut record, ctx) = (batch.rows_reader(), Record::new(), EvalContext::new(0));
         for row in 0..batch.rows() {
             reader.write(row, &mut record);
-            by_rows.process_record(&snapshot.set, &record, None, &ctx, |_, _| {});
+            by_rows.process_record(&snapshot.set, &record, None, &ctx);
         }
         let columns = flushed(&mut by_columns);
         assert_eq!(columns.len(), 2);
