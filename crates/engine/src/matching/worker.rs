@@ -21,6 +21,17 @@ struct Slot {
     raw_pending: bool,
 }
 
+impl Slot {
+    /// Hands on the partial the state holds, if any, unless its query left its set.
+    fn hand_on(&mut self, out: &mut impl FnMut(&Arc<Member>, Partial)) {
+        if let Some(partial) = self.member.query.flush(&mut self.state) {
+            if self.member.is_live() {
+                out(&self.member, partial);
+            }
+        }
+    }
+}
+
 /// A record for a query: the line's, or one the query may keep without copying it.
 enum Input<'r> {
     Borrowed(&'r Record),
@@ -233,11 +244,7 @@ impl MatchWorker {
         for serial in self.raw_pending.drain(..) {
             let Some(slot) = self.slots.get_mut(&serial) else { continue };
             slot.raw_pending = false;
-            if let Some(partial) = slot.member.query.flush(&mut slot.state) {
-                if slot.member.is_live() {
-                    out(&slot.member, partial);
-                }
-            }
+            slot.hand_on(&mut out);
         }
     }
 
@@ -246,11 +253,8 @@ impl MatchWorker {
     pub fn flush(&mut self, mut out: impl FnMut(&Arc<Member>, Partial)) {
         self.flush_raw(&mut out);
         for serial in self.dirty.drain(..) {
-            let Some(slot) = self.slots.get_mut(&serial) else { continue };
-            if let Some(partial) = slot.member.query.flush(&mut slot.state) {
-                if slot.member.is_live() {
-                    out(&slot.member, partial);
-                }
+            if let Some(slot) = self.slots.get_mut(&serial) {
+                slot.hand_on(&mut out);
             }
         }
         self.flushes += 1;
