@@ -355,10 +355,13 @@ mod tests {
             worker.process(&set, format!(r#"{{"s":"x","n":{n}}}"#).as_bytes(), &ctx).unwrap();
         }
         let mut handed = Vec::new();
-        worker.flush_raw(|m, p| handed.push((m.serial, p.matched, p.state.raw_len())));
+        worker.flush_raw(|m, p| {
+            let dropped = m.query.inner.aggregator.raw_dropped(&p.state);
+            handed.push((m.serial, p.matched, p.state.raw_len(), dropped))
+        });
         handed.sort();
         // the LIMIT's query keeps what its LIMIT takes, and counts the rest as dropped
-        assert_eq!(handed, vec![(1, 4, 4), (2, 2, 1)], "one partial each; not the COUNT");
+        assert_eq!(handed, vec![(1, 4, 4, 0), (2, 2, 1, 1)], "one partial each; not the COUNT");
         worker.flush_raw(|m, _| panic!("{} was handed on already", m.serial));
         let mut flushed = Vec::new();
         worker.flush(|m, p| flushed.push((m.serial, p.matched)));
