@@ -4,7 +4,7 @@
 # later runs reuse it).
 #
 #   scripts/s3/minio.sh fetch                 build the server (idempotent)
-#   scripts/s3/minio.sh start DIR [--owner PID] [--max-seconds N] [--bucket NAME]
+#   scripts/s3/minio.sh start DIR [--owner PID] [--max-seconds N] [--bucket NAME] [--in-memory]
 #                                             start a server whose data and log live in DIR, with
 #                                             the bucket NAME (default: history); prints the
 #                                             endpoint (http://127.0.0.1:PORT) and writes it to
@@ -12,6 +12,13 @@
 #                                             DIR/access_key and DIR/secret_key. The server stops
 #                                             itself when PID (default: the caller) exits, or
 #                                             after N seconds (default 7200).
+#                                             --in-memory: the objects live in a new directory
+#                                             of /dev/shm (memory) when it has 4 GiB free, else
+#                                             in DIR; removed when the server stops for good.
+#                                             MinIO refuses every write once its drive is 99%
+#                                             full (2.5 GB free of 250 GB), which a build
+#                                             machine's disk can be while the tests' few
+#                                             megabytes would fit easily: the tests use this.
 #   scripts/s3/minio.sh restart DIR           stop the server of DIR and start it again on the
 #                                             same port with the same data (an outage)
 #   scripts/s3/minio.sh stop DIR              stop it (and its watchdog) and wait for the exit
@@ -45,12 +52,13 @@ free_port() {
 
 start() {
   local dir=$1; shift
-  local owner=$PPID max_seconds=7200 bucket=history
+  local owner=$PPID max_seconds=7200 bucket=history in_memory=no
   while [ $# -gt 0 ]; do
     case $1 in
       --owner) owner=$2; shift 2 ;;
       --max-seconds) max_seconds=$2; shift 2 ;;
       --bucket) bucket=$2; shift 2 ;;
+      --in-memory) in_memory=yes; shift ;;
       *) die "unknown option $1" ;;
     esac
   done
@@ -65,6 +73,17 @@ start() {
   cport=$(free_port)
   while [ "$cport" = "$port" ]; do cport=$(free_port); done
   rm -rf "$dir/data"
+  [ -f "$dir/data_in_memory" ] && rm -rf "$(cat "$dir/data_in_memory")"
+  rm -f "$dir/data_in_memory"
+  if [ $in_memory = yes ]; then
+    local shm_free_kb
+    shm_free_kb=$(df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 { print $4 }')
+    if [ -d /dev/shm ] && [ -w /dev/shm ] && [ "${shm_free_kb:-0}" -ge $((4 * 1024 * 1024)) ]; then
+      mktemp -d /dev/shm/needle-minio-data-XXXXXX >"$dir/data_in_memory"
+    else
+      echo "minio.sh: /dev/shm has not 4 GiB free: the objects live in $dir/data" >&2
+    fi
+  fi
   echo "$port" >"$dir/port"
   echo "$cport" >"$dir/console_port"
   echo "$bucket" >"$dir/bucket"
@@ -76,7 +95,7 @@ start() {
   until code=$(curl -s -o /dev/null -w '%{http_code}' -X PUT --aws-sigv4 "aws:amz:us-east-1:s3" \
     --user "$user:$secret" "http://127.0.0.1:$port/$bucket") && { [ "$code" = 200 ] || [ "$code" = 409 ]; }; do
     tries=$((tries + 1))
-    if [ $tries -ge 20 ]; then stop "$dir"; die "could not create the bucket $bucket"; fi
+    if [ $tries -ge 20 ]; then stop_for_good "$dir"; die "could not create the bucket $bucket"; fi
     sleep 0.5
   done
   cat "$dir/endpoint"
@@ -85,27 +104,33 @@ start() {
 # Starts the server configured in DIR with its watchdog, and waits until it is ready.
 launch() {
   local dir=$1 owner=$2 max_seconds=$3
-  local port cport
+  local port cport data
   port=$(cat "$dir/port")
   cport=$(cat "$dir/console_port")
+  data=$(data_dir "$dir")
   echo "$owner" >"$dir/owner"
   echo "$user" >"$dir/access_key"
   echo "$secret" >"$dir/secret_key"
   MINIO_ROOT_USER=$user MINIO_ROOT_PASSWORD=$secret MINIO_BROWSER=off \
     MINIO_UPDATE=off MINIO_CALLHOME_ENABLE=off \
-    nohup "$bin_dir/minio" server "$dir/data" --address "127.0.0.1:$port" \
+    nohup "$bin_dir/minio" server "$data" --address "127.0.0.1:$port" \
     --console-address "127.0.0.1:$cport" --quiet >"$dir/minio.log" 2>&1 </dev/null &
   local pid=$!
   echo "$pid" >"$dir/pid"
-  # The watchdog: the server stops itself when its owner is gone or its time is up.
+  # The watchdog: the server stops itself when its owner is gone or its time is up (and objects
+  # kept in memory go with it).
+  local memory=""
+  [ -f "$dir/data_in_memory" ] && memory=$data
   nohup bash -c '
-    owner=$1 pid=$2 deadline=$(( $(date +%s) + $3 ))
+    owner=$1 pid=$2 deadline=$(( $(date +%s) + $3 )) memory=$4
     while kill -0 "$pid" 2>/dev/null; do
       if ! kill -0 "$owner" 2>/dev/null || [ "$(date +%s)" -ge "$deadline" ]; then
-        kill "$pid" 2>/dev/null; sleep 5; kill -9 "$pid" 2>/dev/null; exit 0
+        kill "$pid" 2>/dev/null; sleep 5; kill -9 "$pid" 2>/dev/null
+        [ -n "$memory" ] && rm -rf "$memory"
+        exit 0
       fi
       sleep 1
-    done' watchdog "$owner" "$pid" "$max_seconds" >/dev/null 2>&1 </dev/null &
+    done' watchdog "$owner" "$pid" "$max_seconds" "$memory" >/dev/null 2>&1 </dev/null &
   echo $! >"$dir/watchdog.pid"
   local waited=0
   until curl -sf -o /dev/null "http://127.0.0.1:$port/minio/health/ready"; do
@@ -144,6 +169,21 @@ stop() {
   rm -f "$dir/pid" "$dir/watchdog.pid"
 }
 
+# Where the server of DIR keeps its objects.
+data_dir() {
+  if [ -f "$1/data_in_memory" ]; then cat "$1/data_in_memory"; else echo "$1/data"; fi
+}
+
+# Stops the server of DIR for good: objects kept in memory are removed.
+stop_for_good() {
+  local dir=$1
+  stop "$dir"
+  if [ -f "$dir/data_in_memory" ]; then
+    rm -rf "$(cat "$dir/data_in_memory")"
+    rm -f "$dir/data_in_memory"
+  fi
+}
+
 status() {
   local dir=$1
   [ -f "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null
@@ -151,9 +191,9 @@ status() {
 
 case ${1:-} in
   fetch) fetch ;;
-  start) [ $# -ge 2 ] || die "usage: minio.sh start DIR [--owner PID] [--max-seconds N] [--bucket NAME]"; shift; start "$@" ;;
+  start) [ $# -ge 2 ] || die "usage: minio.sh start DIR [--owner PID] [--max-seconds N] [--bucket NAME] [--in-memory]"; shift; start "$@" ;;
   restart) [ $# -eq 2 ] || die "usage: minio.sh restart DIR"; restart "$2" ;;
-  stop) [ $# -eq 2 ] || die "usage: minio.sh stop DIR"; stop "$2" ;;
+  stop) [ $# -eq 2 ] || die "usage: minio.sh stop DIR"; stop_for_good "$2" ;;
   status) [ $# -eq 2 ] || die "usage: minio.sh status DIR"; status "$2" ;;
-  *) die "usage: minio.sh fetch | start DIR [--owner PID] [--max-seconds N] [--bucket NAME] | restart DIR | stop DIR | status DIR" ;;
+  *) die "usage: minio.sh fetch | start DIR [--owner PID] [--max-seconds N] [--bucket NAME] [--in-memory] | restart DIR | stop DIR | status DIR" ;;
 esac

@@ -2,6 +2,10 @@
 //! (built once through the Go module proxy) on a free loopback port, with this process as its
 //! owner, so the script's watchdog stops it if this process dies without cleaning up.
 //!
+//! Its objects live in memory (`--in-memory`: a directory of `/dev/shm` when that has room):
+//! MinIO refuses every write once its drive is 99% full, which a build machine's disk can be
+//! while the few megabytes a test writes would fit easily.
+//!
 //! A [`Minio`] value stops its server when dropped; [`Minio::shared`] is one server for a whole
 //! test binary, stopped when the process exits. Tests share it and use prefixes of their own.
 //!
@@ -34,7 +38,7 @@ impl Minio {
         })
     }
 
-    /// Starts a server whose files live in a new temporary directory.
+    /// Starts a server whose files live in a new temporary directory, its objects in memory.
     pub fn start() -> Result<Minio, String> {
         let temp = tempfile::Builder::new()
             .prefix("needle-minio-")
@@ -43,7 +47,7 @@ impl Minio {
         let dir = temp.path().to_owned();
         let owner = std::process::id().to_string();
         let dir_arg = dir.to_str().ok_or("a temporary directory that is not UTF-8")?;
-        let endpoint = run_script(&["start", dir_arg, "--owner", &owner])?;
+        let endpoint = run_script(&["start", dir_arg, "--owner", &owner, "--in-memory"])?;
         let read = |name: &str| {
             std::fs::read_to_string(dir.join(name))
                 .map(|s| s.trim().to_owned())
@@ -100,6 +104,15 @@ impl Minio {
     /// Starts the stopped server again on the same port with the same data.
     pub fn restart(&self) -> Result<(), String> {
         run_script(&["restart", self.dir_str()?]).map(|_| ())
+    }
+
+    /// Where the server keeps its objects: a directory of `/dev/shm`, or its own directory's
+    /// `data` where memory had no room.
+    pub fn objects_dir(&self) -> PathBuf {
+        match std::fs::read_to_string(self.dir.join("data_in_memory")) {
+            Ok(path) => PathBuf::from(path.trim()),
+            Err(_) => self.dir.join("data"),
+        }
     }
 
     fn dir_str(&self) -> Result<&str, String> {

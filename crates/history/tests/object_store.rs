@@ -208,6 +208,27 @@ fn what_one_machine_writes_to_minio_another_reads_whole() {
     write_and_read_back(remote);
 }
 
+/// Kilobytes free in /dev/shm, by `df` (none where there is no /dev/shm).
+fn kilobytes_free_in_memory() -> u64 {
+    let out = std::process::Command::new("df").args(["-Pk", "/dev/shm"]).output();
+    let text = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+    text.lines().nth(1).and_then(|l| l.split_whitespace().nth(3)?.parse().ok()).unwrap_or(0)
+}
+
+#[test]
+fn a_test_server_keeps_its_objects_in_memory_and_removes_them_when_it_stops() {
+    let minio = Minio::start().unwrap();
+    write_and_read_back(minio.remote("in-memory"));
+    let objects = minio.objects_dir();
+    let written = objects.join(&minio.bucket).join("in-memory");
+    assert!(written.is_dir(), "no {} after a write", written.display());
+    if kilobytes_free_in_memory() >= 4 * 1024 * 1024 {
+        assert!(objects.starts_with("/dev/shm"), "objects on disk: {}", objects.display());
+    }
+    drop(minio);
+    assert!(!objects.exists(), "{} outlived its server", objects.display());
+}
+
 #[test]
 fn a_cold_read_of_one_block_fetches_ranges_not_the_part() {
     let minio = Minio::shared();
