@@ -14,14 +14,16 @@
 #                                             after N seconds (default 7200).
 #                                             --in-memory: the objects live in a new directory
 #                                             of /dev/shm (memory) when it has 4 GiB free, else
-#                                             in DIR; removed when the server stops for good.
+#                                             in DIR; removed by `remove` and by the watchdog.
 #                                             MinIO refuses every write once its drive is 99%
 #                                             full (2.5 GB free of 250 GB), which a build
 #                                             machine's disk can be while the tests' few
 #                                             megabytes would fit easily: the tests use this.
 #   scripts/s3/minio.sh restart DIR           stop the server of DIR and start it again on the
 #                                             same port with the same data (an outage)
-#   scripts/s3/minio.sh stop DIR              stop it (and its watchdog) and wait for the exit
+#   scripts/s3/minio.sh stop DIR              stop it (and its watchdog) and wait for the exit;
+#                                             its objects stay for a restart
+#   scripts/s3/minio.sh remove DIR            stop it and remove its objects kept in memory
 #   scripts/s3/minio.sh status DIR            exit 0 when running
 set -euo pipefail
 
@@ -95,7 +97,7 @@ start() {
   until code=$(curl -s -o /dev/null -w '%{http_code}' -X PUT --aws-sigv4 "aws:amz:us-east-1:s3" \
     --user "$user:$secret" "http://127.0.0.1:$port/$bucket") && { [ "$code" = 200 ] || [ "$code" = 409 ]; }; do
     tries=$((tries + 1))
-    if [ $tries -ge 20 ]; then stop_for_good "$dir"; die "could not create the bucket $bucket"; fi
+    if [ $tries -ge 20 ]; then remove "$dir"; die "could not create the bucket $bucket"; fi
     sleep 0.5
   done
   cat "$dir/endpoint"
@@ -175,7 +177,7 @@ data_dir() {
 }
 
 # Stops the server of DIR for good: objects kept in memory are removed.
-stop_for_good() {
+remove() {
   local dir=$1
   stop "$dir"
   if [ -f "$dir/data_in_memory" ]; then
@@ -193,7 +195,8 @@ case ${1:-} in
   fetch) fetch ;;
   start) [ $# -ge 2 ] || die "usage: minio.sh start DIR [--owner PID] [--max-seconds N] [--bucket NAME] [--in-memory]"; shift; start "$@" ;;
   restart) [ $# -eq 2 ] || die "usage: minio.sh restart DIR"; restart "$2" ;;
-  stop) [ $# -eq 2 ] || die "usage: minio.sh stop DIR"; stop_for_good "$2" ;;
+  stop) [ $# -eq 2 ] || die "usage: minio.sh stop DIR"; stop "$2" ;;
+  remove) [ $# -eq 2 ] || die "usage: minio.sh remove DIR"; remove "$2" ;;
   status) [ $# -eq 2 ] || die "usage: minio.sh status DIR"; status "$2" ;;
-  *) die "usage: minio.sh fetch | start DIR [--owner PID] [--max-seconds N] [--bucket NAME] [--in-memory] | restart DIR | stop DIR | status DIR" ;;
+  *) die "usage: minio.sh fetch | start DIR [--owner PID] [--max-seconds N] [--bucket NAME] [--in-memory] | restart DIR | stop DIR | remove DIR | status DIR" ;;
 esac

@@ -123,7 +123,8 @@ impl Minio {
 impl Drop for Minio {
     fn drop(&mut self) {
         if self._temp.is_some() {
-            let _ = self.stop();
+            // stopped, and its objects kept in memory removed
+            let _ = self.dir_str().and_then(|dir| run_script(&["remove", dir]));
         }
     }
 }
