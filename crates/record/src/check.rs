@@ -252,6 +252,15 @@ struct Masks {
 trait Classify {
     fn classify(block: &[u8; 64]) -> Masks;
 
+    /// Classifies a line's last bytes `rest` (fewer than 64) as a block padded with spaces
+    /// (whitespace: no effect).
+    #[inline(always)]
+    fn classify_tail(rest: &[u8]) -> Masks {
+        let mut block = [b' '; 64];
+        block[..rest.len()].copy_from_slice(rest);
+        Self::classify(&block)
+    }
+
     /// [`prefix_xor`], with the CPU's carry-less multiply where the kernel's CPUs have one.
     #[inline(always)]
     fn prefix_xor(x: u64) -> u64 {
@@ -464,7 +473,26 @@ impl Classify for Avx512 {
     fn classify(block: &[u8; 64]) -> Masks {
         // SAFETY: this kernel is only used by walk_avx512, which runs only on CPUs detected to
         // have AVX-512 BW.
-        unsafe { classify_avx512(block) }
+        unsafe {
+            // SAFETY: `block` is 64 readable bytes; the load is unaligned.
+            classify_avx512(std::arch::x86_64::_mm512_loadu_si512(block.as_ptr().cast()))
+        }
+    }
+
+    /// One masked load: no copy through the stack, whose 64-byte reload of the copy's smaller
+    /// stores could not be forwarded (a stall on every line shorter than a few blocks).
+    #[inline(always)]
+    fn classify_tail(rest: &[u8]) -> Masks {
+        use std::arch::x86_64::*;
+        debug_assert!(rest.len() < 64);
+        let wanted = (1u64 << rest.len()) - 1;
+        // SAFETY: as for `classify`; the masked load reads only the `rest.len()` bytes of
+        // `rest` (a masked-off byte is never accessed, so it cannot fault) and puts spaces in
+        // the others.
+        unsafe {
+            let spaces = _mm512_set1_epi8(b' ' as i8);
+            classify_avx512(_mm512_mask_loadu_epi8(spaces, wanted, rest.as_ptr().cast()))
+        }
     }
 
     #[inline(always)]
@@ -484,14 +512,12 @@ fn prefix_xor_clmul(x: u64) -> u64 {
     _mm_cvtsi128_si64(product) as u64
 }
 
-/// The whole block in one register: each class is one compare straight into a 64-bit mask.
+/// The whole block, in one register: each class is one compare straight into a 64-bit mask.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw")]
 #[inline]
-fn classify_avx512(block: &[u8; 64]) -> Masks {
+fn classify_avx512(x: std::arch::x86_64::__m512i) -> Masks {
     use std::arch::x86_64::*;
-    // SAFETY: `block` is 64 readable bytes; the load is unaligned.
-    let x = unsafe { _mm512_loadu_si512(block.as_ptr().cast()) };
     macro_rules! is {
         ($c:expr) => {
             _mm512_cmpeq_epi8_mask(x, _mm512_set1_epi8($c as i8))
@@ -637,13 +663,7 @@ impl<'a, K: Classify> Scanner<'a, K> {
         let start = self.next_block;
         let masks = match self.bytes[start..].first_chunk::<64>() {
             Some(block) => K::classify(block),
-            None => {
-                // the last, partial block, padded with spaces (whitespace: no effect)
-                let mut block = [b' '; 64];
-                let rest = &self.bytes[start..];
-                block[..rest.len()].copy_from_slice(rest);
-                K::classify(&block)
-            }
+            None => K::classify_tail(&self.bytes[start..]),
         };
         let escaped = if masks.backslash == 0 && !self.escape_carry {
             0
@@ -1169,6 +1189,16 @@ mod tests {
                 if std::arch::is_x86_feature_detected!("avx512bw") {
                     assert_eq!(Avx512::classify(&block), portable);
                 }
+            }
+            // a line's last, partial block: as if padded with spaces
+            let length = round % 64;
+            let mut padded = [b' '; 64];
+            padded[..length].copy_from_slice(&block[..length]);
+            let tail = Portable::classify(&padded);
+            assert_eq!(Portable::classify_tail(&block[..length]), tail);
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx512bw") {
+                assert_eq!(Avx512::classify_tail(&block[..length]), tail, "{length} bytes");
             }
         }
     }
