@@ -472,11 +472,8 @@ impl Classify for Avx512 {
     #[inline(always)]
     fn classify(block: &[u8; 64]) -> Masks {
         // SAFETY: this kernel is only used by walk_avx512, which runs only on CPUs detected to
-        // have AVX-512 BW.
-        unsafe {
-            // SAFETY: `block` is 64 readable bytes; the load is unaligned.
-            classify_avx512(std::arch::x86_64::_mm512_loadu_si512(block.as_ptr().cast()))
-        }
+        // have AVX-512 BW; `block` is 64 readable bytes, and the load is unaligned.
+        unsafe { classify_avx512(std::arch::x86_64::_mm512_loadu_si512(block.as_ptr().cast())) }
     }
 
     /// One masked load: no copy through the stack, whose 64-byte reload of the copy's smaller
