@@ -248,17 +248,46 @@ struct Masks {
     curly: u64,
 }
 
+impl Masks {
+    /// The masks of bytes `by..64` moved down to `0..64 - by` (`by` in 1..64), the bytes above
+    /// them classified as spaces: a line's last partial block, read as the line's last 64 bytes.
+    #[inline(always)]
+    fn shifted_down(self, by: u32) -> Masks {
+        Masks {
+            quote: self.quote >> by,
+            backslash: self.backslash >> by,
+            operator: self.operator >> by,
+            whitespace: self.whitespace >> by | !(!0u64 >> by),
+            control: self.control >> by,
+            high: self.high >> by,
+            opening: self.opening >> by,
+            colon: self.colon >> by,
+            comma: self.comma >> by,
+            curly: self.curly >> by,
+        }
+    }
+}
+
 /// Classifies the 64 bytes of a block.
 trait Classify {
     fn classify(block: &[u8; 64]) -> Masks;
 
-    /// Classifies a line's last bytes `rest` (fewer than 64) as a block padded with spaces
-    /// (whitespace: no effect).
+    /// Classifies the last bytes of `line`, from `start` (fewer than 64), as a block padded
+    /// with spaces (whitespace: no effect). A line of 64 bytes or more: its last 64 bytes,
+    /// classified and shifted down, the padding marked as whitespace (a copy into a padded
+    /// buffer would be reloaded whole from the copy's smaller stores, which store forwarding
+    /// cannot serve: a stall on every line).
     #[inline(always)]
-    fn classify_tail(rest: &[u8]) -> Masks {
-        let mut block = [b' '; 64];
-        block[..rest.len()].copy_from_slice(rest);
-        Self::classify(&block)
+    fn classify_tail(line: &[u8], start: usize) -> Masks {
+        let rest = line.len() - start;
+        match line.len().checked_sub(64).map(|from| &line[from..]).and_then(<[u8]>::first_chunk) {
+            Some(last) => Self::classify(last).shifted_down(64 - rest as u32),
+            None => {
+                let mut block = [b' '; 64];
+                block[..rest].copy_from_slice(&line[start..]);
+                Self::classify(&block)
+            }
+        }
     }
 
     /// [`prefix_xor`], with the CPU's carry-less multiply where the kernel's CPUs have one.
@@ -476,11 +505,11 @@ impl Classify for Avx512 {
         unsafe { classify_avx512(std::arch::x86_64::_mm512_loadu_si512(block.as_ptr().cast())) }
     }
 
-    /// One masked load: no copy through the stack, whose 64-byte reload of the copy's smaller
-    /// stores could not be forwarded (a stall on every line shorter than a few blocks).
+    /// One masked load, whatever the line's length.
     #[inline(always)]
-    fn classify_tail(rest: &[u8]) -> Masks {
+    fn classify_tail(line: &[u8], start: usize) -> Masks {
         use std::arch::x86_64::*;
+        let rest = &line[start..];
         debug_assert!(rest.len() < 64);
         let wanted = (1u64 << rest.len()) - 1;
         // SAFETY: as for `classify`; the masked load reads only the `rest.len()` bytes of
@@ -660,7 +689,7 @@ impl<'a, K: Classify> Scanner<'a, K> {
         let start = self.next_block;
         let masks = match self.bytes[start..].first_chunk::<64>() {
             Some(block) => K::classify(block),
-            None => K::classify_tail(&self.bytes[start..]),
+            None => K::classify_tail(self.bytes, start),
         };
         let escaped = if masks.backslash == 0 && !self.escape_carry {
             0
@@ -1187,15 +1216,31 @@ mod tests {
                     assert_eq!(Avx512::classify(&block), portable);
                 }
             }
-            // a line's last, partial block: as if padded with spaces
-            let length = round % 64;
+            // a line's last, partial block: as if padded with spaces, in a line of one block
+            // (a padded copy) and in a longer one (its last 64 bytes, shifted down)
+            let length = 1 + round % 63;
             let mut padded = [b' '; 64];
             padded[..length].copy_from_slice(&block[..length]);
             let tail = Portable::classify(&padded);
-            assert_eq!(Portable::classify_tail(&block[..length]), tail);
-            #[cfg(target_arch = "x86_64")]
-            if std::arch::is_x86_feature_detected!("avx512bw") {
-                assert_eq!(Avx512::classify_tail(&block[..length]), tail, "{length} bytes");
+            let mut long_line = block.to_vec();
+            long_line.extend_from_slice(&block[..length]);
+            for (line, start) in [(&block[..length], 0), (&long_line[..], 64)] {
+                assert_eq!(
+                    Portable::classify_tail(line, start),
+                    tail,
+                    "{length} of {}",
+                    line.len()
+                );
+                #[cfg(target_arch = "x86_64")]
+                {
+                    assert_eq!(Sse2::classify_tail(line, start), tail);
+                    if std::arch::is_x86_feature_detected!("avx2") {
+                        assert_eq!(Avx2::classify_tail(line, start), tail);
+                    }
+                    if std::arch::is_x86_feature_detected!("avx512bw") {
+                        assert_eq!(Avx512::classify_tail(line, start), tail, "{length} bytes");
+                    }
+                }
             }
         }
     }
