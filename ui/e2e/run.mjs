@@ -201,7 +201,12 @@ await test('a shared link follows the running query beside the page that started
   expect(/[#?&]id=/.test(link), `the link names the running query: ${link}`);
   const other = await context.newPage();
   await other.goto(link);
-  await other.waitForSelector('#banner:has-text("Following the running query")', { timeout: 10000 });
+  // (what the linked page said instead, and how it looked, when it does not follow)
+  await other.waitForSelector('#banner:has-text("Following the running query")', { timeout: 10000 }).catch(async (e) => {
+    const said = await other.textContent('#banner').catch(() => '(no banner)');
+    await shot(other, 'FAILED-shared-running-linked-page');
+    throw new Error(`the linked page did not follow the query; its banner: "${said}" (${e.message.split('\n')[0]})`);
+  });
   await other.click('[role=tab][data-tab=chart]');
   await other.waitForFunction(() => Number(document.querySelector('[data-testid=chart]')?.dataset.updates) >= 2, null, { timeout: 15000 });
   const servers = await other.evaluate(async () => (await (await fetch('/api/v1/queries')).json()).queries.length);
