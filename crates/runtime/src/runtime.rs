@@ -695,10 +695,9 @@ impl Runtime {
         if past.live {
             let queries = self.queries.clone();
             let live = vec![(id.clone(), query.clone())];
-            history.tap.seam(move || queries.add_many(live));
-            // the past is what the store holds now, after the seam: read before it, a batch
-            // appended meanwhile would be in neither part (the first read placed the windows)
-            replay = match plan_read(&query) {
+            // the past is what the store holds at the seam: planned before it, a batch
+            // appended meanwhile would be in neither part (the first plan placed the windows)
+            replay = match history.tap.seam(move || queries.add_many(live), || plan_read(&query)) {
                 Ok(replay) => replay,
                 Err(error) => {
                     self.kill(&handle.id);
@@ -804,6 +803,7 @@ impl Runtime {
         };
         let id: Arc<str> = id.into();
         let store = history.tap.store();
+        let mut at_seam = None;
         {
             let _admission = self.admission.lock().unwrap_or_else(|e| e.into_inner());
             self.queries.remove(&id);
@@ -824,11 +824,17 @@ impl Runtime {
             if past.live {
                 let queries = self.queries.clone();
                 let live = vec![(id.clone(), query.clone())];
-                history.tap.seam(move || queries.add_many(live));
+                // the past is what the store holds at the seam
+                at_seam = Some(history.tap.seam(
+                    move || queries.add_many(live),
+                    || Replay::of_plan_shared(store, plan, &query, shared).transpose(),
+                ));
             }
         }
         // (the plan has a range: this is only called for plans that read history)
-        let replay = match Replay::of_plan_shared(store, plan, &query, shared).transpose() {
+        let planned = at_seam
+            .unwrap_or_else(|| Replay::of_plan_shared(store, plan, &query, shared).transpose());
+        let replay = match planned {
             Ok(replay) => replay,
             Err(error) => {
                 eprintln!("needle: query {id}: history could not be read: {error}");

@@ -179,17 +179,19 @@ impl HistoryTap {
 
     /// Makes the seam for a query that reads the past then goes on live: runs `go_live` (which
     /// adds the query to the workers' snapshot) at a moment when no batch is held by the
-    /// workers, then waits until the tap has appended every batch dispatched before it. After
-    /// this returns, the store (parts and write buffer) holds exactly the records the query
-    /// will not see live.
+    /// workers, waits until the tap has appended every batch dispatched before it, and then
+    /// runs `read_past` (which plans the read of the store: its parts and write buffer as they
+    /// are) and returns what it returned. Dispatch waits all along, so the store then holds
+    /// exactly the records the query will not see live: a batch dispatched after the seam and
+    /// appended before the read was planned would have been counted twice.
     ///
     /// While the source reads records kept in history already (a Kafka partition taken over
     /// from a process that kept them before it died), the seam waits for it to be done (at
     /// most [`CATCH_UP_WAIT`]): those records are in the past the query reads, and must not
     /// reach it live as well.
-    pub fn seam(&self, go_live: impl FnOnce()) {
+    pub fn seam<T>(&self, go_live: impl FnOnce(), read_past: impl FnOnce() -> T) -> T {
         let patience = std::time::Instant::now() + CATCH_UP_WAIT;
-        let before = loop {
+        loop {
             let _alone = self.gate.write().unwrap_or_else(|e| e.into_inner());
             if self.catching_up.load(Ordering::SeqCst) && std::time::Instant::now() < patience {
                 drop(_alone);
@@ -200,9 +202,9 @@ impl HistoryTap {
                 std::thread::sleep(Duration::from_micros(200));
             }
             go_live();
-            break self.dispatched.load(Ordering::SeqCst);
-        };
-        self.wait_appended(before);
+            self.wait_appended(self.dispatched.load(Ordering::SeqCst));
+            return read_past();
+        }
     }
 
     /// Waits until the tap has appended the first `count` batches (or has stopped).
