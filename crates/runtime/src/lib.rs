@@ -31,6 +31,6 @@ pub use config::NeedleConfig;
 pub use error::RuntimeError;
 pub use messages::EndReason;
 pub use remote::Role;
-pub use results::{QueryResults, ResultQueue};
+pub use results::{QueryResults, ReadyQueues, ResultQueue};
 pub use runtime::{AdoptedPast, Adoption, QueryHandle, Runtime, Sent, SubmitError};
 pub use status::QueryStatus;

@@ -239,6 +239,64 @@ pub struct ResultQueue {
     query: Weak<QueryResults>,
 }
 
+/// Wakes the one reader of many queues (a WebSocket connection's queries, all read by one task):
+/// a queue watched with [`ResultQueue::watch`] puts its key on the list when it has something
+/// new to read (an emission, or its end), once until its reader finds it empty again.
+#[derive(Debug, Default)]
+pub struct ReadyQueues {
+    keys: Mutex<Vec<Arc<str>>>,
+    notify: tokio::sync::Notify,
+}
+
+impl ReadyQueues {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    fn put(&self, key: Arc<str>) {
+        self.keys.lock().unwrap_or_else(|e| e.into_inner()).push(key);
+        self.notify.notify_one();
+    }
+
+    /// Waits until a watched queue has something to read, then moves the keys of those that
+    /// do into `into` (which should be empty: what it holds is dropped).
+    pub async fn wait(&self, into: &mut Vec<Arc<str>>) {
+        loop {
+            let notified = self.notify.notified();
+            {
+                let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+                if !keys.is_empty() {
+                    into.clear();
+                    std::mem::swap(&mut *keys, into);
+                    return;
+                }
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Who is told when a watched queue has something new (see [`ReadyQueues`]).
+#[derive(Debug)]
+struct Watcher {
+    ready: Weak<ReadyQueues>,
+    key: Arc<str>,
+    /// The key is on the list, not yet read: not put there again until the queue is found
+    /// empty.
+    marked: bool,
+}
+
+impl Watcher {
+    fn mark(&mut self) {
+        if !self.marked {
+            if let Some(ready) = self.ready.upgrade() {
+                self.marked = true;
+                ready.put(self.key.clone());
+            }
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct QueueState {
     /// Each emission with its size and number.
@@ -250,6 +308,17 @@ struct QueueState {
     closed: bool,
     /// The subscriber found the queue empty and waits for the next emission.
     waiting: bool,
+    /// Boxed: most queues are read with [`ResultQueue::next`], not watched.
+    watcher: Option<Box<Watcher>>,
+}
+
+impl QueueState {
+    /// Something new to read: a watching reader is told.
+    fn changed(&mut self) {
+        if let Some(watcher) = &mut self.watcher {
+            watcher.mark();
+        }
+    }
 }
 
 impl ResultQueue {
@@ -309,6 +378,7 @@ impl ResultQueue {
                 state.dropped_unreported += 1;
                 dropped += 1;
             }
+            state.changed();
         }
         self.dropped_total.fetch_add(dropped, Ordering::Relaxed);
         self.notify.notify_one();
@@ -325,6 +395,7 @@ impl ResultQueue {
             state.items.clear();
             self.budget.give_back(std::mem::take(&mut state.bytes));
             state.closed = true;
+            state.changed();
         }
         self.notify.notify_one();
         self.query.upgrade().is_none_or(|query| query.followers() == 0)
@@ -341,8 +412,25 @@ impl ResultQueue {
 
     /// Ends the stream without a final emission (the query was removed abnormally).
     pub fn close(&self) {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).closed = true;
+        {
+            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            state.closed = true;
+            state.changed();
+        }
         self.notify.notify_one();
+    }
+
+    /// Has `ready` told whenever this queue has something new to read, under `key` (at once
+    /// when it has something now): one reader then serves many queues, reading each with
+    /// [`ResultQueue::try_next_numbered`] until it returns `None` or the end (see
+    /// [`ReadyQueues`]). A queue has one watcher; watching again replaces it.
+    pub fn watch(&self, ready: &Arc<ReadyQueues>, key: Arc<str>) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut watcher = Box::new(Watcher { ready: Arc::downgrade(ready), key, marked: false });
+        if !state.items.is_empty() || state.closed {
+            watcher.mark();
+        }
+        state.watcher = Some(watcher);
     }
 
     /// The next emission, waiting for one; `None` once the query is over and all were read.
@@ -383,6 +471,9 @@ impl ResultQueue {
             None if state.closed => Some(None),
             None => {
                 state.waiting = true;
+                if let Some(watcher) = &mut state.watcher {
+                    watcher.marked = false;
+                }
                 None
             }
         }
@@ -593,5 +684,68 @@ mod tests {
         });
         writer.join().unwrap();
         assert_eq!(got, [0, 1, 2]);
+    }
+
+    /// One reader serving many queues: each queue's key comes up when it has something, once
+    /// until it is read empty, and every emission and end is read, in order, from a writer on
+    /// another thread.
+    #[test]
+    fn one_reader_serves_many_watched_queues() {
+        let ready = ReadyQueues::new();
+        let queues: Vec<Arc<ResultQueue>> = (0..50).map(|_| ResultQueue::new(100)).collect();
+        // a queue holding an emission when it is first watched comes up at once
+        queues[0].push(emission(0, false));
+        for (i, q) in queues.iter().enumerate() {
+            q.watch(&ready, Arc::from(i.to_string()));
+        }
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let mut keys = Vec::new();
+        rt.block_on(ready.wait(&mut keys));
+        assert_eq!(keys, [Arc::from("0")]);
+        // pushed again before being read: not put on the list twice
+        queues[0].push(emission(1, false));
+        assert!(ready.keys.lock().unwrap().is_empty());
+        let writer = {
+            let queues = queues.clone();
+            std::thread::spawn(move || {
+                for n in 2..10 {
+                    for q in &queues {
+                        q.push(emission(n, n == 9));
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+            })
+        };
+        let mut got: Vec<Vec<u64>> = vec![Vec::new(); queues.len()];
+        let mut ended = 0;
+        rt.block_on(async {
+            while ended < queues.len() {
+                for key in std::mem::take(&mut keys) {
+                    let i: usize = key.parse().unwrap();
+                    loop {
+                        match queues[i].try_next_numbered() {
+                            None => break,
+                            Some(Some((seq, e))) => {
+                                let n = e.meta["n"].as_u64().unwrap();
+                                assert!(i == 0 || seq == n - 1, "{i}: {seq} {n}");
+                                got[i].push(n);
+                            }
+                            Some(None) => {
+                                ended += 1;
+                                break;
+                            }
+                        }
+                    }
+                }
+                if ended < queues.len() {
+                    ready.wait(&mut keys).await;
+                }
+            }
+        });
+        writer.join().unwrap();
+        assert_eq!(got[0], (0..10).collect::<Vec<_>>());
+        for g in &got[1..] {
+            assert_eq!(*g, (2..10).collect::<Vec<_>>());
+        }
     }
 }

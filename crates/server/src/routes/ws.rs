@@ -36,12 +36,11 @@ use axum::response::Response;
 use futures_util::{FutureExt, SinkExt, StreamExt};
 use needle_engine::exec::Emission;
 use needle_runtime::remote::Holder;
-use needle_runtime::ResultQueue;
+use needle_runtime::{ReadyQueues, ResultQueue};
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 
 /// Bytes a WebSocket reads at a time (a larger message is read in several).
 const WS_READ_BUFFER_BYTES: usize = 8 << 10;
@@ -90,7 +89,12 @@ async fn session(
             }
         }
     });
-    let mut pumps = Pumps::default();
+    // One task sends the results of every query this connection follows: a task per query
+    // cost ~700 bytes of each of a million idle queries.
+    let ready = ReadyQueues::new();
+    let follows = Arc::new(Mutex::new(Follows::default()));
+    let pump = tokio::spawn(pump(follows.clone(), ready.clone(), out.clone()));
+    let mut pumps = Pumps { follows, ready };
     // A message read while gathering a batch of starts that was not a start.
     let mut ahead: Option<Message> = None;
     loop {
@@ -146,6 +150,7 @@ async fn session(
             break;
         }
     }
+    pump.abort();
     for (id, results) in pumps.unfinished() {
         if results.leave() {
             state.runtime().kill(&id);
@@ -190,38 +195,98 @@ async fn handle(
     }
 }
 
-/// The result pumps of one connection's queries, by query id. Finished pumps are let go when the
-/// map has doubled since it was last swept, not on every message: a connection running 100,000
-/// queries must not scan them all for each query it starts (that made starting N queries
-/// O(N²)); this is amortized O(1) per query.
+/// The queries one connection follows, by id: what its pump reads from each.
 #[derive(Default)]
+struct Follows {
+    by_id: HashMap<Arc<str>, Follow>,
+}
+
+struct Follow {
+    results: Arc<ResultQueue>,
+    /// Emissions numbered up to this one are not sent (a `resume` after them).
+    after: u64,
+}
+
+/// A connection's side of its pump: the queries it follows, and the list their queues put
+/// themselves on when they have something to send.
 struct Pumps {
-    by_id: HashMap<String, (JoinHandle<()>, Arc<ResultQueue>)>,
-    sweep_at: usize,
+    follows: Arc<Mutex<Follows>>,
+    ready: Arc<ReadyQueues>,
 }
 
 impl Pumps {
-    fn insert(&mut self, id: String, pump: JoinHandle<()>, results: Arc<ResultQueue>) {
-        if self.by_id.len() >= self.sweep_at {
-            self.by_id.retain(|_, (pump, _)| !pump.is_finished());
-            self.sweep_at = (2 * self.by_id.len()).max(64);
-        }
-        self.by_id.insert(id, (pump, results));
+    fn lock(&self) -> std::sync::MutexGuard<'_, Follows> {
+        self.follows.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sends the results of query `id` from `results` (those numbered past `after`), then its
+    /// `complete`.
+    fn insert(&mut self, id: &str, results: Arc<ResultQueue>, after: u64) {
+        let id: Arc<str> = Arc::from(id);
+        self.lock().by_id.insert(id.clone(), Follow { results: results.clone(), after });
+        results.watch(&self.ready, id);
     }
 
     /// Whether this connection follows query `id` now.
     fn follows(&self, id: &str) -> bool {
-        self.by_id.get(id).is_some_and(|(pump, _)| !pump.is_finished())
+        self.lock().by_id.contains_key(id)
     }
 
-    /// The queries whose results are still being pumped, with the connection's queue of each.
+    /// The queries whose results are still being sent, with the connection's queue of each.
     fn unfinished(self) -> impl Iterator<Item = (String, Arc<ResultQueue>)> {
-        self.by_id.into_iter().filter(|(_, (pump, _))| !pump.is_finished()).map(
-            |(id, (pump, results))| {
-                pump.abort();
-                (id, results)
-            },
-        )
+        let by_id = std::mem::take(&mut self.lock().by_id);
+        by_id.into_iter().map(|(id, follow)| (id.to_string(), follow.results))
+    }
+}
+
+/// Sends the emissions of every query of `follows` whose queue `ready` says has something, in
+/// order per query, each query's `complete` after its last; ends when the connection does.
+async fn pump(follows: Arc<Mutex<Follows>>, ready: Arc<ReadyQueues>, out: mpsc::Sender<String>) {
+    let lock = || follows.lock().unwrap_or_else(|e| e.into_inner());
+    let mut keys = Vec::new();
+    loop {
+        ready.wait(&mut keys).await;
+        for id in keys.drain(..) {
+            let Some((results, after)) =
+                lock().by_id.get(&id).map(|f| (f.results.clone(), f.after))
+            else {
+                continue;
+            };
+            loop {
+                let (seq, emission) = match results.try_next_numbered() {
+                    None => break,
+                    Some(Some(next)) => next,
+                    Some(None) => {
+                        lock().by_id.remove(&id);
+                        let done =
+                            json!({"type": "complete", "id": &*id, "dropped": results.dropped()});
+                        if out.send(done.to_string()).await.is_err() {
+                            return;
+                        }
+                        break;
+                    }
+                };
+                if seq <= after {
+                    continue;
+                }
+                let message = if emission.approx_bytes() < LARGE_RESULT_BYTES {
+                    result_message(&id, seq, &emission)
+                } else {
+                    // tens of MB of text: written on a thread of its own, not one of the few
+                    // that serve every client
+                    let id = id.clone();
+                    let made =
+                        tokio::task::spawn_blocking(move || result_message(&id, seq, &emission));
+                    match made.await {
+                        Ok(message) => message,
+                        Err(_) => return,
+                    }
+                };
+                if out.send(message).await.is_err() {
+                    return;
+                }
+            }
+        }
     }
 }
 
@@ -262,9 +327,7 @@ async fn start(
                 let id = handle.id.clone();
                 let _ =
                     out.send(json!({"type": "started", "id": id, "tag": tag}).to_string()).await;
-                let results = handle.results;
-                let pump = tokio::spawn(pump(handle.id, results.clone(), 0, out.clone()));
-                pumps.insert(id, pump, results);
+                pumps.insert(&id, handle.results, 0);
             }
             Some(Err(refused)) => {
                 let mut body =
@@ -276,32 +339,6 @@ async fn start(
             None => {}
         }
     }
-}
-
-/// Sends a query's emissions numbered past `after` to the connection, then its `complete`.
-async fn pump(id: String, results: Arc<ResultQueue>, after: u64, out: mpsc::Sender<String>) {
-    while let Some((seq, emission)) = results.next_numbered().await {
-        if seq <= after {
-            continue;
-        }
-        let message = if emission.approx_bytes() < LARGE_RESULT_BYTES {
-            result_message(&id, seq, &emission)
-        } else {
-            // tens of MB of text: written on a thread of its own, not one of the few that
-            // serve every client
-            let id = id.clone();
-            let made = tokio::task::spawn_blocking(move || result_message(&id, seq, &emission));
-            match made.await {
-                Ok(message) => message,
-                Err(_) => return,
-            }
-        };
-        if out.send(message).await.is_err() {
-            return;
-        }
-    }
-    let done = json!({"type": "complete", "id": id, "dropped": results.dropped()});
-    let _ = out.send(done.to_string()).await;
 }
 
 /// A result whose records hold more than this is turned into its message's text off the HTTP
@@ -345,8 +382,7 @@ async fn resume(
         Ok(results) => {
             let _ =
                 out.send(json!({"type": "resumed", "id": id, "after": after}).to_string()).await;
-            let pump = tokio::spawn(pump(id.clone(), results.clone(), after, out.clone()));
-            pumps.insert(id, pump, results);
+            pumps.insert(&id, results, after);
         }
         Err(why) => {
             let _ = out.send(refused(super::queries::unfollowable(&id, why).body.error)).await;
@@ -450,24 +486,49 @@ mod tests {
         assert!(message["error"].as_str().unwrap().contains("api_b"), "{message}");
     }
 
+    fn emission(n: u64, is_final: bool) -> Emission {
+        let meta = [("n".to_owned(), json!(n))].into_iter().collect();
+        Emission { records: Vec::new(), meta, is_final }
+    }
+
+    /// One pump sends the results of every query of its connection, each query's in order and
+    /// its `complete` last, skips what a resume came after, and lets go of ended queries.
     #[tokio::test]
-    async fn finished_pumps_are_let_go_in_sweeps_and_running_ones_kept() {
-        let mut pumps = Pumps::default();
-        let (hold, held) = tokio::sync::oneshot::channel::<()>();
-        let queue = || ResultQueue::new(1);
-        pumps.insert("running".into(), tokio::spawn(async move { drop(held.await) }), queue());
-        for i in 0..10_000 {
-            let done = tokio::spawn(async {});
-            while !done.is_finished() {
-                tokio::task::yield_now().await;
-            }
-            pumps.insert(format!("done-{i}"), done, queue());
-            assert!(pumps.by_id.len() <= 130, "swept when doubled: {}", pumps.by_id.len());
+    async fn one_pump_sends_every_query_s_results_in_order_and_lets_ended_ones_go() {
+        let ready = ReadyQueues::new();
+        let follows = Arc::new(Mutex::new(Follows::default()));
+        let (out, mut sent) = mpsc::channel::<String>(1024);
+        let task = tokio::spawn(pump(follows.clone(), ready.clone(), out));
+        let mut pumps = Pumps { follows, ready };
+        let queues: Vec<Arc<ResultQueue>> = (0..3).map(|_| ResultQueue::new(16)).collect();
+        queues[2].push(emission(1, false)); // waiting before it is followed
+        for (i, q) in queues.iter().enumerate() {
+            pumps.insert(&format!("q{i}"), q.clone(), if i == 2 { 1 } else { 0 });
         }
-        assert!(pumps.sweep_at <= 130, "sweeps stay rare while the map is small");
-        assert!(pumps.follows("running") && !pumps.follows("done-0"));
-        let unfinished: Vec<String> = pumps.unfinished().map(|(id, _)| id).collect();
-        assert_eq!(unfinished, ["running"]);
-        drop(hold);
+        for n in 2..5 {
+            for q in &queues {
+                q.push(emission(n, n == 4));
+            }
+        }
+        let mut by_query: HashMap<String, Vec<Value>> = HashMap::new();
+        while by_query.values().flatten().filter(|m| m["type"] == "complete").count() < 3 {
+            let text = sent.recv().await.unwrap();
+            let message: Value = serde_json::from_str(&text).unwrap();
+            by_query.entry(message["id"].as_str().unwrap().to_owned()).or_default().push(message);
+        }
+        for (i, id) in ["q0", "q1", "q2"].iter().enumerate() {
+            let kinds: Vec<(String, Value)> = by_query[*id]
+                .iter()
+                .map(|m| (m["type"].as_str().unwrap().to_owned(), m["seq"].clone()))
+                .collect();
+            // q2's first emission (seq 1) came before its resume's `after`: not sent
+            let seqs = if i == 2 { vec![2, 3, 4] } else { vec![1, 2, 3] };
+            let mut expected: Vec<(String, Value)> =
+                seqs.into_iter().map(|s| ("result".to_owned(), json!(s))).collect();
+            expected.push(("complete".to_owned(), Value::Null));
+            assert_eq!(kinds, expected, "{id}");
+        }
+        assert!(!pumps.follows("q0") && pumps.unfinished().next().is_none());
+        task.abort();
     }
 }
