@@ -25,7 +25,9 @@
 //! socket to its result arriving on the WebSocket, p50/p99 over the complete queries (a
 //! windowless RAW query answers once, when its LIMIT is reached) — and resident memory: the
 //! process's growth from before the first query to after the last was submitted, per query
-//! (server and the client's bookkeeping together; the client's is a few dozen bytes a query).
+//! (the server's, with what the client adds while submitting: the ids it is answered, in a
+//! table made before, and its queue of needles to inject, ~100 bytes a query; the query texts
+//! are made before).
 //!
 //! Bullet on Storm: 200–300 queries, then 735 after tuning (where Storm's DRPC gave out). The
 //! issue's target: at least 100,000 on this machine with every record found.
@@ -211,8 +213,8 @@ fn one(n: usize, args: &Args, pool: &Arc<Pool>) -> Result<Row, String> {
         .then(|| Feeder::start(data, pool.clone(), Some(args.rate), None))
         .transpose()?;
     std::thread::sleep(Duration::from_millis(300));
-    let rss_before = super::matching::resident_bytes().unwrap_or(f64::NAN);
 
+    // the client's texts and table made before the measure starts: not the server's memory
     let texts: Vec<String> = (0..n)
         .map(|i| {
             format!(
@@ -223,11 +225,6 @@ fn one(n: usize, args: &Args, pool: &Arc<Pool>) -> Result<Row, String> {
             )
         })
         .collect();
-    let mut ws = WsClient::connect(server.url())?;
-    // copy k of a query's needle is written (k + phase) × every after the query started
-    let every = Duration::from_secs_f64(args.inject_seconds / args.copies as f64);
-    let (acks, acked) = std::sync::mpsc::channel::<(usize, Instant)>();
-    let injector = spawn_injector(data, args.copies, every, acked)?;
     let mut collect = Collect {
         index: HashMap::with_capacity(n),
         copies: args.copies,
@@ -235,8 +232,14 @@ fn one(n: usize, args: &Args, pool: &Arc<Pool>) -> Result<Row, String> {
         wrong: 0,
         complete: 0,
         ended: 0,
-        latencies_ms: Vec::new(),
+        latencies_ms: Vec::with_capacity(n),
     };
+    let rss_before = super::matching::resident_bytes().unwrap_or(f64::NAN);
+    let mut ws = WsClient::connect(server.url())?;
+    // copy k of a query's needle is written (k + phase) × every after the query started
+    let every = Duration::from_secs_f64(args.inject_seconds / args.copies as f64);
+    let (acks, acked) = std::sync::mpsc::channel::<(usize, Instant)>();
+    let injector = spawn_injector(data, args.copies, every, acked)?;
     let started = ws.start_all(&texts, &mut |message| {
         if message["type"] == "started" {
             let tag = message["tag"].as_u64().map(|t| t as usize);

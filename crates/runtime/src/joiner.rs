@@ -108,9 +108,10 @@ struct Running {
 /// when it was sent (or arrived), the partial.
 type Kept = (i64, i64, Partial);
 
-/// The running queries by id (foldhash: SipHash of the id was a few percent of the joiner's
-/// time at 100,000 queries).
-type Table = HashMap<Arc<str>, Running, foldhash::fast::RandomState>;
+/// The running queries by id. Each is boxed: a million queries make a table of two million
+/// slots, half a gigabyte with the entries inline. Hashed with foldhash: SipHash of the id was a
+/// few percent of the joiner's time at 100,000 queries.
+type Table = HashMap<Arc<str>, Box<Running>, foldhash::fast::RandomState>;
 
 /// When queries next need a tick (a time window to emit, or their end), earliest first, those
 /// due at the same millisecond in the order they were scheduled. Entries of queries that ended
@@ -293,7 +294,7 @@ impl Joiner {
                         if q.remote.is_some() {
                             gathering.push(id.clone());
                         }
-                        running.insert(id.clone(), q);
+                        running.insert(id.clone(), Box::new(q));
                         touched = Some(id);
                     }
                     Ok(JoinerMessage::Partials { partials, in_flight: _held }) => {
@@ -485,7 +486,7 @@ impl Joiner {
         for (id, q) in running.iter_mut() {
             q.credit(records_total);
             if q.seen_unpublished > 0 || q.matched_unpublished > 0 {
-                q.publish(status.get_mut(id));
+                q.publish(status.get_mut(id).map(|s| &mut **s));
             }
         }
     }
@@ -760,11 +761,11 @@ impl Joiner {
         let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
         let mut q = running.remove(id);
         if let Some(q) = &mut q {
-            q.publish(status.as_mut());
+            q.publish(status.as_deref_mut());
         }
         // among the ended before its stream closes: a client told of the end finds it ended
         if let Some(status) = status {
-            self.ended.lock().unwrap_or_else(|e| e.into_inner()).keep(status, now_ms());
+            self.ended.lock().unwrap_or_else(|e| e.into_inner()).keep(*status, now_ms());
         }
         if let Some(q) = q.filter(|q| !q.final_deferred) {
             q.results.close();

@@ -193,7 +193,7 @@ impl Shipper {
         }
     }
 
-    fn lock_status(&self) -> std::sync::MutexGuard<'_, ById<QueryStatus>> {
+    fn lock_status(&self) -> std::sync::MutexGuard<'_, ById<Box<QueryStatus>>> {
         self.status.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

@@ -61,7 +61,9 @@ impl QueryStatus {
 /// of the ids was most of that.
 pub(crate) type ById<V> = HashMap<Arc<str>, V, foldhash::fast::RandomState>;
 
-pub(crate) type StatusTable = Arc<Mutex<ById<QueryStatus>>>;
+/// The running queries' statuses. Each is boxed: a million queries make a table of two million
+/// slots, a quarter of a gigabyte with the statuses inline.
+pub(crate) type StatusTable = Arc<Mutex<ById<Box<QueryStatus>>>>;
 
 /// The last statuses of the queries that ended most recently, so a client asking about one
 /// after its end gets its final figures rather than "no such query".
