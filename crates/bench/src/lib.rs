@@ -34,6 +34,24 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+/// The heap's (allocated, resident) bytes as the process's allocator counts them; see
+/// [`set_heap_probe`].
+pub type HeapProbe = fn() -> Option<(u64, u64)>;
+
+static HEAP_PROBE: std::sync::OnceLock<HeapProbe> = std::sync::OnceLock::new();
+
+/// Lets the scenarios that measure memory read the allocator's own figures (the binary chooses
+/// the allocator, not this crate): the bytes allocated and not freed, beside the resident size
+/// (what is freed but kept by the allocator counts in the second only).
+pub fn set_heap_probe(probe: HeapProbe) {
+    let _ = HEAP_PROBE.set(probe);
+}
+
+/// The allocator's (allocated, resident) bytes now, when the binary gave a probe.
+pub(crate) fn heap_bytes() -> Option<(u64, u64)> {
+    HEAP_PROBE.get().and_then(|probe| probe())
+}
+
 /// Where and how every scenario reports (flattened into each scenario's options).
 #[derive(clap::Args, Debug, Clone)]
 pub struct Output {

@@ -21,7 +21,8 @@
 //!   parameters drawn uniformly from the workload's values.
 //!
 //! Memory per idle query: a real `Runtime` (workers, joiner, registry, result queues, status
-//! table) with no input, the heap in use (glibc's `mallinfo2`) before and after submitting the
+//! table) with no input, the heap in use (the allocator's count of bytes allocated: jemalloc's in
+//! the `needle` binary, glibc's `mallinfo2` without it) before and after submitting the
 //! largest count of set `a`, divided by the count; the growth of the resident size beside it.
 //! Measured first, before the throughput points free anything the allocator could reuse.
 
@@ -396,9 +397,13 @@ pub(crate) fn resident_bytes() -> Option<f64> {
     Some(pages * 4096.0)
 }
 
-/// Heap memory in use (glibc's `mallinfo2`: bytes in allocated chunks, mapped ones included):
-/// what the process holds, whatever the allocator has kept from earlier frees.
+/// Heap memory in use: what the process holds, whatever the allocator has kept from earlier
+/// frees — the binary's allocator's own count when it gives one (jemalloc's), else glibc's
+/// `mallinfo2` (bytes in allocated chunks, mapped ones included).
 fn heap_in_use() -> f64 {
+    if let Some((allocated, _)) = crate::heap_bytes() {
+        return allocated as f64;
+    }
     // SAFETY: mallinfo2 only reads the allocator's statistics.
     let info = unsafe { libc::mallinfo2() };
     (info.uordblks + info.hblkhd) as f64

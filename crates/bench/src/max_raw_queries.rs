@@ -93,8 +93,16 @@ pub struct Row {
     pub inject_seconds: f64,
     /// Injection of a query's last needle → its result on the WebSocket.
     pub latency: Summary,
+    /// The same, of the needles written while queries were still being submitted (the server
+    /// compiling and indexing new queries beside finding the needles of the running ones).
+    pub latency_while_submitting: Summary,
+    /// The same, of the needles written after the last query was started.
+    pub latency_after_submitting: Summary,
     pub rss_growth_mib: f64,
     pub bytes_per_query: f64,
+    /// The growth of the bytes allocated (the allocator's count, when it gives one), per query:
+    /// what the queries hold, without what the allocator keeps beside it.
+    pub heap_bytes_per_query: Option<f64>,
     pub background_rate: f64,
     pub workers: usize,
 }
@@ -152,7 +160,8 @@ struct Collect {
     wrong: u64,
     complete: usize,
     ended: usize,
-    latencies_ms: Vec<f64>,
+    /// (when the needle was written, µs on [`super::live::now_us`]'s clock; its latency, ms)
+    latencies_ms: Vec<(u64, f64)>,
 }
 
 /// The parts of a WebSocket message the collector reads.
@@ -192,7 +201,8 @@ fn on_message(c: &mut Collect, text: &str) -> bool {
             if mine == c.copies {
                 c.complete += 1;
                 if let Some(sent) = result.records.iter().filter_map(|r| r.sent_us).max() {
-                    c.latencies_ms.push(super::live::now_us().saturating_sub(sent) as f64 / 1e3);
+                    let ms = super::live::now_us().saturating_sub(sent) as f64 / 1e3;
+                    c.latencies_ms.push((sent, ms));
                 }
             }
         }
@@ -235,6 +245,7 @@ fn one(n: usize, args: &Args, pool: &Arc<Pool>) -> Result<Row, String> {
         latencies_ms: Vec::with_capacity(n),
     };
     let rss_before = super::matching::resident_bytes().unwrap_or(f64::NAN);
+    let heap_before = crate::heap_bytes();
     let mut ws = WsClient::connect(server.url())?;
     // copy k of a query's needle is written (k + phase) × every after the query started
     let every = Duration::from_secs_f64(args.inject_seconds / args.copies as f64);
@@ -253,7 +264,9 @@ fn one(n: usize, args: &Args, pool: &Arc<Pool>) -> Result<Row, String> {
     })?;
     drop(acks);
     let last_started = Instant::now();
+    let last_started_us = super::live::now_us();
     let rss_after = super::matching::resident_bytes().unwrap_or(f64::NAN);
+    let heap_after = crate::heap_bytes();
     let submitted = started.count();
     let reader = ws.spawn_reader(collect, on_message);
     let injected = injector.join().map_err(|_| "the injector panicked")??;
@@ -264,6 +277,9 @@ fn one(n: usize, args: &Args, pool: &Arc<Pool>) -> Result<Row, String> {
     }
     drop(server);
     let expected = args.copies * submitted as u64;
+    let latencies = |when: &dyn Fn(u64) -> bool| -> Vec<f64> {
+        collected.latencies_ms.iter().filter(|(sent, _)| when(*sent)).map(|(_, ms)| *ms).collect()
+    };
     let growth = rss_after - rss_before;
     Ok(Row {
         scenario: "max-raw-queries",
@@ -280,9 +296,14 @@ fn one(n: usize, args: &Args, pool: &Arc<Pool>) -> Result<Row, String> {
         queries_ended: collected.ended,
         all_found: submitted == n && collected.found == expected && collected.wrong == 0,
         inject_seconds: args.inject_seconds,
-        latency: Summary::of_ms(&collected.latencies_ms),
+        latency: Summary::of_ms(&latencies(&|_| true)),
+        latency_while_submitting: Summary::of_ms(&latencies(&|sent| sent < last_started_us)),
+        latency_after_submitting: Summary::of_ms(&latencies(&|sent| sent >= last_started_us)),
         rss_growth_mib: growth / (1024.0 * 1024.0),
         bytes_per_query: growth / submitted.max(1) as f64,
+        heap_bytes_per_query: heap_before.zip(heap_after).map(|((before, _), (after, _))| {
+            (after as f64 - before as f64) / submitted.max(1) as f64
+        }),
         background_rate: args.rate,
         workers: live_config(args.workers).worker_threads(),
     })
@@ -365,6 +386,7 @@ impl Outcome for MaxRawResult {
             "p99 ms",
             "RSS +MiB",
             "bytes/query",
+            "heap bytes/query",
             "all found",
         ]);
         for r in &self.rows {
@@ -378,6 +400,7 @@ impl Outcome for MaxRawResult {
                 format!("{:.1}", r.latency.p99_ms),
                 format!("{:.0}", r.rss_growth_mib),
                 format!("{:.0}", r.bytes_per_query),
+                r.heap_bytes_per_query.map_or("-".to_owned(), |b| format!("{b:.0}")),
                 if r.all_found { "yes" } else { "NO" }.to_owned(),
             ]);
         }
@@ -386,6 +409,21 @@ impl Outcome for MaxRawResult {
             self.rows.first().map_or(0, |r| r.records_expected / r.submitted.max(1) as u64);
         println!("max-raw-queries: RAW queries each waiting for {copies} needle records, {rate} background records/s");
         println!("{table}");
+        for r in &self.rows {
+            let (during, after) = (&r.latency_while_submitting, &r.latency_after_submitting);
+            println!(
+                "{} queries, inject → result of the needles written while queries were being \
+                 submitted: p50 {:.1} ms, p99 {:.1} ms ({} needles); after: p50 {:.1} ms, p99 \
+                 {:.1} ms ({})",
+                r.queries,
+                during.p50_ms,
+                during.p99_ms,
+                during.runs,
+                after.p50_ms,
+                after.p99_ms,
+                after.runs
+            );
+        }
         match self.largest_all_found {
             Some(n) => println!(
                 "largest N with every record found: {n} (target ≥ {}; Bullet on Storm: {})",

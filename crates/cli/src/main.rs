@@ -88,6 +88,9 @@ fn main() -> ExitCode {
         Command::Queries(args) => commands::queries::run(args),
         Command::Kill(args) => commands::kill::run(args),
         Command::Cluster(args) => commands::cluster::run(args),
-        Command::Bench(args) => needle_bench::run(args),
+        Command::Bench(args) => {
+            needle_bench::set_heap_probe(heap_bytes);
+            needle_bench::run(args)
+        }
     }
 }
