@@ -56,8 +56,8 @@ pub use crate::status::QueryStatus;
 const WORKERS_CHECK: Duration = Duration::from_secs(1);
 
 struct Running {
-    /// Boxed: the running table has a slot for every query and some to spare.
-    run: Box<QueryRun>,
+    /// Inline: the running table holds each query boxed already.
+    run: QueryRun,
     results: Arc<QueryResults>,
     first_result: bool,
     received: Instant,
@@ -269,7 +269,7 @@ impl Joiner {
                         let now = Instant::now();
                         let rate = RateWindow { started: now, emitted: 0 };
                         let q = Running {
-                            run,
+                            run: *run,
                             results,
                             first_result: true,
                             received: now,
@@ -399,7 +399,7 @@ impl Joiner {
                         for id in ids {
                             self.retire(&mut running, &id, &mut leaving);
                         }
-                        self.queries.remove_many(&leaving);
+                        self.queries.remove_soon(&leaving);
                         return;
                     }
                     Err(RecvTimeoutError::Timeout) => {}
@@ -446,7 +446,7 @@ impl Joiner {
             // LIMIT must not keep the workers busy (a `SELECT *` decodes every record whole) —
             // and the many that a tick ends, in one new snapshot.
             if !leaving.is_empty() {
-                self.queries.remove_many(&leaving);
+                self.queries.remove_soon(&leaving);
                 leaving.clear();
             }
         }

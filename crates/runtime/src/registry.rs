@@ -6,6 +6,11 @@
 //! added and O(1) per query removed, not O(n) ([`MatchSet::update`]). Bursts of changes are
 //! applied as one ([`QuerySet::add_many`], [`QuerySet::remove_many`]): one new snapshot for a
 //! thousand queries started or ended together, not a thousand.
+//!
+//! The joiner never waits for a writer ([`QuerySet::remove_soon`]): adding a burst of queries
+//! to a set of a million rebuilds its largest level, a second or so with the mutex held, and a
+//! joiner waiting that long to remove the queries that ended delivered no result meanwhile.
+//! The ids wait in a list of their own, applied by whoever holds the mutex before it is let go.
 
 use arc_swap::ArcSwap;
 use needle_engine::exec::CompiledQuery;
@@ -31,6 +36,8 @@ struct Writer {
 pub struct QuerySet {
     current: ArcSwap<Snapshot>,
     writer: Mutex<Writer>,
+    /// Ids to remove that found the writer's mutex held ([`QuerySet::remove_soon`]).
+    pending_removals: Mutex<Vec<Arc<str>>>,
 }
 
 impl QuerySet {
@@ -73,6 +80,38 @@ impl QuerySet {
             })
             .collect();
         self.publish(|set| set.update(members, &[]));
+        drop(writer);
+        self.apply_pending_removals();
+    }
+
+    /// Removes queries without waiting for the writer's mutex: at once when it is free, else
+    /// by its holder before it lets go of it (see the module doc).
+    pub fn remove_soon(&self, ids: &[Arc<str>]) {
+        if ids.is_empty() {
+            return;
+        }
+        self.pending_removals.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(ids);
+        self.apply_pending_removals();
+    }
+
+    /// Applies the waiting removals when the writer's mutex is free; when it is not, its holder
+    /// will (every holder calls this after letting go, so none is left waiting).
+    fn apply_pending_removals(&self) {
+        loop {
+            if self.pending_removals.lock().unwrap_or_else(|e| e.into_inner()).is_empty() {
+                return;
+            }
+            let Ok(mut writer) = self.writer.try_lock() else { return };
+            let ids = std::mem::take(
+                &mut *self.pending_removals.lock().unwrap_or_else(|e| e.into_inner()),
+            );
+            let serials: Vec<u64> =
+                ids.iter().filter_map(|id| writer.serials.remove(id.as_ref())).collect();
+            if !serials.is_empty() {
+                self.publish(|set| set.update(vec![], &serials));
+            }
+            // let go, then look again: ids put on the list meanwhile found the mutex held
+        }
     }
 
     /// Removes a query; false when it was not there.
@@ -88,6 +127,8 @@ impl QuerySet {
         if !serials.is_empty() {
             self.publish(|set| set.update(vec![], &serials));
         }
+        drop(writer);
+        self.apply_pending_removals();
         serials.len()
     }
 
@@ -133,5 +174,33 @@ mod tests {
         assert_eq!(set.load().version, 3);
         assert!(set.remove("one") && !set.remove("one"));
         assert_eq!(set.len(), 40);
+    }
+
+    #[test]
+    fn a_removal_that_finds_the_writer_busy_is_applied_by_the_writer() {
+        let set = QuerySet::new();
+        let query = compiled("SELECT * FROM STREAM(1000, TIME) WHERE id = 'x' LIMIT 1");
+        let ids: Vec<Arc<str>> = (0..10).map(|i| Arc::from(format!("q{i}"))).collect();
+        set.add_many(ids.iter().map(|id| (id.clone(), query.clone())).collect());
+        // free: at once
+        set.remove_soon(&ids[..2]);
+        assert_eq!(set.len(), 8);
+        // held: the call returns without waiting, and the holder applies it as it lets go
+        let held = set.writer.lock().unwrap();
+        set.remove_soon(&ids[2..5]);
+        assert_eq!(set.len(), 8, "not yet: the writer is busy");
+        drop(held);
+        set.add(Arc::from("new"), query);
+        assert_eq!(set.len(), 6, "3 removed by the next writer, 1 added");
+        assert!(set.pending_removals.lock().unwrap().is_empty());
+        // a writer on another thread, a removal meanwhile: nothing is left waiting
+        std::thread::scope(|s| {
+            let busy = set.writer.lock().unwrap();
+            let remover = s.spawn(|| set.remove_soon(&ids[5..]));
+            remover.join().unwrap();
+            drop(busy);
+            set.remove_many(&["new"]);
+        });
+        assert_eq!(set.len(), 0);
     }
 }
