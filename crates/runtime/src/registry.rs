@@ -7,10 +7,12 @@
 //! applied as one ([`QuerySet::add_many`], [`QuerySet::remove_many`]): one new snapshot for a
 //! thousand queries started or ended together, not a thousand.
 //!
-//! The joiner never waits for a writer ([`QuerySet::remove_soon`]): adding a burst of queries
-//! to a set of a million rebuilds its largest level, a second or so with the mutex held, and a
-//! joiner waiting that long to remove the queries that ended delivered no result meanwhile.
-//! The ids wait in a list of their own, applied by whoever holds the mutex before it is let go.
+//! The joiner never waits for a writer, nor rebuilds a level itself ([`QuerySet::remove_soon`]):
+//! adding a burst of queries to a set of a million rebuilds its largest level, a second or so
+//! with the mutex held, and so does removing half of that level's members; a joiner doing
+//! either delivered no result meanwhile. The ids it removes go to a thread of the set's own,
+//! which applies them as one change as soon as it has the mutex (until then the workers may
+//! still offer the ended queries' records, which the joiner drops).
 
 use arc_swap::ArcSwap;
 use needle_engine::exec::CompiledQuery;
@@ -36,8 +38,8 @@ struct Writer {
 pub struct QuerySet {
     current: ArcSwap<Snapshot>,
     writer: Mutex<Writer>,
-    /// Ids to remove that found the writer's mutex held ([`QuerySet::remove_soon`]).
-    pending_removals: Mutex<Vec<Arc<str>>>,
+    /// To the thread that applies [`QuerySet::remove_soon`]'s removals (started by the first).
+    removals: std::sync::OnceLock<crossbeam_channel::Sender<Vec<Arc<str>>>>,
 }
 
 impl QuerySet {
@@ -80,37 +82,35 @@ impl QuerySet {
             })
             .collect();
         self.publish(|set| set.update(members, &[]));
-        drop(writer);
-        self.apply_pending_removals();
     }
 
-    /// Removes queries without waiting for the writer's mutex: at once when it is free, else
-    /// by its holder before it lets go of it (see the module doc).
-    pub fn remove_soon(&self, ids: &[Arc<str>]) {
+    /// Removes queries without waiting for the writer's mutex, on the set's own thread (see the
+    /// module doc); the workers stop offering their records within moments.
+    pub fn remove_soon(self: &Arc<Self>, ids: &[Arc<str>]) {
         if ids.is_empty() {
             return;
         }
-        self.pending_removals.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(ids);
-        self.apply_pending_removals();
-    }
-
-    /// Applies the waiting removals when the writer's mutex is free; when it is not, its holder
-    /// will (every holder calls this after letting go, so none is left waiting).
-    fn apply_pending_removals(&self) {
-        loop {
-            if self.pending_removals.lock().unwrap_or_else(|e| e.into_inner()).is_empty() {
-                return;
+        let sender = self.removals.get_or_init(|| {
+            let (sender, received) = crossbeam_channel::unbounded::<Vec<Arc<str>>>();
+            let set = Arc::downgrade(self);
+            // ends when the set does (its sender dropped with it)
+            let spawned =
+                std::thread::Builder::new().name("needle-removals".into()).spawn(move || {
+                    while let Ok(mut ids) = received.recv() {
+                        while let Ok(more) = received.try_recv() {
+                            ids.extend(more);
+                        }
+                        let Some(set) = set.upgrade() else { return };
+                        set.remove_many(&ids);
+                    }
+                });
+            if let Err(e) = spawned {
+                eprintln!("needle: no thread for removing ended queries ({e}): the joiner does");
             }
-            let Ok(mut writer) = self.writer.try_lock() else { return };
-            let ids = std::mem::take(
-                &mut *self.pending_removals.lock().unwrap_or_else(|e| e.into_inner()),
-            );
-            let serials: Vec<u64> =
-                ids.iter().filter_map(|id| writer.serials.remove(id.as_ref())).collect();
-            if !serials.is_empty() {
-                self.publish(|set| set.update(vec![], &serials));
-            }
-            // let go, then look again: ids put on the list meanwhile found the mutex held
+            sender
+        });
+        if sender.send(ids.to_vec()).is_err() {
+            self.remove_many(ids);
         }
     }
 
@@ -127,8 +127,6 @@ impl QuerySet {
         if !serials.is_empty() {
             self.publish(|set| set.update(vec![], &serials));
         }
-        drop(writer);
-        self.apply_pending_removals();
         serials.len()
     }
 
@@ -177,30 +175,30 @@ mod tests {
     }
 
     #[test]
-    fn a_removal_that_finds_the_writer_busy_is_applied_by_the_writer() {
-        let set = QuerySet::new();
+    fn a_removal_soon_does_not_wait_for_a_busy_writer() {
+        let set = Arc::new(QuerySet::new());
         let query = compiled("SELECT * FROM STREAM(1000, TIME) WHERE id = 'x' LIMIT 1");
         let ids: Vec<Arc<str>> = (0..10).map(|i| Arc::from(format!("q{i}"))).collect();
         set.add_many(ids.iter().map(|id| (id.clone(), query.clone())).collect());
-        // free: at once
+        let settled = |n: usize| {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while set.len() != n && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            set.len()
+        };
         set.remove_soon(&ids[..2]);
-        assert_eq!(set.len(), 8);
-        // held: the call returns without waiting, and the holder applies it as it lets go
+        assert_eq!(settled(8), 8);
+        // the writer's mutex held: the call returns at once, the removal waits for the mutex
         let held = set.writer.lock().unwrap();
         set.remove_soon(&ids[2..5]);
-        assert_eq!(set.len(), 8, "not yet: the writer is busy");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert_eq!(set.len(), 8, "not while the writer is busy");
         drop(held);
-        set.add(Arc::from("new"), query);
-        assert_eq!(set.len(), 6, "3 removed by the next writer, 1 added");
-        assert!(set.pending_removals.lock().unwrap().is_empty());
-        // a writer on another thread, a removal meanwhile: nothing is left waiting
-        std::thread::scope(|s| {
-            let busy = set.writer.lock().unwrap();
-            let remover = s.spawn(|| set.remove_soon(&ids[5..]));
-            remover.join().unwrap();
-            drop(busy);
-            set.remove_many(&["new"]);
-        });
-        assert_eq!(set.len(), 0);
+        assert_eq!(settled(5), 5);
+        // the thread ends with the set
+        let weak = Arc::downgrade(&set);
+        drop(set);
+        assert!(weak.upgrade().is_none());
     }
 }
