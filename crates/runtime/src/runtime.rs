@@ -448,7 +448,38 @@ impl Runtime {
     /// [`Runtime::submit`] for several queries at once, each answered in order: the ones
     /// accepted join the workers' snapshot in one change (a client starting thousands of
     /// queries together costs one update of the match set per call, not one per query).
+    ///
+    /// A burst ([`ADMITTED_APART`] queries or more) is compiled and indexed on a thread of its
+    /// own at a lower priority (nice +[`ADMISSION_NICENESS`]) while the caller waits: a client
+    /// starting 40,000 queries a second keeps a core busy compiling them and rebuilding the
+    /// index, and the workers, the joiner and the result path, at their normal priority, go
+    /// first meanwhile — the running queries' results are not held up by the new ones.
     pub fn submit_many(
+        &self,
+        texts: &[&str],
+        owner: &str,
+    ) -> Vec<Result<QueryHandle, SubmitError>> {
+        if texts.len() < ADMITTED_APART {
+            return self.submit_many_here(texts, owner);
+        }
+        std::thread::scope(|scope| {
+            let admitting = std::thread::Builder::new()
+                .name("needle-admission".into())
+                .spawn_scoped(scope, || {
+                    lower_this_thread_s_priority(ADMISSION_NICENESS);
+                    self.submit_many_here(texts, owner)
+                });
+            match admitting {
+                Ok(admitting) => {
+                    admitting.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                }
+                // no thread to be had: admitted here, at the caller's priority
+                Err(_) => self.submit_many_here(texts, owner),
+            }
+        })
+    }
+
+    fn submit_many_here(
         &self,
         texts: &[&str],
         owner: &str,
@@ -1160,6 +1191,33 @@ impl Runtime {
     }
 }
 
+/// Queries submitted together from which they are admitted on a thread of lower priority
+/// ([`Runtime::submit_many`]); fewer are admitted on the caller's thread (a thread made costs
+/// tens of microseconds, nothing beside a burst's compiling and indexing).
+pub const ADMITTED_APART: usize = 64;
+
+/// How much nicer than the rest of the process the thread admitting a burst is.
+pub const ADMISSION_NICENESS: i32 = 10;
+
+/// Makes the calling thread nicer by `by` (Linux: a thread's nice value is its own; a process
+/// may always lower its own priority). Elsewhere, or if refused, the thread keeps its priority.
+fn lower_this_thread_s_priority(by: i32) {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: gettid and the priority calls take and return plain integers.
+        unsafe {
+            let thread = libc::syscall(libc::SYS_gettid) as libc::id_t;
+            *libc::__errno_location() = 0;
+            let now = libc::getpriority(libc::PRIO_PROCESS, thread);
+            if now != -1 || *libc::__errno_location() == 0 {
+                libc::setpriority(libc::PRIO_PROCESS, thread, (now + by).min(19));
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = by;
+}
+
 /// Where a query's read of the past puts its run's clock.
 struct PastRead {
     window_start_ms: i64,
@@ -1219,6 +1277,26 @@ fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<(
 #[cfg(test)]
 mod tests {
     use super::history_filter;
+
+    /// The thread admitting a burst is nicer by ADMISSION_NICENESS; the others keep theirs.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn only_the_admitting_thread_is_made_nicer() {
+        // SAFETY: plain integer calls
+        let nice = || unsafe {
+            libc::getpriority(libc::PRIO_PROCESS, libc::syscall(libc::SYS_gettid) as libc::id_t)
+        };
+        let before = nice();
+        let (inside, after) = std::thread::spawn(move || {
+            let start = nice();
+            super::lower_this_thread_s_priority(super::ADMISSION_NICENESS);
+            (start, nice())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(after, (inside + super::ADMISSION_NICENESS).min(19));
+        assert_eq!(nice(), before, "the calling thread keeps its priority");
+    }
 
     #[test]
     fn a_bad_history_filter_is_shown_where_it_is_in_the_condition_written() {
