@@ -173,6 +173,10 @@ impl Running {
         if let Some(s) = status {
             s.records_seen += self.seen_unpublished;
             s.records_matched += self.matched_unpublished;
+            // an entry made again after the query started (an adopted query's)
+            if self.live && s.live_from.is_none() {
+                s.live_from = Some(self.credited_at);
+            }
         }
         self.seen_unpublished = 0;
         self.matched_unpublished = 0;
@@ -186,8 +190,8 @@ impl Running {
         }
         let seen = records_total - self.credited_at;
         if seen > 0 {
+            // (the status table counts these when it is read: see `QueryStatus::live_from`)
             self.run.add_seen(seen);
-            self.seen_unpublished += seen;
             self.credited_at = records_total;
         }
     }
@@ -230,6 +234,12 @@ pub(crate) struct Joiner {
     pub raw_records_per_sec: u64,
     /// On an api node: where a query's end is announced.
     pub announcer: Option<Arc<dyn QueryAnnouncer>>,
+    /// Its count of records read, for the status table's readers ([`QueryStatus::counted_through`]).
+    pub records_total: Arc<std::sync::atomic::AtomicU64>,
+    /// The queries with matches or past records not yet in their status-table entries: the
+    /// refresh publishes these, not every running query (a million entries visited every
+    /// 500 ms held the joiner a quarter of a second each time).
+    pub unpublished: std::cell::RefCell<Vec<Arc<str>>>,
 }
 
 impl Joiner {
@@ -293,6 +303,12 @@ impl Joiner {
                         };
                         if q.remote.is_some() {
                             gathering.push(id.clone());
+                        }
+                        if q.live {
+                            let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
+                            if let Some(s) = status.get_mut(&id) {
+                                s.live_from = Some(records_total);
+                            }
                         }
                         running.insert(id.clone(), Box::new(q));
                         touched = Some(id);
@@ -374,7 +390,9 @@ impl Joiner {
                     }
                     // receipts are dropped here: the partials sent before them have been merged
                     Ok(JoinerMessage::Progress { records, receipts: _ }) => {
-                        records_total += records
+                        records_total += records;
+                        self.records_total
+                            .store(records_total, std::sync::atomic::Ordering::Relaxed);
                     }
                     Ok(JoinerMessage::End { id, reason }) => {
                         touched = Some(id.clone());
@@ -438,7 +456,7 @@ impl Joiner {
                     self.check_workers(&mut running, &mut gathering, &mut deadlines, &mut leaving);
                 }
                 if last_refresh.elapsed() >= STATUS_REFRESH {
-                    self.publish_seen(&mut running, records_total);
+                    self.publish_seen(&mut running);
                     last_refresh = last_tick;
                 }
             }
@@ -481,19 +499,22 @@ impl Joiner {
     }
 
     /// Brings every query's status-table entry up to date (records seen and matched).
-    fn publish_seen(&self, running: &mut Table, records_total: u64) {
+    fn publish_seen(&self, running: &mut Table) {
+        let ids = std::mem::take(&mut *self.unpublished.borrow_mut());
+        if ids.is_empty() {
+            return;
+        }
         let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
-        for (id, q) in running.iter_mut() {
-            q.credit(records_total);
-            if q.seen_unpublished > 0 || q.matched_unpublished > 0 {
-                q.publish(status.get_mut(id).map(|s| &mut **s));
+        for id in ids {
+            if let Some(q) = running.get_mut(&id) {
+                q.publish(status.get_mut(&id).map(|s| &mut **s));
             }
         }
     }
 
     /// A piece of the stored past, merged at the record time it belongs at.
     fn merge_past(&self, id: &str, q: &mut Running, at_ms: i64, partial: Partial) {
-        progress(q, partial.seen, partial.matched);
+        progress(&self.unpublished, id, q, partial.seen, partial.matched);
         match q.run.merge(partial, at_ms) {
             Ok(emissions) => self.deliver(id, q, emissions),
             Err(error) => log_unmerged(id, &error),
@@ -515,7 +536,7 @@ impl Joiner {
         report: Box<crate::history::ReplayReport>,
     ) {
         q.run.add_seen(report.seen_after);
-        progress(q, report.seen_after, 0);
+        progress(&self.unpublished, id, q, report.seen_after, 0);
         q.past = Some(report);
         let held = q.held.take().unwrap_or_default();
         let cuts = std::mem::take(&mut q.cuts_waiting);
@@ -675,7 +696,7 @@ impl Joiner {
         let due = q.run.tick(at_ms);
         self.deliver(id, q, due);
         q.through = q.through.max(offset);
-        progress(q, partial.seen, partial.matched);
+        progress(&self.unpublished, id, q, partial.seen, partial.matched);
         match q.run.merge(partial, at_ms) {
             Ok(emissions) => self.deliver(id, q, emissions),
             Err(error) => log_unmerged(id, &error),
@@ -762,6 +783,12 @@ impl Joiner {
         let mut q = running.remove(id);
         if let Some(q) = &mut q {
             q.publish(status.as_deref_mut());
+            // the live records it saw, counted for good: through its last credit
+            if let Some(s) = status.as_deref_mut() {
+                if let Some(from) = s.live_from.take() {
+                    s.records_seen += q.credited_at.saturating_sub(from);
+                }
+            }
         }
         // among the ended before its stream closes: a client told of the end finds it ended
         if let Some(status) = status {
@@ -779,8 +806,21 @@ impl Joiner {
 }
 
 /// Counts what a partial (or a read of the past) saw and matched toward the query's
-/// status-table entry, published with its next emission or the next status refresh.
-fn progress(q: &mut Running, seen: u64, matched: u64) {
+/// status-table entry, published with its next emission or the next status refresh (which
+/// `unpublished` lists it for).
+fn progress(
+    unpublished: &std::cell::RefCell<Vec<Arc<str>>>,
+    id: &str,
+    q: &mut Running,
+    seen: u64,
+    matched: u64,
+) {
+    if seen + matched == 0 {
+        return;
+    }
+    if q.seen_unpublished == 0 && q.matched_unpublished == 0 {
+        unpublished.borrow_mut().push(Arc::from(id));
+    }
     q.seen_unpublished += seen;
     q.matched_unpublished += matched;
 }

@@ -89,6 +89,8 @@ pub struct Runtime {
     status: StatusTable,
     /// The last statuses of the queries that ended lately.
     ended: EndedTable,
+    /// The joiner's count of records read ([`QueryStatus::counted_through`]).
+    records_total: Arc<std::sync::atomic::AtomicU64>,
     joiner_tx: Sender<JoinerMessage>,
     stop: StopSignal,
     source_counters: Arc<SourceCounters>,
@@ -202,6 +204,7 @@ impl Runtime {
         let schema = Arc::new(SchemaTracker::new());
         let status: StatusTable = Arc::default();
         let ended: EndedTable = Arc::default();
+        let records_total: Arc<std::sync::atomic::AtomicU64> = Arc::default();
         let stop = StopSignal::new();
         let source_counters = Arc::new(SourceCounters {
             malformed: metrics.records_malformed.clone(),
@@ -254,6 +257,8 @@ impl Runtime {
                     queries: queries.clone(),
                     status: status.clone(),
                     ended: ended.clone(),
+                    records_total: records_total.clone(),
+                    unpublished: Default::default(),
                     metrics: metrics.clone(),
                     tick,
                     raw_records_per_sec: config.runtime.raw_records_per_sec,
@@ -295,6 +300,7 @@ impl Runtime {
             queries,
             status,
             ended,
+            records_total,
             joiner_tx,
             stop,
             source_counters,
@@ -1138,12 +1144,13 @@ impl Runtime {
 
     /// The running queries, oldest first.
     pub fn queries(&self) -> Vec<QueryStatus> {
+        let total = self.records_total.load(Ordering::Relaxed);
         let mut list: Vec<QueryStatus> = self
             .status
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .values()
-            .map(|s| (**s).clone())
+            .map(|s| (**s).clone().counted_through(total))
             .collect();
         list.sort_by(|a, b| (a.received_ms, &a.id).cmp(&(b.received_ms, &b.id)));
         list
@@ -1156,8 +1163,13 @@ impl Runtime {
     }
 
     pub fn query(&self, id: &str) -> Option<QueryStatus> {
-        let running =
-            self.status.lock().unwrap_or_else(|e| e.into_inner()).get(id).map(|s| (**s).clone());
+        let total = self.records_total.load(Ordering::Relaxed);
+        let running = self
+            .status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .map(|s| (**s).clone().counted_through(total));
         running.or_else(|| self.ended.lock().unwrap_or_else(|e| e.into_inner()).get(id).cloned())
     }
 

@@ -25,9 +25,24 @@ pub struct QueryStatus {
     /// a worker node, and once it ended).
     #[serde(skip)]
     pub(crate) results: Option<Arc<crate::results::QueryResults>>,
+    /// A running query reading live records: the joiner's count of records read when it
+    /// started. It sees every record read since, which is added to `records_seen` when the
+    /// status is read ([`QueryStatus::counted_through`]) rather than written into a million entries
+    /// every refresh.
+    #[serde(skip)]
+    pub(crate) live_from: Option<u64>,
 }
 
 impl QueryStatus {
+    /// The status with the live records read through `records_total` (the joiner's count)
+    /// counted in `records_seen`.
+    pub(crate) fn counted_through(mut self, records_total: u64) -> Self {
+        if let Some(from) = self.live_from.take() {
+            self.records_seen += records_total.saturating_sub(from);
+        }
+        self
+    }
+
     /// A query that has not read anything yet.
     pub(crate) fn new(
         id: Arc<str>,
@@ -47,6 +62,7 @@ impl QueryStatus {
             emissions: 0,
             ended_ms: None,
             results: None,
+            live_from: None,
         }
     }
 

@@ -423,3 +423,38 @@ fn a_batch_of_queries_starts_together_and_ends_together() {
     assert!(runtime.queries().is_empty());
     runtime.shutdown();
 }
+
+/// A running query's status counts the records read since it started, and those it matched,
+/// while it waits (the status table is brought up to date for the queries that changed, the
+/// live records counted when it is read); once it ended, the counts stay.
+#[test]
+fn a_waiting_query_s_status_counts_what_it_saw_and_matched() {
+    let (runtime, addr) = start(config());
+    let handle = runtime
+        .submit("SELECT * FROM STREAM(60000, TIME) WHERE id = 'needle' LIMIT 5", "t")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let mut lines: Vec<String> = (0..40).map(|i| format!(r#"{{"id":"hay-{i}"}}"#)).collect();
+    lines.push(r#"{"id":"needle"}"#.to_owned());
+    send(addr, &lines);
+    let status = |id: &str| runtime.query(id).expect("known");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while (status(&handle.id).records_seen, status(&handle.id).records_matched) != (41, 1)
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let running = status(&handle.id);
+    assert_eq!((running.records_seen, running.records_matched), (41, 1));
+    assert!(running.ended_ms.is_none());
+    assert!(runtime.kill(&handle.id));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while status(&handle.id).ended_ms.is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    send(addr, &lines);
+    std::thread::sleep(Duration::from_millis(300));
+    let ended = status(&handle.id);
+    assert!(ended.ended_ms.is_some());
+    assert_eq!((ended.records_seen, ended.records_matched), (41, 1), "the counts stay");
+}
