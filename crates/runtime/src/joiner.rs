@@ -9,8 +9,9 @@
 //! Records read are counted once for all queries: a worker's `JoinerMessage::Progress` only
 //! adds to a running total (O(1), however many queries run), and each query is credited the
 //! difference since its last credit when it is next touched — before a merge, an end, or its
-//! tick — and the status table (what `GET /api/v1/queries` shows) is brought up to date every
-//! `STATUS_REFRESH`.
+//! tick. The status table (what `GET /api/v1/queries` shows) counts a live query's records
+//! from the running total when it is read (`QueryStatus::live_from`), and what the queries
+//! that changed matched is brought into it every `STATUS_REFRESH`: O(changed), not O(running).
 //!
 //! Ticks touch only the queries that have something due — a time window to emit, or their
 //! end — from a schedule of deadlines ([`QueryRun::next_deadline_ms`]), so a tick costs
