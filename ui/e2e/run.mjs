@@ -200,7 +200,14 @@ await test('a shared link follows the running query beside the page that started
   const link = await page.evaluate(() => location.href);
   expect(/[#?&]id=/.test(link), `the link names the running query: ${link}`);
   const other = await context.newPage();
+  // Its WebSocket opens a second late: the query's status comes first, and the socket's opening
+  // must not take the "Following…" banner away (it did, in whichever order the two came).
+  await other.routeWebSocket(/\/api\/v1\/ws/, async (ws) => {
+    await new Promise((r) => setTimeout(r, 1000));
+    ws.connectToServer();
+  });
   await other.goto(link);
+  await other.waitForSelector('#conn[data-state=open]', { timeout: 10000 });
   // (what the linked page said instead, and how it looked, when it does not follow)
   await other.waitForSelector('#banner:has-text("Following the running query")', { timeout: 10000 }).catch(async (e) => {
     const said = await other.textContent('#banner').catch(() => '(no banner)');

@@ -32,10 +32,11 @@ function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Record<string, 
   return el;
 }
 
-export function banner(message: string | null, kind: 'error' | 'info' = 'error'): void {
+export function banner(message: string | null, kind: 'error' | 'info' = 'error', about = ''): void {
   const b = document.getElementById('banner')!;
   b.hidden = !message;
   b.className = kind;
+  b.dataset.about = message ? about : '';
   b.textContent = message ?? '';
 }
 
@@ -45,8 +46,10 @@ socket.onstate = (state, detail) => {
   const pill = document.getElementById('conn')!;
   pill.dataset.state = state;
   pill.textContent = state === 'open' ? 'connected' : state === 'lost' ? `connection lost; ${detail}` : 'connecting…';
-  if (state === 'lost') banner(`The connection to the server was lost; ${detail}.`);
-  else if (state === 'open') banner(null);
+  if (state === 'lost') banner(`The connection to the server was lost; ${detail}.`, 'error', 'connection');
+  // (only the connection's own message goes: the socket opening after a shared link's
+  // "Following…" was shown, or a refusal, leaves those be)
+  else if (state === 'open' && document.getElementById('banner')!.dataset.about === 'connection') banner(null);
 };
 
 // ---------------------------------------------------------------- query page
