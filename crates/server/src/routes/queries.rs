@@ -70,7 +70,7 @@ pub async fn run_query(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let (_, handle) = submit(&state, &owner, &headers, &body)?;
+    let (_, handle) = submit(&state, &owner, &headers, &body).await?;
     let mut guard = LeaveOnDrop {
         runtime: state.runtime().clone(),
         id: handle.id.clone(),
@@ -157,7 +157,7 @@ pub async fn start_query(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let (text, handle) = submit(&state, &owner, &headers, &body)?;
+    let (text, handle) = submit(&state, &owner, &headers, &body).await?;
     let ends_in = Duration::from_millis((handle.ends_ms - now_ms()).max(0) as u64);
     state.keep_results(&handle.id, handle.results.clone(), ends_in);
     let base = format!("/api/v1/queries/{}", handle.id);
@@ -524,15 +524,23 @@ fn escape_line_breaks(out: &mut Vec<u8>, start: usize) {
 /// How soon an `EventSource` whose stream broke tries again (told in every result event).
 const RECONNECT: Duration = Duration::from_secs(2);
 
-/// Reads the query from the request and starts it for `owner`.
-fn submit(
+/// Reads the query from the request and starts it for `owner`, off the HTTP threads: a start
+/// waits for the registry's writer, which a burst of queries from another client can hold for
+/// a second or so (see the WebSocket's starts).
+async fn submit(
     state: &AppState,
     owner: &str,
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<(String, QueryHandle), ApiError> {
     let text = query_text(headers, body)?;
-    let handle = state.runtime().submit(&text, owner).map_err(submit_error)?;
+    let (runtime, owner, given) = (state.runtime().clone(), owner.to_owned(), text.clone());
+    let submitted = tokio::task::spawn_blocking(move || runtime.submit(&given, &owner)).await;
+    let handle = match submitted {
+        Ok(submitted) => submitted.map_err(submit_error)?,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => return Err(submit_error(needle_runtime::SubmitError::ShuttingDown)),
+    };
     Ok((text, handle))
 }
 
