@@ -92,17 +92,30 @@ impl CompiledQuery {
                 "a record window on an aggregation (record windows are for RAW queries)".into(),
             ));
         }
+        let mut inner = CompiledStage::compile(&plan.stage)?;
+        // The WHERE as written is kept for the column paths only: reading stored blocks (a
+        // query with HISTORY) and aggregating batches of points (a live aggregation). A live
+        // RAW query never reads columns, and its copy of the filter was a sixth of what each of
+        // a million idle queries held.
+        if plan.history.is_none() && raw {
+            inner.filter_source = None;
+        }
+        let outer = plan
+            .outer
+            .as_ref()
+            .map(|outer| {
+                let mut stage = CompiledStage::compile_batch(outer)?;
+                stage.filter_source = None; // read of the stream stage only
+                Ok::<_, EngineError>(Box::new(stage))
+            })
+            .transpose()?;
         Ok(Self {
             text: plan.text.as_str().into(),
             duration_ms: plan.duration_ms,
             windowed: plan.window.is_some(),
             reads: Reads::of(&plan.stage),
-            inner: CompiledStage::compile(&plan.stage)?,
-            outer: plan
-                .outer
-                .as_ref()
-                .map(|outer| CompiledStage::compile_batch(outer).map(Box::new))
-                .transpose()?,
+            inner,
+            outer,
             window,
             shed_until_ms: AtomicI64::new(i64::MIN),
         })
@@ -186,6 +199,28 @@ mod tests {
         check::<QueryRun>();
         check::<WorkerState>();
         check::<Partial>();
+    }
+
+    /// The WHERE as written is kept for the queries a column path may run (those reading the
+    /// past, aggregations), not for a live RAW query; one without it never passes for a query
+    /// without a WHERE.
+    #[test]
+    fn the_filter_as_written_is_kept_for_the_column_paths_only() {
+        let compiled = |bql: &str| {
+            let plan = needle_query::compile(bql, &needle_query::QueryConfig::default()).unwrap();
+            CompiledQuery::compile(&plan).unwrap()
+        };
+        let live_raw = compiled("SELECT * FROM STREAM(1000, TIME) WHERE id = 'x'");
+        assert!(live_raw.filter_expr().is_none(), "no column path reads a live RAW query");
+        let unfiltered = compiled("SELECT * FROM STREAM(1000, TIME)");
+        assert!(matches!(unfiltered.filter_expr(), Some(None)), "no WHERE at all");
+        for bql in [
+            "SELECT COUNT(*) FROM STREAM(1000, TIME) WHERE id = 'x'",
+            "SELECT * FROM HISTORY('-1h') WHERE id = 'x'",
+            "SELECT * FROM STREAM(1000, TIME) SINCE '-1h' WHERE id = 'x'",
+        ] {
+            assert!(matches!(compiled(bql).filter_expr(), Some(Some(_))), "{bql}");
+        }
     }
 
     /// The runtime's shape: workers on their own threads share one compiled query, send

@@ -24,8 +24,10 @@ use serde_json::{Map, Value as Json};
 pub struct CompiledStage {
     pub(crate) explode: Vec<CompiledExplode>,
     pub(crate) filter: Option<CompiledExpr>,
-    /// The filter as written (a store may evaluate it over whole columns).
-    pub(crate) filter_source: Option<needle_query::ast::Expr>,
+    /// The filter as written, for the column paths that evaluate it over whole columns (a
+    /// store's blocks, a batch of metrics points); `None` for a query neither may run (see
+    /// [`super::CompiledQuery::compile`]). Boxed: most queries have none.
+    pub(crate) filter_source: Option<Box<needle_query::ast::Expr>>,
     pub(crate) aggregator: Aggregator,
     pub(crate) post: CompiledPost,
     /// RAW's `size`; `None` for the other kinds.
@@ -65,7 +67,7 @@ impl CompiledStage {
                 .map(CompiledExplode::compile)
                 .collect::<Result<_, _>>()?,
             filter: stage.filter.as_ref().map(CompiledExpr::compile).transpose()?,
-            filter_source: stage.filter.clone(),
+            filter_source: stage.filter.clone().map(Box::new),
             aggregator: Aggregator::new(aggregation)?,
             post: CompiledPost::compile(post)?,
             raw_size: match aggregation {

@@ -218,9 +218,16 @@ impl CompiledQuery {
 
     /// The stream stage's WHERE as written, for a store that evaluates it over whole columns
     /// before building records: `Some(None)` when there is none, `None` when records are
-    /// exploded before it (it then reads the exploded records, not the stored ones).
+    /// exploded before it (it then reads the exploded records, not the stored ones) or when it
+    /// was not kept (a live RAW query: see [`CompiledQuery::compile`]).
     pub fn filter_expr(&self) -> Option<Option<&Expr>> {
-        self.inner.explode.is_empty().then_some(self.inner.filter_source.as_ref())
+        let inner = &self.inner;
+        match (&inner.filter, &inner.filter_source) {
+            _ if !inner.explode.is_empty() => None,
+            (None, _) => Some(None),
+            (Some(_), Some(source)) => Some(Some(source)),
+            (Some(_), None) => None,
+        }
     }
 
     /// Counts a record as read that the caller proved fails the WHERE (see
