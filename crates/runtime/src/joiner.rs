@@ -74,12 +74,28 @@ struct Running {
     matched_unpublished: u64,
     /// The deadline this query has in the joiner's schedule.
     scheduled: Option<i64>,
-    /// While its stored past is read: the live partials that arrived meanwhile, merged after
-    /// the past (`SINCE`). `None` once the query runs live (or never read the past).
-    held: Option<Vec<Kept>>,
     /// The query reads live records (false for `HISTORY`: the records the workers read are
     /// not its to count).
     live: bool,
+    /// What only a query reading its past, or adopted, needs; `None` for the others.
+    aside: Option<Box<Aside>>,
+    /// The highest offset of its results partition among the partials merged (-1: none).
+    through: i64,
+    /// Emissions delivered so far (the number of the last one).
+    emitted: u64,
+    /// The time of its last merge or tick: when its next emission is cut.
+    clock_ms: i64,
+    /// Its final emission waits for its cut to be recorded: that delivery ends its results,
+    /// not its leaving the joiner.
+    final_deferred: bool,
+}
+
+/// What few queries need, kept apart (boxed) from the entry every query has: a million live
+/// queries need none of it, and it was a fifth of each one's entry.
+struct Aside {
+    /// While its stored past is read: the live partials that arrived meanwhile, merged after
+    /// the past (`SINCE`). `None` once the query runs live (or never read the past).
+    held: Option<Vec<Kept>>,
     /// What reading its stored past cost: told in its final emission's metadata.
     past: Option<Box<crate::history::ReplayReport>>,
     /// On an api node, while its worker nodes read their stores.
@@ -94,15 +110,20 @@ struct Running {
     cuts_waiting: Vec<crate::remote::Cut>,
     /// While catching up: the time of the last cut replayed (at first, the query's start).
     last_cut_ms: i64,
-    /// The highest offset of its results partition among the partials merged (-1: none).
-    through: i64,
-    /// Emissions delivered so far (the number of the last one).
-    emitted: u64,
-    /// The time of its last merge or tick: when its next emission is cut.
-    clock_ms: i64,
-    /// Its final emission waits for its cut to be recorded: that delivery ends its results,
-    /// not its leaving the joiner.
-    final_deferred: bool,
+}
+
+impl Aside {
+    fn new(started_ms: i64) -> Self {
+        Self {
+            held: None,
+            past: None,
+            remote: None,
+            catching_up: false,
+            pending: Vec::new(),
+            cuts_waiting: Vec::new(),
+            last_cut_ms: started_ms,
+        }
+    }
 }
 
 /// A partial kept for later: its offset on the query's results partition (-1: not from one),
@@ -169,6 +190,36 @@ impl Deadlines {
 }
 
 impl Running {
+    /// Its [`Aside`], made when it is first needed.
+    fn aside_mut(&mut self) -> &mut Aside {
+        let started_ms = self.run.receive_ms();
+        self.aside.get_or_insert_with(|| Box::new(Aside::new(started_ms)))
+    }
+
+    /// True while its stored past is read and the live partials are held.
+    fn holding(&self) -> bool {
+        self.aside.as_ref().is_some_and(|a| a.held.is_some())
+    }
+
+    /// The live partials held while its past is read.
+    fn held_mut(&mut self) -> Option<&mut Vec<Kept>> {
+        self.aside.as_mut()?.held.as_mut()
+    }
+
+    /// True for an adopted query still catching up.
+    fn catching_up(&self) -> bool {
+        self.aside.as_ref().is_some_and(|a| a.catching_up)
+    }
+
+    /// True on an api node while its worker nodes read their stores for it.
+    fn gathering(&self) -> bool {
+        self.aside.as_ref().is_some_and(|a| a.remote.is_some())
+    }
+
+    fn remote_mut(&mut self) -> Option<&mut RemotePast> {
+        self.aside.as_mut()?.remote.as_deref_mut()
+    }
+
     /// Moves what the query saw and matched since the last time into its status-table entry.
     fn publish(&mut self, status: Option<&mut QueryStatus>) {
         if let Some(s) = status {
@@ -277,6 +328,15 @@ impl Joiner {
                         // (not its end less its duration: a run on record time has no end yet)
                         let started_ms = run.receive_ms();
                         let held = run.is_on_record_time().then(Vec::new);
+                        let aside =
+                            (held.is_some() || remote.is_some() || catching_up).then(|| {
+                                Box::new(Aside {
+                                    held,
+                                    remote,
+                                    catching_up,
+                                    ..Aside::new(started_ms)
+                                })
+                            });
                         let now = Instant::now();
                         let rate = RateWindow { started: now, emitted: 0 };
                         let q = Running {
@@ -289,20 +349,14 @@ impl Joiner {
                             seen_unpublished: 0,
                             matched_unpublished: 0,
                             scheduled: None,
-                            held,
                             live,
-                            past: None,
-                            remote,
-                            catching_up,
-                            pending: Vec::new(),
-                            cuts_waiting: Vec::new(),
-                            last_cut_ms: started_ms,
+                            aside,
                             through: -1,
                             emitted: 0,
                             clock_ms: started_ms,
                             final_deferred: false,
                         };
-                        if q.remote.is_some() {
+                        if q.gathering() {
                             gathering.push(id.clone());
                         }
                         if q.live {
@@ -318,7 +372,7 @@ impl Joiner {
                         for (member, partial) in partials {
                             let Some(q) = running.get_mut(&member.id) else { continue };
                             q.credit(records_total);
-                            match &mut q.held {
+                            match q.held_mut() {
                                 Some(held) => held.push((-1, now_ms(), partial)),
                                 None => self.merge(&member.id, q, partial),
                             }
@@ -366,12 +420,13 @@ impl Joiner {
                         }
                     }
                     Ok(JoinerMessage::Cut { id, cut }) => {
-                        if let Some(q) = running.get_mut(&id).filter(|q| q.catching_up) {
+                        if let Some(q) = running.get_mut(&id).filter(|q| q.catching_up()) {
                             touched = Some(id.clone());
-                            match q.held {
+                            if q.holding() {
                                 // it cuts windows after the past, which is still being read
-                                Some(_) => q.cuts_waiting.push(cut),
-                                None => self.replay_cut(&id, q, cut),
+                                q.aside_mut().cuts_waiting.push(cut);
+                            } else {
+                                self.replay_cut(&id, q, cut);
                             }
                         }
                     }
@@ -384,7 +439,9 @@ impl Joiner {
                     }
                     Ok(JoinerMessage::CaughtUp { id }) => {
                         if let Some(q) = running.get_mut(&id) {
-                            q.catching_up = false;
+                            if let Some(aside) = q.aside.as_mut() {
+                                aside.catching_up = false;
+                            }
                             self.release_pending(&id, q);
                             touched = Some(id);
                         }
@@ -485,7 +542,7 @@ impl Joiner {
             self.retire(running, id, leaving);
             return;
         }
-        if q.held.is_some() || q.run.is_on_record_time() || q.catching_up {
+        if q.holding() || q.run.is_on_record_time() || q.catching_up() {
             // its clock is the stored records' time until the past is read, or the times its
             // partials were sent until it caught up
             return;
@@ -538,21 +595,22 @@ impl Joiner {
     ) {
         q.run.add_seen(report.seen_after);
         progress(&self.unpublished, id, q, report.seen_after, 0);
-        q.past = Some(report);
-        let held = q.held.take().unwrap_or_default();
-        let cuts = std::mem::take(&mut q.cuts_waiting);
+        let aside = q.aside_mut();
+        aside.past = Some(report);
+        let held = aside.held.take().unwrap_or_default();
+        let cuts = std::mem::take(&mut aside.cuts_waiting);
         if !q.live {
             let mut emissions = q.run.tick(end_ms);
             emissions.extend(q.run.finish(end_ms));
             return self.deliver(id, q, emissions);
         }
         q.run.continue_live();
-        if q.catching_up || !cuts.is_empty() {
-            q.pending.extend(held);
+        if q.catching_up() || !cuts.is_empty() {
+            q.aside_mut().pending.extend(held);
             for cut in cuts {
                 self.replay_cut(id, q, cut);
             }
-            if !q.catching_up {
+            if !q.catching_up() {
                 self.release_pending(id, q);
             }
             return;
@@ -579,7 +637,7 @@ impl Joiner {
                 }
             }
         };
-        let Some(remote) = &mut q.remote else { return };
+        let Some(remote) = q.remote_mut() else { return };
         let out = remote.gather.take(worker, event);
         self.gathered(id, q, out);
     }
@@ -588,7 +646,9 @@ impl Joiner {
         for next in out {
             match next {
                 Gathered::Range(data) => {
-                    let Some(remote) = &mut q.remote else { return };
+                    let Some(remote) = q.aside.as_mut().and_then(|a| a.remote.as_mut()) else {
+                        return;
+                    };
                     let (start, end) =
                         record_range(q.run.query(), data, remote.from_ms, remote.to_ms);
                     remote.end_ms = end;
@@ -596,7 +656,9 @@ impl Joiner {
                 }
                 Gathered::Piece { at_ms, partial } => self.merge_past(id, q, at_ms, partial),
                 Gathered::Done(report) => {
-                    let Some(remote) = q.remote.take() else { return };
+                    let Some(remote) = q.aside.as_mut().and_then(|a| a.remote.take()) else {
+                        return;
+                    };
                     self.past_read(id, q, remote.end_ms, report);
                 }
             }
@@ -613,10 +675,10 @@ impl Joiner {
         leaving: &mut Vec<Arc<str>>,
     ) {
         let Some(announcer) = &self.announcer else { return };
-        gathering.retain(|id| running.get(id).is_some_and(|q| q.remote.is_some()));
+        gathering.retain(|id| running.get(id).is_some_and(|q| q.gathering()));
         for id in gathering.clone() {
             let Some(q) = running.get_mut(&id) else { continue };
-            let Some(remote) = &mut q.remote else { continue };
+            let Some(remote) = q.remote_mut() else { continue };
             let gone: Vec<String> = remote
                 .gather
                 .waiting_for()
@@ -628,7 +690,7 @@ impl Joiner {
                     "needle: query {id}: worker node {worker} stopped answering before its \
                      history was read; the result goes on without its part"
                 );
-                let Some(remote) = &mut q.remote else { break };
+                let Some(remote) = q.remote_mut() else { break };
                 let out = remote.gather.lose(&worker);
                 self.gathered(&id, q, out);
             }
@@ -644,25 +706,30 @@ impl Joiner {
     /// cut an emission, as if they arrived before the cut (after the one before), then cuts
     /// there, unless merging already made that emission (a LIMIT reached, a full window).
     fn replay_cut(&self, id: &str, q: &mut Running, cut: crate::remote::Cut) {
+        let aside = q.aside_mut();
+        let last_cut_ms = aside.last_cut_ms;
         let (before, after): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut q.pending).into_iter().partition(|(o, _, _)| *o <= cut.through);
-        q.pending = after;
+            std::mem::take(&mut aside.pending).into_iter().partition(|(o, _, _)| *o <= cut.through);
+        aside.pending = after;
         for (offset, _, partial) in before {
-            self.merge_at(id, q, partial, q.last_cut_ms, offset);
+            self.merge_at(id, q, partial, last_cut_ms, offset);
         }
         if q.emitted < cut.emission {
             q.clock_ms = cut.at_ms;
             let emissions = q.run.tick(cut.at_ms);
             self.deliver(id, q, emissions);
         }
-        q.last_cut_ms = q.last_cut_ms.max(cut.at_ms);
+        let aside = q.aside_mut();
+        aside.last_cut_ms = aside.last_cut_ms.max(cut.at_ms);
     }
 
     /// A query that caught up: the partials its first api node had not put in an emission yet,
     /// merged by the time they were sent (no client has seen those windows).
     fn release_pending(&self, id: &str, q: &mut Running) {
-        for (offset, at_ms, partial) in std::mem::take(&mut q.pending) {
-            let at_ms = at_ms.max(q.last_cut_ms);
+        let Some(aside) = q.aside.as_mut() else { return };
+        let last_cut_ms = aside.last_cut_ms;
+        for (offset, at_ms, partial) in std::mem::take(&mut aside.pending) {
+            let at_ms = at_ms.max(last_cut_ms);
             self.merge_at(id, q, partial, at_ms, offset);
         }
     }
@@ -680,13 +747,14 @@ impl Joiner {
         offset: Option<i64>,
         at_ms: Option<i64>,
     ) {
-        match (&mut q.held, at_ms.filter(|_| q.catching_up)) {
+        let catching_up = q.catching_up();
+        match (q.held_mut(), at_ms.filter(|_| catching_up)) {
             (Some(held), at_ms) => {
                 held.push((offset.unwrap_or(-1), at_ms.unwrap_or_else(now_ms), partial))
             }
             (None, Some(at_ms)) => {
                 // merged when a cut says which emission it is in
-                q.pending.push((offset.unwrap_or(-1), at_ms, partial));
+                q.aside_mut().pending.push((offset.unwrap_or(-1), at_ms, partial));
             }
             (None, None) => self.merge_at(id, q, partial, now_ms(), offset.unwrap_or(-1)),
         }
@@ -719,9 +787,10 @@ impl Joiner {
         let journal = self
             .announcer
             .as_ref()
-            .filter(|_| !q.catching_up && q.run.query().is_windowed() && q.remote.is_none());
+            .filter(|_| !q.catching_up() && q.run.query().is_windowed() && !q.gathering());
         for mut emission in emissions {
-            if let (true, Some(report)) = (emission.is_final, &q.past) {
+            let past = q.aside.as_ref().and_then(|a| a.past.as_ref());
+            if let (true, Some(report)) = (emission.is_final, past) {
                 crate::history::replay::annotate(&mut emission, report);
             }
             if raw {
