@@ -36,6 +36,7 @@
 use crate::clock::now_ms;
 use crate::history::replay::record_range;
 use crate::history::{Gathered, WorkerHistory};
+use crate::id_table::{HasId, IdTable};
 use crate::messages::{JoinerMessage, RemotePast};
 use crate::metrics::Metrics;
 use crate::registry::QuerySet;
@@ -46,7 +47,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 use needle_engine::exec::{Emission, Partial, QueryRun};
 use serde_json::json;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -130,10 +131,16 @@ impl Aside {
 /// when it was sent (or arrived), the partial.
 type Kept = (i64, i64, Partial);
 
-/// The running queries by id. Each is boxed: a million queries make a table of two million
-/// slots, half a gigabyte with the entries inline. Hashed with foldhash: SipHash of the id was a
-/// few percent of the joiner's time at 100,000 queries.
-type Table = HashMap<Arc<str>, Box<Running>, foldhash::fast::RandomState>;
+/// The running queries by id. Each is boxed, found by the id its run holds: a million queries
+/// make a table of two million slots, half a gigabyte with the entries inline. Hashed with
+/// foldhash: SipHash of the id was a few percent of the joiner's time at 100,000 queries.
+type Table = IdTable<Running>;
+
+impl HasId for Running {
+    fn id(&self) -> &str {
+        self.run.id()
+    }
+}
 
 /// When queries next need a tick (a time window to emit, or their end), earliest first, those
 /// due at the same millisecond in the order they were scheduled. Entries of queries that ended
@@ -365,7 +372,7 @@ impl Joiner {
                                 s.live_from = Some(records_total);
                             }
                         }
-                        running.insert(id.clone(), Box::new(q));
+                        running.insert(Box::new(q));
                         touched = Some(id);
                     }
                     Ok(JoinerMessage::Partials { partials, in_flight: _held }) => {
@@ -462,16 +469,18 @@ impl Joiner {
                         }
                     }
                     Ok(JoinerMessage::Shutdown) | Err(RecvTimeoutError::Disconnected) => {
-                        for (id, q) in running.iter_mut() {
+                        for q in running.values_mut() {
+                            let id = q.run.shared_id().clone();
                             q.credit(records_total);
                             q.clock_ms = now_ms();
                             let last = q
                                 .run
                                 .finish(q.clock_ms)
                                 .map(|e| annotate_end(e, EndReason::Shutdown));
-                            self.deliver(id, q, last.into_iter().collect());
+                            self.deliver(&id, q, last.into_iter().collect());
                         }
-                        let ids: Vec<Arc<str>> = running.keys().cloned().collect();
+                        let ids: Vec<Arc<str>> =
+                            running.values().map(|q| q.run.shared_id().clone()).collect();
                         for id in ids {
                             self.retire(&mut running, &id, &mut leaving);
                         }
@@ -565,7 +574,7 @@ impl Joiner {
         let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
         for id in ids {
             if let Some(q) = running.get_mut(&id) {
-                q.publish(status.get_mut(&id).map(|s| &mut **s));
+                q.publish(status.get_mut(&id));
             }
         }
     }

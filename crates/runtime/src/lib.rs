@@ -14,6 +14,7 @@ pub mod config;
 pub mod error;
 pub mod framing;
 pub mod history;
+mod id_table;
 pub mod joiner;
 mod messages;
 pub mod metrics;

@@ -33,7 +33,7 @@ use crate::history::WorkerHistory;
 pub use crate::messages::Cut;
 use crate::messages::JoinerMessage;
 use crate::metrics::Metrics;
-use crate::status::{ById, QueryStatus, StatusTable};
+use crate::status::{QueryStatus, StatusTable};
 use crossbeam_channel::Receiver;
 use needle_query::plan::Plan;
 use std::sync::Arc;
@@ -193,7 +193,7 @@ impl Shipper {
         }
     }
 
-    fn lock_status(&self) -> std::sync::MutexGuard<'_, ById<Box<QueryStatus>>> {
+    fn lock_status(&self) -> std::sync::MutexGuard<'_, crate::id_table::IdTable<QueryStatus>> {
         self.status.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

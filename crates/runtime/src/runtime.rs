@@ -652,7 +652,7 @@ impl Runtime {
             ends_ms,
         )
         .followed_through(results.clone());
-        self.status.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone(), Box::new(status));
+        self.status.lock().unwrap_or_else(|e| e.into_inner()).insert(Box::new(status));
         // The joiner learns of the query before any worker can produce a partial for it.
         if self
             .joiner_tx
@@ -852,7 +852,7 @@ impl Runtime {
                 ends_ms,
             );
             let mut table = self.status.lock().unwrap_or_else(|e| e.into_inner());
-            let replaced = table.insert(id.clone(), Box::new(status)).is_some();
+            let replaced = table.insert(Box::new(status)).is_some();
             drop(table);
             if !replaced {
                 self.metrics.queries_started.inc();
@@ -949,7 +949,7 @@ impl Runtime {
             QueryStatus::new(id.clone(), query.shared_text(), owner.into(), received_ms, ends_ms);
         let _admission = self.admission.lock().unwrap_or_else(|e| e.into_inner());
         let replaced = self.queries.remove(&id);
-        self.status.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone(), Box::new(status));
+        self.status.lock().unwrap_or_else(|e| e.into_inner()).insert(Box::new(status));
         self.queries.add(id, query);
         if !replaced {
             self.metrics.queries_started.inc();
@@ -1064,7 +1064,7 @@ impl Runtime {
         let status =
             QueryStatus::new(id.clone(), query.shared_text(), client.into(), received_ms, ends_ms)
                 .followed_through(results.clone());
-        self.status.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone(), Box::new(status));
+        self.status.lock().unwrap_or_else(|e| e.into_inner()).insert(Box::new(status));
         let start =
             JoinerMessage::Start { run: Box::new(run), results, live, remote, catching_up: true };
         if self.joiner_tx.send(start).is_err() {
@@ -1150,7 +1150,7 @@ impl Runtime {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .values()
-            .map(|s| (**s).clone().counted_through(total))
+            .map(|s| s.clone().counted_through(total))
             .collect();
         list.sort_by(|a, b| (a.received_ms, &a.id).cmp(&(b.received_ms, &b.id)));
         list
@@ -1169,7 +1169,7 @@ impl Runtime {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(id)
-            .map(|s| (**s).clone().counted_through(total));
+            .map(|s| s.clone().counted_through(total));
         running.or_else(|| self.ended.lock().unwrap_or_else(|e| e.into_inner()).get(id).cloned())
     }
 

@@ -2,6 +2,7 @@
 //! [`QueryStatus`] in the [`StatusTable`], kept up to date by the joiner (by the shipper on a
 //! worker node), and the last figures of the queries that ended lately ([`Ended`]).
 
+use crate::id_table::{HasId, IdTable};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -77,9 +78,15 @@ impl QueryStatus {
 /// of the ids was most of that.
 pub(crate) type ById<V> = HashMap<Arc<str>, V, foldhash::fast::RandomState>;
 
-/// The running queries' statuses. Each is boxed: a million queries make a table of two million
+/// The running queries' statuses, by the id each holds. Each is boxed: a million queries make a table of two million
 /// slots, a quarter of a gigabyte with the statuses inline.
-pub(crate) type StatusTable = Arc<Mutex<ById<Box<QueryStatus>>>>;
+pub(crate) type StatusTable = Arc<Mutex<IdTable<QueryStatus>>>;
+
+impl HasId for QueryStatus {
+    fn id(&self) -> &str {
+        &self.id
+    }
+}
 
 /// The last statuses of the queries that ended most recently, so a client asking about one
 /// after its end gets its final figures rather than "no such query".
