@@ -1,53 +1,50 @@
-//! Tables of boxed per-query entries found by the query id each entry holds ([`IdTable`]): a
-//! slot is the entry's pointer alone (8 bytes), not the id's 16-byte pointer beside it. A
-//! million running queries make tables of two million slots: 32 MB less for each such table.
+//! Tables of per-query entries (boxed or shared) found by the query id each entry holds
+//! ([`IdTable`]): a slot is the entry's pointer alone (8 bytes), not the id's 16-byte pointer
+//! beside it. A million running queries make tables of two million slots: 32 MB less for each
+//! such table.
 
 use hashbrown::HashTable;
 use std::hash::BuildHasher;
+use std::ops::{Deref, DerefMut};
 
 /// An entry that knows its query's id.
 pub(crate) trait HasId {
     fn id(&self) -> &str;
 }
 
-/// Boxed entries by the id they hold, one per id.
-pub(crate) struct IdTable<T> {
-    table: HashTable<Box<T>>,
+/// Entries (`Box<T>`, `Arc<T>`) by the id they hold, one per id.
+pub(crate) struct IdTable<P> {
+    table: HashTable<P>,
     hasher: foldhash::fast::RandomState,
 }
 
-impl<T> Default for IdTable<T> {
+impl<P> Default for IdTable<P> {
     fn default() -> Self {
         Self { table: HashTable::new(), hasher: foldhash::fast::RandomState::default() }
     }
 }
 
-impl<T: std::fmt::Debug> std::fmt::Debug for IdTable<T> {
+impl<P: std::fmt::Debug> std::fmt::Debug for IdTable<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_list().entries(self.table.iter()).finish()
     }
 }
 
 /// The entry is the one for `id` (the same text; the same allocation is the quick answer).
-fn is<T: HasId>(id: &str) -> impl Fn(&Box<T>) -> bool + '_ {
+fn is<P: Deref<Target: HasId>>(id: &str) -> impl Fn(&P) -> bool + '_ {
     move |entry| {
         let held = entry.id();
         std::ptr::eq(held.as_ptr(), id.as_ptr()) && held.len() == id.len() || held == id
     }
 }
 
-impl<T: HasId> IdTable<T> {
+impl<P: Deref<Target: HasId>> IdTable<P> {
     fn hash(&self, id: &str) -> u64 {
         self.hasher.hash_one(id)
     }
 
-    pub fn get(&self, id: &str) -> Option<&T> {
+    pub fn get(&self, id: &str) -> Option<&P::Target> {
         self.table.find(self.hash(id), is(id)).map(|entry| &**entry)
-    }
-
-    pub fn get_mut(&mut self, id: &str) -> Option<&mut T> {
-        let hash = self.hash(id);
-        self.table.find_mut(hash, is(id)).map(|entry| &mut **entry)
     }
 
     pub fn contains_key(&self, id: &str) -> bool {
@@ -55,7 +52,7 @@ impl<T: HasId> IdTable<T> {
     }
 
     /// Puts `entry` in; the entry it replaces (of the same id), if any.
-    pub fn insert(&mut self, entry: Box<T>) -> Option<Box<T>> {
+    pub fn insert(&mut self, entry: P) -> Option<P> {
         let hasher = self.hasher.clone();
         let hash = self.hash(entry.id());
         match self.table.find_mut(hash, is(entry.id())) {
@@ -67,7 +64,7 @@ impl<T: HasId> IdTable<T> {
         }
     }
 
-    pub fn remove(&mut self, id: &str) -> Option<Box<T>> {
+    pub fn remove(&mut self, id: &str) -> Option<P> {
         let hash = self.hash(id);
         self.table.find_entry(hash, is(id)).ok().map(|entry| entry.remove().0)
     }
@@ -76,11 +73,18 @@ impl<T: HasId> IdTable<T> {
         self.table.len()
     }
 
-    pub fn values(&self) -> impl Iterator<Item = &T> {
+    pub fn values(&self) -> impl Iterator<Item = &P::Target> {
         self.table.iter().map(|entry| &**entry)
     }
+}
 
-    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut T> {
+impl<P: DerefMut<Target: HasId>> IdTable<P> {
+    pub fn get_mut(&mut self, id: &str) -> Option<&mut P::Target> {
+        let hash = self.hash(id);
+        self.table.find_mut(hash, is(id)).map(|entry| &mut **entry)
+    }
+
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut P::Target> {
         self.table.iter_mut().map(|entry| &mut **entry)
     }
 }
@@ -107,7 +111,7 @@ mod tests {
 
     #[test]
     fn entries_are_found_replaced_and_removed_by_the_id_they_hold() {
-        let mut table = IdTable::default();
+        let mut table = IdTable::<Box<Entry>>::default();
         for i in 0..10_000u32 {
             assert!(table.insert(entry(&format!("q-{i}"), i)).is_none());
         }

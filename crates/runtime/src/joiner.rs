@@ -137,7 +137,7 @@ type Kept = (i64, i64, Partial);
 /// The running queries by id. Each is boxed, found by the id its run holds: a million queries
 /// make a table of two million slots, half a gigabyte with the entries inline. Hashed with
 /// foldhash: SipHash of the id was a few percent of the joiner's time at 100,000 queries.
-type Table = IdTable<Running>;
+type Table = IdTable<Box<Running>>;
 
 impl HasId for Running {
     fn id(&self) -> &str {

@@ -14,11 +14,11 @@
 //! which applies them as one change as soon as it has the mutex (until then the workers may
 //! still offer the ended queries' records, which the joiner drops).
 
+use crate::id_table::{HasId, IdTable};
 use arc_swap::ArcSwap;
 use needle_engine::exec::CompiledQuery;
 use needle_engine::matching::{MatchSet, Member};
 use needle_record::Validation;
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// The queries running at one moment. `version` changes with every change of the set.
@@ -31,7 +31,15 @@ pub struct Snapshot {
 #[derive(Debug, Default)]
 struct Writer {
     next_serial: u64,
-    serials: HashMap<Arc<str>, u64>,
+    /// The members of the set by id (for their serials when they leave): the snapshot's own
+    /// members, shared, in slots of one pointer.
+    members: IdTable<Arc<Member>>,
+}
+
+impl HasId for Member {
+    fn id(&self) -> &str {
+        &self.id
+    }
 }
 
 #[derive(Debug, Default)]
@@ -76,9 +84,9 @@ impl QuerySet {
             .into_iter()
             .map(|(id, query)| {
                 writer.next_serial += 1;
-                let serial = writer.next_serial;
-                writer.serials.insert(id.clone(), serial);
-                Member::new(serial, id, query)
+                let member = Member::new(writer.next_serial, id, query);
+                writer.members.insert(member.clone());
+                member
             })
             .collect();
         self.publish(|set| set.update(members, &[]));
@@ -122,8 +130,11 @@ impl QuerySet {
     /// Removes queries in one change of the snapshot; how many were there.
     pub fn remove_many<S: AsRef<str>>(&self, ids: &[S]) -> usize {
         let mut writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let serials: Vec<u64> =
-            ids.iter().filter_map(|id| writer.serials.remove(id.as_ref())).collect();
+        let serials: Vec<u64> = ids
+            .iter()
+            .filter_map(|id| writer.members.remove(id.as_ref()))
+            .map(|m| m.serial)
+            .collect();
         if !serials.is_empty() {
             self.publish(|set| set.update(vec![], &serials));
         }

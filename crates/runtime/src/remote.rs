@@ -193,7 +193,7 @@ impl Shipper {
         }
     }
 
-    fn lock_status(&self) -> std::sync::MutexGuard<'_, crate::id_table::IdTable<QueryStatus>> {
+    fn lock_status(&self) -> std::sync::MutexGuard<'_, crate::id_table::IdTable<Box<QueryStatus>>> {
         self.status.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

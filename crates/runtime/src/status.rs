@@ -80,7 +80,7 @@ pub(crate) type ById<V> = HashMap<Arc<str>, V, foldhash::fast::RandomState>;
 
 /// The running queries' statuses, by the id each holds. Each is boxed: a million queries make a table of two million
 /// slots, a quarter of a gigabyte with the statuses inline.
-pub(crate) type StatusTable = Arc<Mutex<IdTable<QueryStatus>>>;
+pub(crate) type StatusTable = Arc<Mutex<IdTable<Box<QueryStatus>>>>;
 
 impl HasId for QueryStatus {
     fn id(&self) -> &str {
