@@ -154,6 +154,10 @@ pub(crate) struct Shipper {
     pub messages: Receiver<JoinerMessage>,
     pub outlet: Arc<dyn PartialOutlet>,
     pub status: StatusTable,
+    /// Records the node's workers read, in all: a live query's status counts those read since
+    /// it started when it is read ([`QueryStatus::counted_through`]), not in every entry at
+    /// every progress report (a million entries).
+    pub records_total: Arc<std::sync::atomic::AtomicU64>,
     pub metrics: Arc<Metrics>,
 }
 
@@ -172,9 +176,7 @@ impl Shipper {
                     }
                 }
                 JoinerMessage::Progress { records, receipts } => {
-                    for s in self.lock_status().values_mut() {
-                        s.records_seen += records;
-                    }
+                    self.records_total.fetch_add(records, std::sync::atomic::Ordering::Relaxed);
                     self.outlet.progress(records, receipts);
                 }
                 JoinerMessage::Shutdown => return,

@@ -243,6 +243,7 @@ impl Runtime {
                     messages: joiner_rx,
                     outlet: outlet.clone(),
                     status: status.clone(),
+                    records_total: records_total.clone(),
                     metrics: metrics.clone(),
                 };
                 spawn("needle-shipper".into(), move || shipper.run())?
@@ -844,13 +845,16 @@ impl Runtime {
         {
             let _admission = self.admission.lock().unwrap_or_else(|e| e.into_inner());
             self.queries.remove(&id);
-            let status = QueryStatus::new(
+            let mut status = QueryStatus::new(
                 id.clone(),
                 query.shared_text(),
                 owner.into(),
                 received_ms,
                 ends_ms,
             );
+            if past.live {
+                status = status.reading_live_from(self.records_total.load(Ordering::Relaxed));
+            }
             let mut table = self.status.lock().unwrap_or_else(|e| e.into_inner());
             let replaced = table.insert(Box::new(status)).is_some();
             drop(table);
@@ -946,7 +950,8 @@ impl Runtime {
     ) {
         let id: Arc<str> = id.into();
         let status =
-            QueryStatus::new(id.clone(), query.shared_text(), owner.into(), received_ms, ends_ms);
+            QueryStatus::new(id.clone(), query.shared_text(), owner.into(), received_ms, ends_ms)
+                .reading_live_from(self.records_total.load(Ordering::Relaxed));
         let _admission = self.admission.lock().unwrap_or_else(|e| e.into_inner());
         let replaced = self.queries.remove(&id);
         self.status.lock().unwrap_or_else(|e| e.into_inner()).insert(Box::new(status));

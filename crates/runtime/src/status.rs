@@ -44,6 +44,13 @@ impl QueryStatus {
         self
     }
 
+    /// A live query's status that counts the records read after `records_total` (the count of
+    /// the records read so far) as seen, when it is read.
+    pub(crate) fn reading_live_from(mut self, records_total: u64) -> Self {
+        self.live_from = Some(records_total);
+        self
+    }
+
     /// A query that has not read anything yet.
     pub(crate) fn new(
         id: Arc<str>,

@@ -458,3 +458,55 @@ fn a_waiting_query_s_status_counts_what_it_saw_and_matched() {
     assert!(ended.ended_ms.is_some());
     assert_eq!((ended.records_seen, ended.records_matched), (41, 1), "the counts stay");
 }
+
+/// A worker node's outlet that keeps nothing (the test reads the node's own status table).
+struct Discard;
+
+impl needle_runtime::remote::PartialOutlet for Discard {
+    fn partial(&self, _id: &str, _bytes: Vec<u8>) {}
+    fn progress(&self, _records: u64, _receipts: Vec<needle_runtime::framing::Receipt>) {}
+    fn history(&self, _id: &str, _event: needle_runtime::history::WorkerHistory<Vec<u8>>) {}
+}
+
+/// On a worker node, an adopted query's status counts the records the node read after it was
+/// adopted (not those before), and what it matched.
+#[test]
+fn a_worker_node_s_status_counts_the_records_read_since_a_query_was_adopted() {
+    let source = TcpSource::bind("127.0.0.1:0", &SourceOptions::default()).unwrap();
+    let addr = source.local_addr().unwrap();
+    let role = needle_runtime::remote::Role::Worker(Arc::new(Discard));
+    let runtime = Runtime::start_role(config(), role, Arc::new(Metrics::new())).unwrap();
+    runtime.run_source(Box::new(source)).unwrap();
+    let hay: Vec<String> = (0..30).map(|i| format!(r#"{{"id":"hay-{i}"}}"#)).collect();
+    let seen = |id: &str| runtime.query(id).map(|s| (s.records_seen, s.records_matched));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    let adopt = |id: &str| {
+        let plan = needle_query::compile(
+            "SELECT * FROM STREAM(60000, TIME) WHERE id = 'needle'",
+            &needle_query::QueryConfig::default(),
+        )
+        .unwrap();
+        let query = Arc::new(needle_engine::CompiledQuery::compile(&plan).unwrap());
+        runtime.adopt(id, query, "t", now, now + 60_000);
+    };
+    // 30 records read before the second query is adopted: the first one's, not the second's
+    adopt("w-0");
+    send(addr, &hay);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while seen("w-0") != Some((30, 0)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(seen("w-0"), Some((30, 0)));
+    adopt("w-1");
+    let mut lines = hay[..10].to_vec();
+    lines.push(r#"{"id":"needle"}"#.to_owned());
+    send(addr, &lines);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while seen("w-1") != Some((11, 1)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(seen("w-1"), Some((11, 1)), "the 11 records read since, the needle matched");
+    assert_eq!(seen("w-0"), Some((41, 1)), "the first query saw all 41");
+}
