@@ -198,13 +198,17 @@ async fn handle(
 /// The queries one connection follows, by id: what its pump reads from each.
 #[derive(Default)]
 struct Follows {
-    by_id: HashMap<Arc<str>, Follow>,
+    by_id: HashMap<Arc<str>, Arc<ResultQueue>>,
+    /// The queries resumed after an emission: those numbered up to it are not sent. Apart:
+    /// few queries are resumed, and a million followed queries make two million slots.
+    after: HashMap<Arc<str>, u64>,
 }
 
-struct Follow {
-    results: Arc<ResultQueue>,
-    /// Emissions numbered up to this one are not sent (a `resume` after them).
-    after: u64,
+impl Follows {
+    fn remove(&mut self, id: &str) {
+        self.by_id.remove(id);
+        self.after.remove(id);
+    }
 }
 
 /// A connection's side of its pump: the queries it follows, and the list their queues put
@@ -223,7 +227,14 @@ impl Pumps {
     /// `complete`.
     fn insert(&mut self, id: &str, results: Arc<ResultQueue>, after: u64) {
         let id: Arc<str> = Arc::from(id);
-        self.lock().by_id.insert(id.clone(), Follow { results: results.clone(), after });
+        let mut follows = self.lock();
+        follows.by_id.insert(id.clone(), results.clone());
+        if after > 0 {
+            follows.after.insert(id.clone(), after);
+        } else {
+            follows.after.remove(&id);
+        }
+        drop(follows);
         results.watch(&self.ready, id);
     }
 
@@ -235,7 +246,7 @@ impl Pumps {
     /// The queries whose results are still being sent, with the connection's queue of each.
     fn unfinished(self) -> impl Iterator<Item = (String, Arc<ResultQueue>)> {
         let by_id = std::mem::take(&mut self.lock().by_id);
-        by_id.into_iter().map(|(id, follow)| (id.to_string(), follow.results))
+        by_id.into_iter().map(|(id, results)| (id.to_string(), results))
     }
 }
 
@@ -247,9 +258,12 @@ async fn pump(follows: Arc<Mutex<Follows>>, ready: Arc<ReadyQueues>, out: mpsc::
     loop {
         ready.wait(&mut keys).await;
         for id in keys.drain(..) {
-            let Some((results, after)) =
-                lock().by_id.get(&id).map(|f| (f.results.clone(), f.after))
-            else {
+            let found = {
+                let follows = lock();
+                let after = follows.after.get(&id).copied().unwrap_or(0);
+                follows.by_id.get(&id).map(|results| (results.clone(), after))
+            };
+            let Some((results, after)) = found else {
                 continue;
             };
             loop {
@@ -257,7 +271,7 @@ async fn pump(follows: Arc<Mutex<Follows>>, ready: Arc<ReadyQueues>, out: mpsc::
                     None => break,
                     Some(Some(next)) => next,
                     Some(None) => {
-                        lock().by_id.remove(&id);
+                        lock().remove(&id);
                         let done =
                             json!({"type": "complete", "id": &*id, "dropped": results.dropped()});
                         if out.send(done.to_string()).await.is_err() {
