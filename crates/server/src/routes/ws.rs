@@ -198,17 +198,13 @@ async fn handle(
 /// The queries one connection follows, by id: what its pump reads from each.
 #[derive(Default)]
 struct Follows {
-    by_id: HashMap<Arc<str>, Arc<ResultQueue>>,
-    /// The queries resumed after an emission: those numbered up to it are not sent. Apart:
-    /// few queries are resumed, and a million followed queries make two million slots.
-    after: HashMap<Arc<str>, u64>,
+    by_id: HashMap<Arc<str>, Follow>,
 }
 
-impl Follows {
-    fn remove(&mut self, id: &str) {
-        self.by_id.remove(id);
-        self.after.remove(id);
-    }
+struct Follow {
+    results: Arc<ResultQueue>,
+    /// Emissions numbered up to this one are not sent (a `resume` after them).
+    after: u64,
 }
 
 /// A connection's side of its pump: the queries it follows, and the list their queues put
@@ -227,14 +223,7 @@ impl Pumps {
     /// `complete`.
     fn insert(&mut self, id: &str, results: Arc<ResultQueue>, after: u64) {
         let id: Arc<str> = Arc::from(id);
-        let mut follows = self.lock();
-        follows.by_id.insert(id.clone(), results.clone());
-        if after > 0 {
-            follows.after.insert(id.clone(), after);
-        } else {
-            follows.after.remove(&id);
-        }
-        drop(follows);
+        self.lock().by_id.insert(id.clone(), Follow { results: results.clone(), after });
         results.watch(&self.ready, id);
     }
 
@@ -246,7 +235,7 @@ impl Pumps {
     /// The queries whose results are still being sent, with the connection's queue of each.
     fn unfinished(self) -> impl Iterator<Item = (String, Arc<ResultQueue>)> {
         let by_id = std::mem::take(&mut self.lock().by_id);
-        by_id.into_iter().map(|(id, results)| (id.to_string(), results))
+        by_id.into_iter().map(|(id, follow)| (id.to_string(), follow.results))
     }
 }
 
@@ -258,12 +247,9 @@ async fn pump(follows: Arc<Mutex<Follows>>, ready: Arc<ReadyQueues>, out: mpsc::
     loop {
         ready.wait(&mut keys).await;
         for id in keys.drain(..) {
-            let found = {
-                let follows = lock();
-                let after = follows.after.get(&id).copied().unwrap_or(0);
-                follows.by_id.get(&id).map(|results| (results.clone(), after))
-            };
-            let Some((results, after)) = found else {
+            let Some((results, after)) =
+                lock().by_id.get(&id).map(|f| (f.results.clone(), f.after))
+            else {
                 continue;
             };
             loop {
@@ -271,7 +257,7 @@ async fn pump(follows: Arc<Mutex<Follows>>, ready: Arc<ReadyQueues>, out: mpsc::
                     None => break,
                     Some(Some(next)) => next,
                     Some(None) => {
-                        lock().remove(&id);
+                        lock().by_id.remove(&id);
                         let done =
                             json!({"type": "complete", "id": &*id, "dropped": results.dropped()});
                         if out.send(done.to_string()).await.is_err() {
