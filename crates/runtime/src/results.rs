@@ -97,14 +97,29 @@ impl WindowBytes for ResultBudget {
     }
 }
 
+/// The bounds of a follower's queue, shared by every queue of a process: at most `capacity`
+/// emissions and `max_bytes` bytes, its bytes counted in `budget` too (see the module doc).
+/// One allocation for them all, not 24 bytes in each of a million queries' queues and results.
+#[derive(Debug)]
+pub struct QueueLimits {
+    capacity: usize,
+    max_bytes: usize,
+    budget: Arc<ResultBudget>,
+}
+
+impl QueueLimits {
+    /// Bounds of `capacity` emissions (at least one) and `max_bytes` bytes a queue, in `budget`.
+    pub fn new(capacity: usize, max_bytes: usize, budget: Arc<ResultBudget>) -> Arc<Self> {
+        Arc::new(Self { capacity: capacity.max(1), max_bytes, budget })
+    }
+}
+
 /// One query's emissions for every client following it (see the module doc): the joiner
 /// pushes each emission here, and each follower reads its own [`ResultQueue`].
 #[derive(Debug)]
 pub struct QueryResults {
     followers: Mutex<Followers>,
-    capacity: usize,
-    max_bytes: usize,
-    budget: Arc<ResultBudget>,
+    limits: Arc<QueueLimits>,
 }
 
 #[derive(Debug, Default)]
@@ -142,12 +157,12 @@ impl QueryResults {
     /// A query's results: each follower's queue holds at most `capacity` emissions and
     /// `max_bytes` bytes, its bytes counted in `budget` too (see the module doc).
     pub fn new(capacity: usize, max_bytes: usize, budget: Arc<ResultBudget>) -> Arc<Self> {
-        Arc::new(Self {
-            followers: Mutex::new(Followers::default()),
-            capacity: capacity.max(1),
-            max_bytes,
-            budget,
-        })
+        Self::within(&QueueLimits::new(capacity, max_bytes, budget))
+    }
+
+    /// A query's results whose followers' queues keep to `limits` (shared with other queries).
+    pub fn within(limits: &Arc<QueueLimits>) -> Arc<Self> {
+        Arc::new(Self { followers: Mutex::new(Followers::default()), limits: limits.clone() })
     }
 
     /// A new follower's queue: it gets every emission pushed from now on, numbered as every
@@ -161,9 +176,7 @@ impl QueryResults {
         let queue = Arc::new(ResultQueue {
             state: Mutex::new(QueueState { pushed: followers.pushed, ..QueueState::default() }),
             notify: tokio::sync::Notify::new(),
-            capacity: self.capacity,
-            max_bytes: self.max_bytes,
-            budget: self.budget.clone(),
+            limits: self.limits.clone(),
             dropped_total: AtomicU64::new(0),
             left: AtomicBool::new(false),
             query: Arc::downgrade(self),
@@ -234,9 +247,7 @@ impl QueryResults {
 pub struct ResultQueue {
     state: Mutex<QueueState>,
     notify: tokio::sync::Notify,
-    capacity: usize,
-    max_bytes: usize,
-    budget: Arc<ResultBudget>,
+    limits: Arc<QueueLimits>,
     dropped_total: AtomicU64,
     /// Its follower went away ([`ResultQueue::leave`]).
     left: AtomicBool,
@@ -338,9 +349,7 @@ impl ResultQueue {
         Arc::new(Self {
             state: Mutex::new(QueueState::default()),
             notify: tokio::sync::Notify::new(),
-            capacity: capacity.max(1),
-            max_bytes,
-            budget,
+            limits: QueueLimits::new(capacity, max_bytes, budget),
             dropped_total: AtomicU64::new(0),
             left: AtomicBool::new(false),
             query: Weak::new(),
@@ -351,6 +360,7 @@ impl ResultQueue {
     /// room. A final emission closes the queue.
     pub fn push(&self, emission: Emission) -> u64 {
         let size = emission.approx_bytes();
+        let limits = &*self.limits;
         let mut dropped = 0;
         {
             let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -360,25 +370,25 @@ impl ResultQueue {
             state.pushed += 1;
             let number = state.pushed;
             while !state.items.is_empty()
-                && (state.items.len() >= self.capacity
-                    || state.bytes + size > self.max_bytes
-                    || self.budget.used() + size > self.budget.limit)
+                && (state.items.len() >= limits.capacity
+                    || state.bytes + size > limits.max_bytes
+                    || limits.budget.used() + size > limits.budget.limit)
             {
                 if let Some((_, bytes, _)) = state.items.pop_front() {
                     state.bytes -= bytes;
-                    self.budget.give_back(bytes);
+                    self.limits.budget.give_back(bytes);
                 }
                 state.dropped_unreported += 1;
                 dropped += 1;
             }
-            let fits = state.bytes + size <= self.max_bytes
-                && self.budget.used() + size <= self.budget.limit;
+            let fits = state.bytes + size <= limits.max_bytes
+                && limits.budget.used() + size <= limits.budget.limit;
             if fits || emission.is_final || state.waiting {
                 state.closed = emission.is_final;
                 state.items.push_back((emission, size, number));
                 state.bytes += size;
                 state.waiting = false;
-                self.budget.take(size);
+                self.limits.budget.take(size);
             } else {
                 state.dropped_unreported += 1;
                 dropped += 1;
@@ -398,7 +408,7 @@ impl ResultQueue {
         {
             let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
             state.items.clear();
-            self.budget.give_back(std::mem::take(&mut state.bytes));
+            self.limits.budget.give_back(std::mem::take(&mut state.bytes));
             state.closed = true;
             state.changed();
         }
@@ -466,7 +476,7 @@ impl ResultQueue {
         match state.items.pop_front() {
             Some((mut emission, bytes, number)) => {
                 state.bytes -= bytes;
-                self.budget.give_back(bytes);
+                self.limits.budget.give_back(bytes);
                 if state.dropped_unreported > 0 {
                     emission.meta.insert(DROPPED_EMISSIONS.into(), state.dropped_unreported.into());
                     state.dropped_unreported = 0;
@@ -494,13 +504,23 @@ impl Drop for ResultQueue {
     /// Emissions nobody read leave the budget with their queue.
     fn drop(&mut self) {
         let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
-        self.budget.give_back(state.bytes);
+        self.limits.budget.give_back(state.bytes);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every running query has its results and (most) a follower's queue: at a million queries
+    /// each allocator class they fall into (with their `Arc` counts, 16 bytes) is felt. The
+    /// bounds they share are behind one pointer.
+    #[test]
+    fn a_query_s_results_and_queue_fit_80_and_160_byte_classes() {
+        let arc = 2 * std::mem::size_of::<usize>();
+        assert!(std::mem::size_of::<QueryResults>() + arc <= 80);
+        assert!(std::mem::size_of::<ResultQueue>() + arc <= 160);
+    }
     use serde_json::Map;
 
     fn emission(n: u64, is_final: bool) -> Emission {

@@ -121,6 +121,8 @@ pub struct Runtime {
     replays: Arc<Mutex<HashMap<Arc<str>, Arc<AtomicBool>>>>,
     /// The bytes of results waiting for subscribers, over every query.
     result_budget: Arc<ResultBudget>,
+    /// The bounds of every query's followers' queues (in `result_budget`).
+    result_limits: Arc<crate::results::QueueLimits>,
     /// On an api node: the results of the queries it adopted, until a client claims them, with
     /// each query's end.
     adopted: Mutex<HashMap<Arc<str>, Unclaimed>>,
@@ -295,7 +297,13 @@ impl Runtime {
         };
         let result_budget =
             ResultBudget::new(config.runtime.max_result_bytes, metrics.result_bytes.clone());
+        let result_limits = crate::results::QueueLimits::new(
+            config.runtime.subscriber_buffer,
+            config.runtime.max_result_bytes_per_query,
+            result_budget.clone(),
+        );
         Ok(Arc::new(Self {
+            result_limits,
             config,
             metrics,
             queries,
@@ -1117,12 +1125,7 @@ impl Runtime {
 
     /// The results of a new query: each follower's queue bounded by the runtime's limits.
     fn new_results(&self) -> Arc<QueryResults> {
-        let limits = &self.config.runtime;
-        QueryResults::new(
-            limits.subscriber_buffer,
-            limits.max_result_bytes_per_query,
-            self.result_budget.clone(),
-        )
+        QueryResults::within(&self.result_limits)
     }
 
     /// True while query `id` is about to be adopted (see [`crate::remote::QueryAnnouncer::adopting`]).
