@@ -7,7 +7,7 @@
 use needle_runtime::metrics::Metrics;
 use needle_runtime::remote::Holder;
 use needle_runtime::source::BatchSink;
-use needle_runtime::{NeedleConfig, ResultQueue, Runtime};
+use needle_runtime::{NeedleConfig, QueryHandle, ResultQueue, Runtime, SubmitError};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -95,6 +95,32 @@ impl AppState {
 
     pub fn runtime(&self) -> &Arc<Runtime> {
         &self.inner.runtime
+    }
+
+    /// Starts `texts` for `owner` ([`Runtime::submit_many`]: one answer each, in order) off the
+    /// HTTP threads: admitting a burst takes as long as compiling it and waiting for the
+    /// registry's writer (a second or so while it rebuilds the index of a million queries), and
+    /// a worker thread blocked that long held up the result pumps and writers it had just
+    /// woken — the results of the queries already running.
+    pub async fn admit(
+        &self,
+        texts: Vec<String>,
+        owner: &str,
+    ) -> Vec<Result<QueryHandle, SubmitError>> {
+        let (runtime, owner, count) = (self.runtime().clone(), owner.to_owned(), texts.len());
+        let admitted = tokio::task::spawn_blocking(move || {
+            let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+            runtime.submit_many(&texts, &owner)
+        })
+        .await;
+        match admitted {
+            Ok(answers) => answers,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // the runtime is shutting down
+            Err(_) => {
+                std::iter::repeat_with(|| Err(SubmitError::ShuttingDown)).take(count).collect()
+            }
+        }
     }
 
     pub fn config(&self) -> &NeedleConfig {

@@ -524,9 +524,8 @@ fn escape_line_breaks(out: &mut Vec<u8>, start: usize) {
 /// How soon an `EventSource` whose stream broke tries again (told in every result event).
 const RECONNECT: Duration = Duration::from_secs(2);
 
-/// Reads the query from the request and starts it for `owner`, off the HTTP threads: a start
-/// waits for the registry's writer, which a burst of queries from another client can hold for
-/// a second or so (see the WebSocket's starts).
+/// Reads the query from the request and starts it for `owner`, off the HTTP threads
+/// ([`AppState::admit`]).
 async fn submit(
     state: &AppState,
     owner: &str,
@@ -534,13 +533,9 @@ async fn submit(
     body: &[u8],
 ) -> Result<(String, QueryHandle), ApiError> {
     let text = query_text(headers, body)?;
-    let (runtime, owner, given) = (state.runtime().clone(), owner.to_owned(), text.clone());
-    let submitted = tokio::task::spawn_blocking(move || runtime.submit(&given, &owner)).await;
-    let handle = match submitted {
-        Ok(submitted) => submitted.map_err(submit_error)?,
-        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        Err(_) => return Err(submit_error(needle_runtime::SubmitError::ShuttingDown)),
-    };
+    let answer = state.admit(vec![text.clone()], owner).await.pop();
+    let handle =
+        answer.unwrap_or(Err(needle_runtime::SubmitError::ShuttingDown)).map_err(submit_error)?;
     Ok((text, handle))
 }
 

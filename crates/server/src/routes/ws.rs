@@ -315,21 +315,7 @@ async fn start(
     let texts: Vec<Option<&str>> =
         requests.iter().map(|r| r.get("query").and_then(Value::as_str)).collect();
     let valid: Vec<String> = texts.iter().flatten().map(|&t| t.to_owned()).collect();
-    // Off the HTTP threads: admitting a burst takes as long as compiling it and waiting for the
-    // registry's writer (a second or so while it rebuilds the index of a million queries), and
-    // a worker thread blocked that long held up the pumps and writers it had just woken — the
-    // results of the queries already running.
-    let (runtime, owner) = (state.runtime().clone(), owner.to_owned());
-    let admitted = tokio::task::spawn_blocking(move || {
-        let valid: Vec<&str> = valid.iter().map(String::as_str).collect();
-        runtime.submit_many(&valid, &owner)
-    })
-    .await;
-    let admitted = match admitted {
-        Ok(answers) => answers,
-        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        Err(_) => Vec::new(), // the runtime is shutting down
-    };
+    let admitted = state.admit(valid, owner).await;
     let mut answers = admitted.into_iter();
     for (request, text) in requests.iter().zip(&texts) {
         let tag = request.get("tag").cloned();
