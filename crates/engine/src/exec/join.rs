@@ -277,7 +277,7 @@ impl QueryRun {
     }
 
     fn merge_raw(&mut self, records: Vec<Record>, now_ms: i64, out: &mut Vec<Emission>) {
-        let size = self.query.inner.raw_size.unwrap_or(u64::MAX);
+        let size = self.query.inner.raw_size().unwrap_or(u64::MAX);
         let windowless = matches!(self.clock.plan(), WindowPlan::None);
         let mut records = records.into_iter();
         for record in records.by_ref() {

@@ -1,6 +1,7 @@
 //! What a stream stage reads of a record ([`Reads`]): the top-level fields the decoder must keep
-//! and the index may look up, and whether the stage wants whole records. Computed once with the
-//! compiled query; the matcher and the history store read it from there.
+//! and the index may look up (whether it wants whole records is the compiled query's
+//! `reads_whole_records`). Computed once with the compiled query; the matcher and the history
+//! store read it from there.
 
 use needle_query::ast::{Accessor, ExprKind};
 use needle_query::plan::Stage;
@@ -13,14 +14,11 @@ pub(crate) const PART: char = '\u{0}';
 pub(crate) struct Reads {
     /// Top-level field names, and `name\u{0}key` for a field read only through a constant key.
     pub fields: Box<[Box<str>]>,
-    /// RAW with `*`: a matching record is handed over whole.
-    pub whole_record: bool,
 }
 
 impl Reads {
     /// What a stream stage reads of a record: its top-level fields, a field read only through a
-    /// constant key as `name` [`PART`] `key` (the decoder may keep just the keys queries ask for),
-    /// and whether it wants whole records (RAW with `*`).
+    /// constant key as `name` [`PART`] `key` (the decoder may keep just the keys queries ask for).
     pub(crate) fn of(stage: &Stage) -> Reads {
         let mut fields: Vec<Box<str>> = Vec::new();
         for expr in stage.input_expressions() {
@@ -36,6 +34,6 @@ impl Reads {
                 }
             });
         }
-        Reads { fields: fields.into(), whole_record: stage.reads_whole_records() }
+        Reads { fields: fields.into() }
     }
 }

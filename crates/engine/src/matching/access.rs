@@ -151,8 +151,9 @@ pub(crate) struct Conjunct {
 #[derive(Debug, Clone)]
 pub(crate) struct Access {
     /// `None`: a candidate for every record. Otherwise the filter is TRUE only when one of
-    /// these holds.
-    pub conjuncts: Option<Vec<Conjunct>>,
+    /// these holds. (A boxed slice: 8 bytes less in each member, which puts a member in the
+    /// 80-byte allocation class, not 96.)
+    pub conjuncts: Option<Box<[Conjunct]>>,
     /// The filter is TRUE exactly when one of `conjuncts` holds.
     pub exact: bool,
     /// RAW with `*`: a matching record is handed over whole.
@@ -178,11 +179,11 @@ impl Access {
                         }
                     }
                 }
-                (Some(conjuncts), exact)
+                (Some(conjuncts.into_boxed_slice()), exact)
             }
             None => (None, false),
         };
-        Access { conjuncts, exact, whole_record: query.reads.whole_record, prefilter: !explodes }
+        Access { conjuncts, exact, whole_record: query.reads_whole_records(), prefilter: !explodes }
     }
 }
 
@@ -341,7 +342,7 @@ mod tests {
     fn shape(bql: &str) -> Option<(Vec<Text>, bool)> {
         let a = access(bql);
         let conjuncts = a.conjuncts?;
-        let text = conjuncts
+        let text = Vec::from(conjuncts)
             .into_iter()
             .map(|c| {
                 c.clauses.into_iter().map(|t| (t.key().replace('\u{0}', ""), t.condition)).collect()
@@ -439,7 +440,8 @@ mod tests {
 
     #[test]
     fn only_exact_keys_skip_the_check() {
-        let clause = |bql: &str| access(bql).conjuncts.unwrap().remove(0).clauses.remove(0);
+        let clause =
+            |bql: &str| Vec::from(access(bql).conjuncts.unwrap()).remove(0).clauses.remove(0);
         assert!(clause("SELECT * FROM STREAM() WHERE id = 'x'").hit_is_exact());
         assert!(clause("SELECT * FROM STREAM() WHERE n = 5").hit_is_exact());
         assert!(!clause("SELECT * FROM STREAM() WHERE n = 9007199254740993L").hit_is_exact());
