@@ -1,8 +1,9 @@
 //! Criterion bench: the decoders' hot path, a point a line (or a sample), throughput in points.
 //! - 1,000 points of a host agent's metrics (`name,host=...,region=... value=12.34 <ns>`, and
-//!   the same points as OpenTSDB `put` lines and tagged Graphite lines): each line parsed into
-//!   a `Record` (`Format::parse_line`), and parsed then written as a JSON line, what the `tcp:`
-//!   source hands on for each;
+//!   the same points as OpenTSDB `put` lines and tagged Graphite lines): each line parsed into a
+//!   reusable `Point` (`Format::parse_point`, what the `tcp:` source does before the point goes
+//!   into columns), into a `Record` (`Format::parse_line`), and parsed then written as a JSON
+//!   line;
 //! - the same points as one Prometheus remote write body (one series a sample, as Prometheus
 //!   sends them): `remote_write::decode` into records, and `decode_request`, snappy and
 //!   protobuf alone;
@@ -85,6 +86,15 @@ fn decode(c: &mut Criterion) {
         ),
     ];
     for (name, format, lines) in &forms {
+        // what a source does with each line: parsed into one reusable point, no record made
+        let mut point = needle_protocols::Point::new();
+        group.bench_function(format!("{name}_parse_point"), |b| {
+            b.iter(|| {
+                for line in lines {
+                    black_box(format.parse_point(line, 0, &mut point).unwrap());
+                }
+            })
+        });
         group.bench_function(format!("{name}_parse_line"), |b| {
             b.iter(|| {
                 for line in lines {

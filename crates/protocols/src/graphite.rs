@@ -16,7 +16,7 @@
 //! starting a value); needle keeps them as given.
 
 use crate::point::{Point, PointValue};
-use crate::shape::{finite_float, is_integer, seconds_to_ms};
+use crate::shape::{finite_float, integer, is_integer, seconds_to_ms};
 use crate::ProtocolError;
 use needle_record::Record;
 
@@ -87,8 +87,11 @@ fn is_nan(text: &str) -> bool {
 /// Seconds since the epoch, maybe with a fraction, as milliseconds (floored).
 fn timestamp_ms(text: &str) -> Result<i64, ProtocolError> {
     let bad = || malformed(format!("'{text}' is not a timestamp (seconds, or -1 for now)"));
+    if let Some(seconds) = integer(text) {
+        return seconds_to_ms(seconds).ok_or_else(bad);
+    }
     if is_integer(text) {
-        return seconds_to_ms(text.parse().map_err(|_| bad())?).ok_or_else(bad);
+        return Err(bad()); // out of range
     }
     let seconds = finite_float(text).ok_or_else(bad)?;
     let ms = (seconds * 1000.0).floor();

@@ -15,7 +15,7 @@
 //! `put` (`version`, `stats`, ...) is not a point: a malformed line.
 
 use crate::point::{Point, PointValue};
-use crate::shape::{finite_float, is_integer, seconds_to_ms};
+use crate::shape::{finite_float, integer, is_integer, seconds_to_ms};
 use crate::ProtocolError;
 use needle_record::Record;
 
@@ -51,10 +51,10 @@ pub fn parse_into(line: &str, point: &mut Point) -> Result<(), ProtocolError> {
         return Err(malformed("put needs a metric, a timestamp and a value"));
     };
     let timestamp = timestamp_ms(timestamp)?;
-    let value = if is_integer(value) {
-        PointValue::Long(
-            value.parse().map_err(|_| malformed(format!("{value} is out of the integer range")))?,
-        )
+    let value = if let Some(n) = integer(value) {
+        PointValue::Long(n)
+    } else if is_integer(value) {
+        return Err(malformed(format!("{value} is out of the integer range")));
     } else {
         PointValue::Double(
             finite_float(value).ok_or_else(|| malformed(format!("'{value}' is not a number")))?,
@@ -86,10 +86,7 @@ fn timestamp_ms(text: &str) -> Result<i64, ProtocolError> {
         let millis: i64 = millis.parse().map_err(|_| bad())?;
         return Ok(seconds * 1000 + millis);
     }
-    if !is_integer(text) || text.starts_with('-') {
-        return Err(bad());
-    }
-    let n: i64 = text.parse().map_err(|_| bad())?;
+    let n = integer(text).filter(|_| !text.starts_with('-')).ok_or_else(bad)?;
     match n {
         0 => Err(bad()),
         1..=MAX_SECONDS => seconds_to_ms(n).ok_or_else(bad),

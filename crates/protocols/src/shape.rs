@@ -80,9 +80,75 @@ pub(crate) fn is_integer(text: &str) -> bool {
     !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
 }
 
+/// [`is_integer`]'s text as an `i64` in one pass; `None` when it is not one or out of range
+/// (a caller that must tell the two apart asks [`is_integer`] after).
+pub(crate) fn integer(text: &str) -> Option<i64> {
+    let bytes = text.as_bytes();
+    let (negative, digits) = match bytes.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, bytes),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for &b in digits {
+        let digit = b.wrapping_sub(b'0');
+        if digit > 9 {
+            return None;
+        }
+        n = n.checked_mul(10)?.checked_add(u64::from(digit))?;
+    }
+    if negative {
+        // down to -2^63, which is i64::MIN
+        (n <= 1 << 63).then(|| (n as i64).wrapping_neg())
+    } else {
+        i64::try_from(n).ok()
+    }
+}
+
+/// Exact powers of ten as `f64` (every one up to 10^22 is).
+const POWERS_OF_TEN: [f64; 16] =
+    [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15];
+
+/// A number as agents mostly write them (`-12.34`, `7`, `.5`): a sign, then at most 15 digits
+/// with a point among them; `None` for anything else. Its digits as an integer are below 2^53
+/// and the power of ten it is divided by is exact, so the one correctly rounded division is the
+/// correctly rounded value: what `str::parse` answers, without its general algorithm.
+fn short_decimal(text: &str) -> Option<f64> {
+    let bytes = text.as_bytes();
+    let (negative, rest) = match bytes.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, bytes),
+    };
+    let (mut digits, mut mantissa, mut scale, mut point) = (0usize, 0u64, 0usize, false);
+    for &b in rest {
+        match b {
+            b'0'..=b'9' => {
+                mantissa = mantissa * 10 + u64::from(b - b'0');
+                digits += 1;
+                scale += usize::from(point);
+                if digits > 15 {
+                    return None;
+                }
+            }
+            b'.' if !point => point = true,
+            _ => return None,
+        }
+    }
+    if digits == 0 {
+        return None;
+    }
+    let value = mantissa as f64 / POWERS_OF_TEN[scale];
+    Some(if negative { -value } else { value })
+}
+
 /// A finite decimal number (`1`, `-1.5`, `.5`, `6.02e23`): digits, point, sign and exponent
 /// only, so Rust's `inf` and `NaN` spellings are refused with the non-finite results.
 pub(crate) fn finite_float(text: &str) -> Option<f64> {
+    if let Some(value) = short_decimal(text) {
+        return Some(value);
+    }
     let plain = !text.is_empty()
         && text.bytes().any(|b| b.is_ascii_digit())
         && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-'));
@@ -108,6 +174,114 @@ mod tests {
 
     const TRAIL: [(&str, Value); 2] =
         [("value", Value::Double(1.5)), ("timestamp", Value::Long(7))];
+
+    /// The two passes the parsers made before `integer`.
+    fn integer_in_two_passes(text: &str) -> Option<i64> {
+        is_integer(text).then(|| text.parse().ok()).flatten()
+    }
+
+    #[test]
+    fn an_integer_is_read_in_one_pass_as_in_two() {
+        let edges = [
+            "0",
+            "-0",
+            "7",
+            "-7",
+            "007",
+            "",
+            "-",
+            "--1",
+            "+1",
+            "1-",
+            "1.0",
+            "1e3",
+            " 1",
+            "1 ",
+            "9223372036854775807",
+            "9223372036854775808",
+            "-9223372036854775808",
+            "-9223372036854775809",
+            "18446744073709551615",
+            "18446744073709551616",
+            "99999999999999999999999",
+            "1795956028000000000",
+            "12a",
+            "٣",
+        ];
+        for text in edges {
+            assert_eq!(integer(text), integer_in_two_passes(text), "{text:?}");
+        }
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..20_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let text = match seed % 3 {
+                0 => (seed >> 8).to_string(),
+                1 => format!("-{}", seed >> (seed % 60)),
+                _ => format!("{}", (seed as i64) / 3),
+            };
+            assert_eq!(integer(&text), integer_in_two_passes(&text), "{text:?}");
+        }
+    }
+
+    /// `finite_float` without its short path: what it answered before it had one.
+    fn float_the_long_way(text: &str) -> Option<f64> {
+        let plain = !text.is_empty()
+            && text.bytes().any(|b| b.is_ascii_digit())
+            && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-'));
+        plain.then(|| text.parse::<f64>().ok()).flatten().filter(|v| v.is_finite())
+    }
+
+    #[test]
+    fn a_short_decimal_is_the_value_the_long_way_gives_to_the_bit() {
+        let edges = [
+            "0",
+            "-0",
+            "0.0",
+            "-0.0",
+            "1.",
+            ".5",
+            "-.5",
+            ".",
+            "-",
+            "",
+            "1.2.3",
+            "12.34",
+            "999999999999999",
+            "9999999999999999",
+            "0.000000000000001",
+            "123456789.012345",
+            "1234567890123456",
+            "0.1",
+            "0.3",
+            "-12.34",
+            "1e3",
+            "+1.5",
+            "1,5",
+            "inf",
+            "NaN",
+        ];
+        let same = |text: &str| {
+            let (short, long) = (finite_float(text), float_the_long_way(text));
+            assert_eq!(short.map(f64::to_bits), long.map(f64::to_bits), "{text:?}");
+        };
+        edges.into_iter().for_each(same);
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..100_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let digits = (seed >> 4) % 10u64.pow(1 + (seed % 15) as u32);
+            let mut text = digits.to_string();
+            let point = ((seed >> 50) as usize) % (text.len() + 1);
+            text.insert(point, '.');
+            if seed & 8 != 0 {
+                text.insert(0, '-');
+            }
+            same(&text);
+        }
+    }
 
     #[test]
     fn names_keep_the_line_order_between_the_lead_and_the_trail() {
