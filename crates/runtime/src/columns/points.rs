@@ -59,6 +59,23 @@ impl PointBatches {
         pushed
     }
 
+    /// [`PointBatches::push_line`] of a line known to be UTF-8.
+    pub fn push_text(
+        &mut self,
+        format: Format,
+        line: &str,
+        now_ms: i64,
+    ) -> Result<(), ProtocolError> {
+        let mut point = std::mem::take(&mut self.point);
+        let pushed = match format.parse_point_text(line, now_ms, &mut point) {
+            Ok(true) => self.push_point(&point),
+            Ok(false) => Ok(()),
+            Err(error) => Err(error),
+        };
+        self.point = point;
+        pushed
+    }
+
     /// Adds a point (a protocol's decoder filled it); a malformed one (a name given twice)
     /// adds nothing and says why.
     pub fn push_point(&mut self, point: &Point) -> Result<(), ProtocolError> {

@@ -39,10 +39,26 @@ impl Converter {
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
         let mut malformed = 0u64;
         self.points.expect(batch.byte_len() / 48 + 16);
-        for line in batch.lines() {
-            if let Err(error) = self.points.push_line(self.format, line, now_ms) {
-                malformed += 1;
-                self.log(line, &error);
+        match std::str::from_utf8(batch.bytes()) {
+            // every line of the batch in its own bytes, all UTF-8: checked once, not line by
+            // line (a blank line holds no point, as `lines` would have skipped it)
+            Ok(text) if text.len() == batch.byte_len() => {
+                let lines =
+                    text.split('\n').filter(|l| !l.bytes().all(|b| b.is_ascii_whitespace()));
+                for line in lines {
+                    if let Err(error) = self.points.push_text(self.format, line, now_ms) {
+                        malformed += 1;
+                        self.log(line.as_bytes(), &error);
+                    }
+                }
+            }
+            _ => {
+                for line in batch.lines() {
+                    if let Err(error) = self.points.push_line(self.format, line, now_ms) {
+                        malformed += 1;
+                        self.log(line, &error);
+                    }
+                }
             }
         }
         self.sink.count_malformed(self.format.name(), malformed);
@@ -96,6 +112,24 @@ mod tests {
         };
         assert_eq!((count("influx"), count("graphite"), count("opentsdb")), (1, 2, 0));
         assert_eq!(counters.malformed.get(), 3, "the total counts them too");
+    }
+
+    /// A batch whose bytes are all UTF-8 is checked once and split as text; one with a line
+    /// that is not goes line by line. Both give the same points and count the same lines
+    /// malformed (a line of only whitespace, a form feed among it, is no point either way).
+    #[test]
+    fn a_batch_checked_as_text_at_once_gives_what_it_gives_line_by_line() {
+        let text: &[u8] = b"cpu,host=a usage=1.5 1\r\n\x0c \t\nbad\n\ncpu,host=b usage=2 2\n";
+        let mut not_utf8 = text.to_vec();
+        not_utf8.extend_from_slice(b"cpu,host=\xff usage=3 3\n");
+        let (sink, _rx, _stop, counters) = sink(4);
+        let mut influx = Converter::new(Format::Influx(Precision::Seconds), sink, "test");
+        let as_text = lines_of(influx.convert(Batch::new(text.to_vec())));
+        assert_eq!(counters.malformed.get(), 1, "only 'bad'");
+        let line_by_line = lines_of(influx.convert(Batch::new(not_utf8)));
+        assert_eq!(counters.malformed.get(), 3, "'bad' and the line that is not UTF-8");
+        assert_eq!(as_text, line_by_line);
+        assert_eq!(as_text.len(), 2);
     }
 
     #[test]
