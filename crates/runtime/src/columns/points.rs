@@ -49,14 +49,8 @@ impl PointBatches {
         line: &[u8],
         now_ms: i64,
     ) -> Result<(), ProtocolError> {
-        let mut point = std::mem::take(&mut self.point);
-        let pushed = match format.parse_point(line, now_ms, &mut point) {
-            Ok(true) => self.push_point(&point),
-            Ok(false) => Ok(()),
-            Err(error) => Err(error),
-        };
-        self.point = point;
-        pushed
+        let parsed = format.parse_point(line, now_ms, &mut self.point);
+        self.push_parsed(parsed)
     }
 
     /// [`PointBatches::push_line`] of a line known to be UTF-8.
@@ -66,30 +60,24 @@ impl PointBatches {
         line: &str,
         now_ms: i64,
     ) -> Result<(), ProtocolError> {
-        let mut point = std::mem::take(&mut self.point);
-        let pushed = match format.parse_point_text(line, now_ms, &mut point) {
-            Ok(true) => self.push_point(&point),
-            Ok(false) => Ok(()),
-            Err(error) => Err(error),
-        };
-        self.point = point;
-        pushed
+        let parsed = format.parse_point_text(line, now_ms, &mut self.point);
+        self.push_parsed(parsed)
+    }
+
+    /// Adds the point a line was just parsed into (`parsed`: whether it held one).
+    #[inline]
+    fn push_parsed(&mut self, parsed: Result<bool, ProtocolError>) -> Result<(), ProtocolError> {
+        if !parsed? {
+            return Ok(());
+        }
+        // the point is read where it is (not taken out and put back: two moves a line)
+        add_point(&mut self.columns, &mut self.records, self.capacity, &self.point)
     }
 
     /// Adds a point (a protocol's decoder filled it); a malformed one (a name given twice)
     /// adds nothing and says why.
     pub fn push_point(&mut self, point: &Point) -> Result<(), ProtocolError> {
-        // a point of a shape seen: its names were checked when the shape was made
-        if self.columns.add_to_known(point) {
-            return Ok(());
-        }
-        match point.check()? {
-            Names::AsGiven if self.columns.add_new(point, self.capacity) => Ok(()),
-            _ => {
-                self.records.push(point.to_record()?);
-                Ok(())
-            }
-        }
+        add_point(&mut self.columns, &mut self.records, self.capacity, point)
     }
 
     /// Points added since the last [`PointBatches::finish`].
@@ -105,6 +93,29 @@ impl PointBatches {
             return None;
         }
         Some(Batch::of_events(columns, std::mem::take(&mut self.records)))
+    }
+}
+
+/// Adds `point` to the columns of its shape (a new shape's when there is room), or as a record
+/// (a name the protocol renames, a shape past the room); a malformed one (a name given twice)
+/// adds nothing and says why.
+#[inline]
+fn add_point(
+    columns: &mut PointColumns,
+    records: &mut Vec<Record>,
+    capacity: usize,
+    point: &Point,
+) -> Result<(), ProtocolError> {
+    // a point of a shape seen: its names were checked when the shape was made
+    if columns.add_to_known(point) {
+        return Ok(());
+    }
+    match point.check()? {
+        Names::AsGiven if columns.add_new(point, capacity) => Ok(()),
+        _ => {
+            records.push(point.to_record()?);
+            Ok(())
+        }
     }
 }
 
