@@ -10,7 +10,7 @@
 use super::BatchSink;
 use crate::columns::PointBatches;
 use crate::framing::Batch;
-use needle_protocols::Format;
+use needle_protocols::{Format, ProtocolError};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -39,6 +39,13 @@ impl Converter {
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
         let mut malformed = 0u64;
         self.points.expect(batch.byte_len() / 48 + 16);
+        let (format, from) = (self.format, &self.from);
+        let mut count = |line: &[u8], pushed: Result<(), ProtocolError>| {
+            if let Err(error) = pushed {
+                malformed += 1;
+                log(from, line, &error);
+            }
+        };
         match std::str::from_utf8(batch.bytes()) {
             // every line of the batch in its own bytes, all UTF-8: checked once, not line by
             // line (a blank line holds no point, as `lines` would have skipped it)
@@ -46,18 +53,12 @@ impl Converter {
                 let lines =
                     text.split('\n').filter(|l| !l.bytes().all(|b| b.is_ascii_whitespace()));
                 for line in lines {
-                    if let Err(error) = self.points.push_text(self.format, line, now_ms) {
-                        malformed += 1;
-                        self.log(line.as_bytes(), &error);
-                    }
+                    count(line.as_bytes(), self.points.push_text(format, line, now_ms));
                 }
             }
             _ => {
                 for line in batch.lines() {
-                    if let Err(error) = self.points.push_line(self.format, line, now_ms) {
-                        malformed += 1;
-                        self.log(line, &error);
-                    }
+                    count(line, self.points.push_line(format, line, now_ms));
                 }
             }
         }
@@ -66,13 +67,14 @@ impl Converter {
         converted.read_at = batch.read_at;
         Some(converted)
     }
+}
 
-    fn log(&self, line: &[u8], error: &needle_protocols::ProtocolError) {
-        let n = MALFORMED_SEEN.fetch_add(1, Ordering::Relaxed) + 1;
-        if n.is_power_of_two() {
-            let shown = String::from_utf8_lossy(&line[..line.len().min(120)]);
-            eprintln!("needle: {}: skipped malformed line #{n} ({error}): {shown}", self.from);
-        }
+/// Logs a malformed line from `from` (the 1st, 2nd, 4th, 8th... of the process).
+fn log(from: &str, line: &[u8], error: &ProtocolError) {
+    let n = MALFORMED_SEEN.fetch_add(1, Ordering::Relaxed) + 1;
+    if n.is_power_of_two() {
+        let shown = String::from_utf8_lossy(&line[..line.len().min(120)]);
+        eprintln!("needle: {from}: skipped malformed line #{n} ({error}): {shown}");
     }
 }
 
