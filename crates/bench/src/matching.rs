@@ -8,9 +8,13 @@
 //! every 10,000 lines as a tick would — for at least `--seconds` of CPU time. The baseline is
 //! the fastest way sonic-rs (needle's JSON crate) reads and validates the same bytes: the best
 //! of its validating tree parser (`sonic_rs::Value`) and its validating skip (`IgnoredAny`),
-//! measured just before on the same thread. Both are records per CPU-second of that thread
-//! ([`super::thread_cpu_seconds`]), so other work on a shared machine is not counted against
-//! either; on an idle machine that is records per second. `ratio` = needle's ÷ the baseline's.
+//! measured just before on the same thread; and beside it needle's own checker of a whole
+//! line, alone (`needle_record::check::check`): the bare cost of vouching for a record before
+//! anything of it is read, which the workers pay on every line when they check whole lines (the
+//! default). All are records per CPU-second of that thread ([`super::thread_cpu_seconds`]), so
+//! other work on a shared machine is not counted against either; on an idle machine that is
+//! records per second. `ratio` = needle's ÷ sonic-rs's; `check ratio` = needle's ÷ its own
+//! check's.
 //!
 //! Query sets:
 //! - `a`, Bullet test 7's shape: `SELECT * FROM STREAM(30000, TIME) WHERE id = '<random>'
@@ -106,6 +110,8 @@ impl Outcome for MatchingResult {
             "records/s",
             "parse-only records/s",
             "ratio",
+            "check-only records/s",
+            "÷ check",
             "candidates/record",
             "matched/record",
             "add ms",
@@ -117,6 +123,8 @@ impl Outcome for MatchingResult {
                 format!("{:.0}", row.records_per_sec),
                 format!("{:.0}", row.parse_only_records_per_sec),
                 format!("{:.2}", row.ratio),
+                format!("{:.0}", row.check_only_records_per_sec),
+                format!("{:.2}", row.check_ratio),
                 format!("{:.2}", row.candidates_per_record),
                 format!("{:.3}", row.matched_per_record),
                 format!("{:.0}", row.add_ms),
@@ -170,6 +178,10 @@ pub struct MatchingRow {
     pub records_per_sec: f64,
     pub parse_only_records_per_sec: f64,
     pub ratio: f64,
+    /// Records per CPU-second of needle's own whole-line check of the same bytes
+    /// (`needle_record::check::check`), and needle's figure ÷ it.
+    pub check_only_records_per_sec: f64,
+    pub check_ratio: f64,
     /// Queries tested per record (index candidates), and matched per record.
     pub candidates_per_record: f64,
     pub matched_per_record: f64,
@@ -316,6 +328,19 @@ fn parse_only(lines: &[Vec<u8>], seconds: f64) -> f64 {
     tree.max(skip)
 }
 
+/// Records/s of needle's own whole-line check of `lines` (every line must pass it).
+fn check_only(lines: &[Vec<u8>], seconds: f64) -> Result<f64, String> {
+    if let Some(line) = lines.iter().find(|line| needle_record::check::check(line).is_err()) {
+        return Err(format!(
+            "a generated record fails the check: {}",
+            String::from_utf8_lossy(line)
+        ));
+    }
+    Ok(throughput(lines, seconds, |line| {
+        black_box(needle_record::check::check(line).is_ok());
+    }))
+}
+
 /// Records per CPU-second of `f` over `lines`, repeated for at least `seconds` of CPU time.
 fn throughput(lines: &[Vec<u8>], seconds: f64, mut f: impl FnMut(&[u8])) -> f64 {
     let start = thread_cpu_seconds();
@@ -345,6 +370,7 @@ fn measure(
     }
     let add_ms = started.elapsed().as_secs_f64() * 1000.0;
     let baseline = parse_only(lines, seconds);
+    let checked = check_only(lines, seconds)?;
 
     let ctx = EvalContext::new(0);
     let mut worker = MatchWorker::new();
@@ -381,6 +407,8 @@ fn measure(
         records_per_sec,
         parse_only_records_per_sec: baseline,
         ratio: records_per_sec / baseline,
+        check_only_records_per_sec: checked,
+        check_ratio: records_per_sec / checked,
         candidates_per_record: candidates as f64 / processed as f64,
         matched_per_record: matched as f64 / processed as f64,
         add_ms,

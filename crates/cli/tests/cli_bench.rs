@@ -82,6 +82,9 @@ fn matching_reports_records_per_second_and_the_parse_only_ratio_per_query_count(
         );
         assert!(needle > 0.0 && parse > 0.0, "{row}");
         assert!((row["ratio"].as_f64().unwrap() - needle / parse).abs() < 1e-9, "{row}");
+        let check = row["check_only_records_per_sec"].as_f64().unwrap();
+        assert!(check > 0.0, "{row}");
+        assert!((row["check_ratio"].as_f64().unwrap() - needle / check).abs() < 1e-9, "{row}");
     }
     // set a's ids are absent from the records: nothing matches; set b's mix does match
     assert_eq!(rows[1]["matched_per_record"], 0.0);
