@@ -46,7 +46,7 @@ impl CompiledStage {
         Self::compile_with(stage, &stage.aggregation, &stage.post, true)
     }
 
-    /// [`CompiledStage::compile`] without the filter as written ([`CompiledStage::filter_source`]
+    /// [`CompiledStage::compile`] without the filter as written (its `filter_source`
     /// stays `None`): for a stage no column path runs.
     pub fn compile_without_source(stage: &Stage) -> Result<Self, EngineError> {
         Self::compile_with(stage, &stage.aggregation, &stage.post, false)
