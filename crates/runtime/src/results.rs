@@ -376,7 +376,7 @@ impl ResultQueue {
             {
                 if let Some((_, bytes, _)) = state.items.pop_front() {
                     state.bytes -= bytes;
-                    self.limits.budget.give_back(bytes);
+                    limits.budget.give_back(bytes);
                 }
                 state.dropped_unreported += 1;
                 dropped += 1;
@@ -388,7 +388,7 @@ impl ResultQueue {
                 state.items.push_back((emission, size, number));
                 state.bytes += size;
                 state.waiting = false;
-                self.limits.budget.take(size);
+                limits.budget.take(size);
             } else {
                 state.dropped_unreported += 1;
                 dropped += 1;
