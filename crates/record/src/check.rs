@@ -36,7 +36,9 @@
 use crate::limits::{FAST_SKIP_MAX_OPENINGS, MAX_DEPTH, STREAM_MAX_BYTES};
 use crate::RecordError;
 
+mod flat;
 mod masks;
+pub(crate) use flat::walk_flat;
 use smallvec::SmallVec;
 
 /// Which code classifies the bytes of a block in stage 1. Every kernel gives the same answers;
@@ -851,9 +853,10 @@ fn check_token_end(bytes: &[u8], end: usize) -> Result<(), RecordError> {
     }
 }
 
-/// Checks the number at `at` (JSON's syntax; a number too large for a double is malformed).
+/// Checks the number at `at` (JSON's syntax; a number too large for a double is malformed);
+/// where it ends.
 #[inline(always)]
-fn check_number(bytes: &[u8], at: usize) -> Result<(), RecordError> {
+fn check_number(bytes: &[u8], at: usize) -> Result<usize, RecordError> {
     // past the digits from `i`: eight bytes at a time while eight are left
     let digits = |mut i: usize| {
         while let Some(eight) = bytes.get(i..).and_then(|rest| rest.first_chunk::<8>()) {
@@ -923,7 +926,7 @@ fn check_number(bytes: &[u8], at: usize) -> Result<(), RecordError> {
             return Err(malformed(at, "number out of range (too large for a double)"));
         }
     }
-    check_token_end(bytes, i)
+    check_token_end(bytes, i).map(|()| i)
 }
 
 /// The text of the key whose opening quote is at `open` and whose colon is at `colon`: borrowed

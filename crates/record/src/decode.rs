@@ -345,9 +345,23 @@ impl FieldSet {
     /// the checker alone checks the event in 100 ns against sonic-rs's 124.
     fn decode_line(&self, bytes: &[u8], record: &mut Record) -> Result<(), RecordError> {
         if bytes.len() <= STREAM_MAX_BYTES {
+            if self.decode_flat(bytes, record).is_some() {
+                return Ok(());
+            }
             return fill_streamed(bytes, self, record.map_mut());
         }
         self.decode_checked(Kernel::detect(), bytes, record)
+    }
+
+    /// A short line that is a flat object of plain values ([`check::walk_flat`]: strings
+    /// without escapes, ASCII, nothing nested — small events mostly are), checked in one scalar
+    /// pass and its wanted values built; `None`, having decided nothing, for any other line.
+    #[inline]
+    fn decode_flat(&self, bytes: &[u8], record: &mut Record) -> Option<()> {
+        let mut found = check::Found::new();
+        let want = |key: &[u8]| self.position_of_bytes(key);
+        check::walk_flat(bytes, self.lengths, want, &mut found)?;
+        fill_found(bytes, &found, self, record.map_mut()).ok()
     }
 
     /// [`Validation::Line`] through needle's checker whatever the line's length (short lines
@@ -1833,6 +1847,99 @@ mod tests {
         assert!(fields.whole_record(broken.as_bytes()).is_err());
     }
 
+    /// A short flat line takes the one-pass path, the same record as the stream gives; a line of
+    /// any other shape is left to the stream, whether it is valid or not.
+    #[test]
+    fn short_flat_lines_take_the_one_pass_path() {
+        let set = FieldSet::new(["value", "ok", "id"]);
+        let taken: &[&str] = &[
+            r#"{"id":"0f3c2a4e-91b7","key":"key_04211","value":5172.346,"ts":1700000000000}"#,
+            " {\t\"value\" : -0 ,\"ok\":true, \"n\":null,\"value\":1e-3}\r\n",
+            "{}",
+            r#"{"":"","id":"a b{}[]:,","f":false}"#,
+        ];
+        for line in taken {
+            let mut flat = Record::new();
+            assert!(set.decode_flat(line.as_bytes(), &mut flat).is_some(), "{line}");
+            let mut streamed = Record::new();
+            fill_streamed(line.as_bytes(), &set, streamed.map_mut()).unwrap();
+            assert_eq!(flat, streamed, "{line}");
+        }
+        let left: &[&str] = &[
+            r#"{"value":{"a":1}}"#,
+            r#"{"value":[1]}"#,
+            r#"{"id":"\u00e9"}"#,
+            "{\"id\":\"\u{e9}\"}",
+            r#"{"value":1,}"#,
+            r#"{"value":01}"#,
+            r#"{"value":1e400}"#,
+            r#"{"value":tru}"#,
+            r#"{"value":1} x"#,
+            r#"{"value" 1}"#,
+            r#"["value"]"#,
+            "{\"id\":\"a\tb\"}",
+            r#"{"id":"abcdefghijklmnopq"#,
+        ];
+        for line in left {
+            let mut flat = Record::new();
+            assert!(set.decode_flat(line.as_bytes(), &mut flat).is_none(), "{line}");
+        }
+    }
+
+    /// A flat line, JSON's whitespace here and there; `plain` values only (strings of printable
+    /// ASCII without a quote or backslash, valid numbers and literals), or any value.
+    fn flat_line(plain: bool) -> impl Strategy<Value = Vec<u8>> {
+        let ws = prop_oneof![Just(""), Just(" "), Just("\t\r\n ")];
+        let plain_value = prop_oneof![
+            "\"[ !#-\\[\\]-~]{0,12}\"",
+            "-?(0|[1-9][0-9]{0,20})(\\.[0-9]{1,4})?([eE][-+]?[0-9]{1,2})?",
+            Just("true".to_owned()),
+            Just("false".to_owned()),
+            Just("null".to_owned()),
+        ];
+        let value = if plain {
+            plain_value.boxed()
+        } else {
+            prop_oneof![
+                4 => plain_value,
+                1 => "\"[ -~\u{80}-\u{ff}\u{0}-\u{1f}]{0,6}\"",
+                1 => prop_oneof![Just("1e400"), Just("-"), Just("01"), Just("{}"), Just("[1]"), Just("1E813")]
+                    .prop_map(str::to_owned),
+            ]
+            .boxed()
+        };
+        prop::collection::vec(("[a-e]{0,2}", ws.clone(), value, ws.clone()), 0..6).prop_flat_map(
+            move |entries| {
+                let body = entries
+                    .iter()
+                    .map(|(k, w1, v, w2)| format!("{w1}\"{k}\"{w2}:{w1}{v}{w2}"))
+                    .collect::<Vec<_>>()
+                    .join(",");
+                ws.clone().prop_map(move |w| format!("{w}{{{body}}}{w}").into_bytes())
+            },
+        )
+    }
+
+    /// Whatever the one-pass path accepts, the stream accepts, with the same record; what it
+    /// leaves is decided by the stream.
+    fn flat_agrees(bytes: &[u8], plain: bool) -> Result<(), TestCaseError> {
+        for names in [&["a"][..], &["b", "cd"], &[], &["a", "b", "c", "d", "e", ""]] {
+            let set = FieldSet::new(names.iter());
+            let mut streamed = Record::new();
+            let stream = fill_streamed(bytes, &set, streamed.map_mut());
+            let mut flat = Record::new();
+            let took = set.decode_flat(bytes, &mut flat);
+            let text = String::from_utf8_lossy(bytes);
+            if took.is_some() {
+                prop_assert!(stream.is_ok(), "one pass took {:?}, the stream: {:?}", text, stream);
+                prop_assert_eq!(&flat, &streamed, "{:?}", text);
+            } else {
+                prop_assert!(!plain, "a plain flat line left to the stream: {:?}", text);
+            }
+        }
+        Ok(())
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]
 
@@ -1850,6 +1957,27 @@ mod tests {
                 damaged[i] = byte;
             }
             fields_only_agrees(&damaged)?;
+        }
+
+        #[test]
+        fn the_one_pass_path_decodes_as_the_stream_does(
+            plain in flat_line(true),
+            any_values in flat_line(false),
+            edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0u8..4), 1..3),
+        ) {
+            flat_agrees(&plain, true)?;
+            flat_agrees(&any_values, false)?;
+            let mut bytes = plain;
+            for (at, byte, op) in edits {
+                let i = at.index(bytes.len() + 1);
+                match op {
+                    0 if i < bytes.len() => bytes[i] = byte,
+                    1 if i < bytes.len() => { bytes.remove(i); }
+                    2 => bytes.truncate(i),
+                    _ => bytes.insert(i, b"{}[]\",:\\0e-.ntfu \xff\x01\t"[byte as usize % 20]),
+                }
+            }
+            flat_agrees(&bytes, false)?;
         }
 
         #[test]
