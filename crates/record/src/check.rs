@@ -853,27 +853,30 @@ fn check_token_end(bytes: &[u8], end: usize) -> Result<(), RecordError> {
     }
 }
 
+/// Past the digits of `bytes` from `i`: eight bytes at a time while eight are left.
+#[inline(always)]
+fn past_digits(bytes: &[u8], mut i: usize) -> usize {
+    while let Some(eight) = bytes.get(i..).and_then(|rest| rest.first_chunk::<8>()) {
+        let offsets = u64::from_le_bytes(*eight) ^ 0x3030_3030_3030_3030;
+        // a byte's top bit is set where its offset from '0' is not 0..=9
+        let non_digits =
+            (offsets.wrapping_add(0x7676_7676_7676_7676) | offsets) & 0x8080_8080_8080_8080;
+        if non_digits != 0 {
+            return i + (non_digits.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while let Some(b'0'..=b'9') = bytes.get(i) {
+        i += 1;
+    }
+    i
+}
+
 /// Checks the number at `at` (JSON's syntax; a number too large for a double is malformed);
 /// where it ends.
 #[inline(always)]
 fn check_number(bytes: &[u8], at: usize) -> Result<usize, RecordError> {
-    // past the digits from `i`: eight bytes at a time while eight are left
-    let digits = |mut i: usize| {
-        while let Some(eight) = bytes.get(i..).and_then(|rest| rest.first_chunk::<8>()) {
-            let offsets = u64::from_le_bytes(*eight) ^ 0x3030_3030_3030_3030;
-            // a byte's top bit is set where its offset from '0' is not 0..=9
-            let non_digits =
-                (offsets.wrapping_add(0x7676_7676_7676_7676) | offsets) & 0x8080_8080_8080_8080;
-            if non_digits != 0 {
-                return i + (non_digits.trailing_zeros() / 8) as usize;
-            }
-            i += 8;
-        }
-        while let Some(b'0'..=b'9') = bytes.get(i) {
-            i += 1;
-        }
-        i
-    };
+    let digits = |i: usize| past_digits(bytes, i);
     let mut i = at;
     if bytes.get(i) == Some(&b'-') {
         i += 1;

@@ -145,7 +145,8 @@ pub enum Validation {
     /// The whole line must be valid JSON, whatever is read of it: a line with an error anywhere
     /// is malformed (counted and skipped). The default. Checked by needle's own SIMD checker
     /// ([`crate::check`]), which finds the fields read in the same pass (lines of at most
-    /// [`STREAM_MAX_BYTES`]: by sonic-rs's stream, as fast there).
+    /// [`STREAM_MAX_BYTES`]: in one scalar pass when they are flat objects of plain values,
+    /// else by sonic-rs's stream, as fast there).
     #[default]
     Line,
     /// Only the fields read are parsed and checked in full; the rest of the line is skipped as
@@ -337,12 +338,13 @@ impl FieldSet {
         }
     }
 
-    /// [`Validation::Line`]: needle's checker, but for lines of at most [`STREAM_MAX_BYTES`],
-    /// which sonic-rs's stream still reads: on a 100-byte event of the `small` workload, one
-    /// field read into the kept record, the two take the same time (149–153 ns through the
-    /// checker, 154–155 ns through the stream, fastest of 1,500 alternating rounds in three runs
-    /// of `examples/decode_rounds.rs`: within what a reader's place in the round moves), though
-    /// the checker alone checks the event in 100 ns against sonic-rs's 124.
+    /// [`Validation::Line`]: needle's checker, but for lines of at most [`STREAM_MAX_BYTES`]:
+    /// a flat object of plain values in one scalar pass ([`FieldSet::decode_flat`]), any other
+    /// short line by sonic-rs's stream. On a 100-byte event of the `small` workload, one field
+    /// read into the kept record: 85 ns in one pass, 107 ns through the stream, 115–130 ns
+    /// through the SIMD checker (fastest of 1,500 alternating rounds of
+    /// `examples/decode_rounds.rs`, 2026-12-01), though the checker alone checks the event in
+    /// 66 ns: its setup per 64-byte block and the wanted keys' work do not pay at that size.
     fn decode_line(&self, bytes: &[u8], record: &mut Record) -> Result<(), RecordError> {
         if bytes.len() <= STREAM_MAX_BYTES {
             if self.decode_flat(bytes, record).is_some() {

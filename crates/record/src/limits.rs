@@ -22,10 +22,11 @@ pub const MAX_DEPTH: usize = 32;
 /// [`crate::FieldSet::decode`].)
 pub const FAST_SKIP_MAX_OPENINGS: usize = 256;
 
-/// Lines of at most this many bytes are read by sonic-rs's serde stream straight into the kept
-/// record ([`crate::decode_fields`]' way), with [`crate::Validation::Line`] and
-/// [`crate::Validation::Fields`] alike: at that size it is as fast as needle's checker followed
-/// by building the values read, and faster than sonic-rs's lookup
+/// Lines of at most this many bytes are read straight into the kept record, with
+/// [`crate::Validation::Line`] and [`crate::Validation::Fields`] alike: a flat object of plain
+/// values in one scalar pass, any other line by sonic-rs's serde stream
+/// ([`crate::decode_fields`]' way). At that size the stream is as fast as needle's SIMD checker
+/// followed by building the values read, and faster than sonic-rs's lookup
 /// (`cargo bench -p needle-record --bench decode`, `examples/decode_rounds.rs`).
 /// Longer lines are read by needle's checker; before it, by sonic-rs's tree, and the line mode
 /// keeps the decisions it made then (see [`crate::FieldSet::decode`]).
