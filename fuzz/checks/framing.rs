@@ -1,7 +1,6 @@
 //! Target `framing`: any bytes as a stream a source reads (a TCP socket, a file, a pipe), cut
 //! into reads of sizes the input chooses and framed into lines by
-//! `needle_runtime::framing::LineFramer` (reading into buffers that each batch gives back when
-//! it drops) with a `max_line_bytes` the input chooses. The lines
+//! `needle_runtime::framing::LineFramer` with a `max_line_bytes` the input chooses. The lines
 //! handed on must be exactly the stream's lines — split at every `\n`, a `\r` before it left
 //! out, blank lines skipped — of at most `max_line_bytes` bytes, in order, however the reads
 //! cut them; each longer line counted once as oversized, none of its bytes handed on. The whole
@@ -13,31 +12,7 @@
 //! One body serves the fuzzer (`fuzz/fuzz_targets/framing.rs`) and the corpus replay test
 //! (`crates/runtime/tests/fuzz_corpus.rs`), which both include this file by path.
 
-use needle_runtime::framing::{Batch, LineFramer, ReadBuffers};
-
-/// The stream, given in reads of the sizes a small linear congruential generator seeded by
-/// byte 1 draws (a size of 0 gives nothing and draws again).
-struct Reads<'s> {
-    rest: &'s [u8],
-    state: u32,
-}
-
-impl std::io::Read for Reads<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        while !self.rest.is_empty() {
-            self.state = self.state.wrapping_mul(1_103_515_245).wrapping_add(12_345);
-            let size = ((self.state >> 16) % 17) as usize;
-            let n = size.min(self.rest.len()).min(buf.len());
-            if n > 0 {
-                let (read, after) = self.rest.split_at(n);
-                buf[..n].copy_from_slice(read);
-                self.rest = after;
-                return Ok(n);
-            }
-        }
-        Ok(0)
-    }
-}
+use needle_runtime::framing::{Batch, LineFramer};
 
 pub fn check(data: &[u8]) {
     let [max, seed, stream @ ..] = data else { return };
@@ -49,11 +24,15 @@ pub fn check(data: &[u8]) {
             framed.extend(batch.lines().map(<[u8]>::to_vec));
         }
     };
-    // reads of at most 16 bytes into buffers that come back when each batch drops
-    let mut reads = Reads { rest: stream, state: u32::from(*seed) };
-    let mut buffers = ReadBuffers::new(16);
-    while let Some(batch) = framer.read_from(&mut reads, &mut buffers).expect("reads from memory") {
-        keep(batch);
+    // a small linear congruential generator: the reads' sizes follow from byte 1
+    let mut state = u32::from(*seed);
+    let mut rest = stream;
+    while !rest.is_empty() {
+        state = state.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+        let size = ((state >> 16) % 17) as usize;
+        let (read, after) = rest.split_at(size.min(rest.len()));
+        rest = after;
+        keep(framer.push(read));
     }
     keep(framer.finish());
 

@@ -3,10 +3,7 @@
 //! Sources read whatever the OS gives them (64 KiB at a time, or a few bytes from a socket); the
 //! [`LineFramer`] keeps the unfinished tail and hands on only complete lines, so a worker never
 //! sees half a record. A line longer than the configured maximum is dropped whole and counted,
-//! rather than growing memory without bound. A source reads straight into the vector its batch
-//! carries ([`LineFramer::read_from`]), after the tail it had; when the workers are done with a
-//! batch its vector goes back to the source ([`ReadBuffers`]), so a steady source copies only
-//! the tails and writes into memory it wrote before rather than fresh pages.
+//! rather than growing memory without bound.
 //!
 //! A batch may instead hold [`Record`]s built in code (a program embedding needle pushes typed
 //! events, no JSON on the way): the workers run those through the queries as they are. Such a
@@ -23,7 +20,7 @@
 //! to commit offsets only for records whose results went out) acts when the receipt drops.
 
 use crate::columns::ColumnBatch;
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Sender;
 use needle_history::OffsetRanges;
 use needle_record::Record;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -114,17 +111,6 @@ pub struct Batch {
     /// Its records are in history already (a source reading again what a process before it
     /// kept): the workers read them, history does not keep them twice.
     kept_already: bool,
-    /// Where `data` goes back to when the batch drops ([`ReadBuffers`]).
-    returns_to: Option<Sender<Vec<u8>>>,
-}
-
-impl Drop for Batch {
-    fn drop(&mut self) {
-        if let Some(source) = &self.returns_to {
-            // a source that is gone, or has enough spare buffers, lets this one go
-            let _ = source.try_send(std::mem::take(&mut self.data));
-        }
-    }
 }
 
 impl Batch {
@@ -138,7 +124,6 @@ impl Batch {
             held: None,
             offsets: None,
             kept_already: false,
-            returns_to: None,
         }
     }
 
@@ -168,9 +153,7 @@ impl Batch {
 
     /// A batch whose receipt the worker drops once it has handed on what it made of it.
     pub fn with_receipt(data: Vec<u8>, receipt: Receipt) -> Self {
-        let mut batch = Self::new(data);
-        batch.receipt = Some(receipt);
-        batch
+        Self { receipt: Some(receipt), ..Self::new(data) }
     }
 
     /// Adds lines read in place from `chunks` (see [`Chunks`]), after the batch's own.
@@ -184,9 +167,7 @@ impl Batch {
     /// and all, to be overwritten) once the workers are done with it.
     pub fn of_records(records: Vec<Record>, recycler: Option<Recycler>) -> Self {
         let pushed = Pushed { records, recycler, columns: Vec::new(), bytes: 0 };
-        let mut batch = Self::new(Vec::new());
-        batch.pushed = Some(Box::new(pushed));
-        batch
+        Self { pushed: Some(Box::new(pushed)), ..Self::new(Vec::new()) }
     }
 
     /// The records pushed from code (empty for a batch of lines).
@@ -203,9 +184,7 @@ impl Batch {
     /// metrics protocol's points of each shape), and records, read in that order.
     pub fn of_events(columns: Vec<ColumnBatch>, records: Vec<Record>) -> Self {
         let pushed = Pushed { records, recycler: None, columns, bytes: 0 };
-        let mut batch = Self::new(Vec::new());
-        batch.pushed = Some(Box::new(pushed));
-        batch
+        Self { pushed: Some(Box::new(pushed)), ..Self::new(Vec::new()) }
     }
 
     /// Says how many bytes the events built in code were read from (a protocol's lines), for
@@ -339,42 +318,6 @@ impl Drop for Pushed {
     }
 }
 
-/// The buffers a source reads into ([`LineFramer::read_from`]): each goes to the workers as a
-/// batch's vector and comes back when the batch drops, so that a steady source reuses a few
-/// buffers rather than allocating (and faulting in, and copying into) a new one per read.
-#[derive(Debug)]
-pub struct ReadBuffers {
-    /// How many bytes one read asks for.
-    read_bytes: usize,
-    /// Buffers back from the workers.
-    spare: Receiver<Vec<u8>>,
-    returned: Sender<Vec<u8>>,
-    /// The buffer of a read that completed no line, for the next read.
-    kept: Option<Vec<u8>>,
-}
-
-/// How many buffers back from the workers a source keeps (more are let go): the batches a
-/// source may have queued for the workers and in their hands.
-const SPARE_BUFFERS: usize = 16;
-
-impl ReadBuffers {
-    /// Buffers for reads of `read_bytes` (at least 1).
-    pub fn new(read_bytes: usize) -> Self {
-        let (returned, spare) = crossbeam_channel::bounded(SPARE_BUFFERS);
-        Self { read_bytes: read_bytes.max(1), spare, returned, kept: None }
-    }
-
-    /// A buffer to read into: the one kept, one back from the workers, or a new one.
-    fn take(&mut self) -> Vec<u8> {
-        self.kept.take().or_else(|| self.spare.try_recv().ok()).unwrap_or_default()
-    }
-
-    /// Keeps `buffer` for the next read.
-    fn keep(&mut self, buffer: Vec<u8>) {
-        self.kept = Some(buffer);
-    }
-}
-
 /// Keeps the unfinished tail of a stream and hands on complete lines.
 #[derive(Debug)]
 pub struct LineFramer {
@@ -396,65 +339,30 @@ impl LineFramer {
         self.oversized_lines
     }
 
-    /// Reads once from `reader`, into a buffer of `buffers` after the unfinished tail; gives the
-    /// lines that read completed as a batch whose vector is that buffer (it goes back to
-    /// `buffers` when the batch drops), or `Some(None)` when it completed none; `None` at the
-    /// end of the input ([`LineFramer::finish`] then gives the last line).
-    pub fn read_from(
-        &mut self,
-        reader: &mut dyn std::io::Read,
-        buffers: &mut ReadBuffers,
-    ) -> std::io::Result<Option<Option<Batch>>> {
-        let mut data = buffers.take();
-        let tail = self.pending.len();
-        let end = tail + buffers.read_bytes;
-        if data.capacity() < end {
-            // room for the tails of reads to come too, so that the buffer is not moved for them
-            data.reserve_exact(end + buffers.read_bytes / 8 - data.len());
-        }
-        if data.len() < end {
-            // zeroes only past what the buffer held last
-            data.resize(end, 0);
-        }
-        data[..tail].copy_from_slice(&self.pending);
-        let n = match reader.read(&mut data[tail..end]) {
-            Ok(0) => {
-                buffers.keep(data);
-                return Ok(None);
-            }
-            Ok(n) => n,
-            Err(e) => {
-                buffers.keep(data);
-                return Err(e);
-            }
-        };
-        let filled = tail + n;
-        // where this batch's bytes start: past the end of a line too long, while skipping it
-        let mut start = 0;
+    /// Adds bytes read from the stream; returns a batch of the lines they completed, if any.
+    pub fn push(&mut self, mut chunk: &[u8]) -> Option<Batch> {
         if self.skipping {
-            match memchr::memchr(b'\n', &data[tail..filled]) {
+            match memchr::memchr(b'\n', chunk) {
                 Some(end) => {
                     self.skipping = false;
-                    start = tail + end + 1;
+                    chunk = &chunk[end + 1..];
                 }
-                None => {
-                    buffers.keep(data);
-                    return Ok(Some(None));
-                }
+                None => return None,
             }
         }
-        self.pending.clear();
-        let batch = match memchr::memrchr(b'\n', &data[start..filled]) {
+        // The batch is allocated once at its size, the unfinished tail copied out of it: not
+        // the tail grown by a reallocation to take the chunk (a large reallocation per read).
+        let batch = match memchr::memrchr(b'\n', chunk) {
             Some(last) => {
-                let last = start + last;
-                self.pending.extend_from_slice(&data[last + 1..filled]);
-                data.truncate(last + 1);
-                data.drain(..start);
+                let mut data = Vec::with_capacity(self.pending.len() + last + 1);
+                data.extend_from_slice(&self.pending);
+                data.extend_from_slice(&chunk[..=last]);
+                self.pending.clear();
+                self.pending.extend_from_slice(&chunk[last + 1..]);
                 Some(data)
             }
             None => {
-                self.pending.extend_from_slice(&data[start..filled]);
-                buffers.keep(data);
+                self.pending.extend_from_slice(chunk);
                 None
             }
         };
@@ -464,12 +372,7 @@ impl LineFramer {
             self.skipping = true;
             self.oversized_lines += 1;
         }
-        let returns_to = buffers.returned.clone();
-        Ok(Some(batch.filter(|data| !data.is_empty()).map(|data| {
-            let mut batch = Batch::new(data);
-            batch.returns_to = Some(returns_to);
-            batch
-        })))
+        batch.filter(|data| !data.is_empty()).map(Batch::new)
     }
 
     /// The end of the stream: the last line, if it had no newline.
@@ -514,91 +417,11 @@ mod tests {
             .collect()
     }
 
-    /// Gives its chunks one per read (a read asking for less gets the chunk's first bytes, the
-    /// rest at the next).
-    struct Reads<'c>(std::collections::VecDeque<&'c [u8]>);
-
-    impl std::io::Read for Reads<'_> {
-        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-            let Some(chunk) = self.0.pop_front() else { return Ok(0) };
-            let n = chunk.len().min(buf.len());
-            buf[..n].copy_from_slice(&chunk[..n]);
-            if n < chunk.len() {
-                self.0.push_front(&chunk[n..]);
-            }
-            Ok(n)
-        }
-    }
-
-    /// The batches of `chunks` read `read_bytes` at most at a time, and the last line.
-    fn frame_reads(chunks: &[&[u8]], max: usize, read_bytes: usize) -> (Vec<Batch>, u64) {
-        let mut framer = LineFramer::new(max);
-        let mut buffers = ReadBuffers::new(read_bytes);
-        let mut reader = Reads(chunks.iter().copied().filter(|c| !c.is_empty()).collect());
-        let mut out = Vec::new();
-        while let Some(batch) = framer.read_from(&mut reader, &mut buffers).unwrap() {
-            out.extend(batch);
-        }
-        out.extend(framer.finish());
-        (out, framer.oversized_lines())
-    }
-
     fn frame(chunks: &[&[u8]], max: usize) -> (Vec<String>, u64) {
-        let (batches, oversized) = frame_reads(chunks, max, 1 << 16);
-        (lines(&batches), oversized)
-    }
-
-    #[test]
-    fn a_batch_s_buffer_goes_back_to_the_source_and_is_read_into_again() {
-        let mut framer = LineFramer::new(100);
-        let mut buffers = ReadBuffers::new(64);
-        let mut reader = Reads([&b"a\nbb"[..], b"b\n", b"c\n"].into());
-        let first = framer.read_from(&mut reader, &mut buffers).unwrap().unwrap().unwrap();
-        assert_eq!(first.bytes(), b"a\n");
-        let at = first.bytes().as_ptr();
-        drop(first);
-        // the next read goes into the buffer given back, the tail first
-        let second = framer.read_from(&mut reader, &mut buffers).unwrap().unwrap().unwrap();
-        assert_eq!(second.bytes(), b"bbb\n");
-        assert_eq!(second.bytes().as_ptr(), at, "the buffer given back was read into");
-        let third = framer.read_from(&mut reader, &mut buffers).unwrap().unwrap().unwrap();
-        assert_eq!(third.bytes(), b"c\n");
-        assert_ne!(third.bytes().as_ptr(), at, "the second batch still holds its buffer");
-        assert!(framer.read_from(&mut reader, &mut buffers).unwrap().is_none());
-    }
-
-    proptest::proptest! {
-        /// However the bytes come, in reads of whatever size: the lines of a split at every
-        /// newline, those longer than the maximum dropped and counted.
-        #[test]
-        fn reads_of_any_size_give_the_lines_of_the_whole(
-            text in "([a-c]{0,12}(\r?\n)?){0,40}",
-            cuts in proptest::collection::vec(0usize..200, 0..8),
-            read_bytes in 1usize..40,
-            max in 4usize..16,
-        ) {
-            let bytes = text.as_bytes();
-            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (bytes.len() + 1)).collect();
-            cuts.sort_unstable();
-            let mut chunks = Vec::new();
-            let mut from = 0;
-            for cut in cuts.into_iter().chain([bytes.len()]) {
-                chunks.push(&bytes[from..cut]);
-                from = cut;
-            }
-            let (batches, oversized) = frame_reads(&chunks, max, read_bytes);
-            let whole: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
-            let (kept, long): (Vec<&[u8]>, Vec<&[u8]>) =
-                whole.into_iter().partition(|l| l.len() <= max);
-            let want: Vec<String> = kept
-                .into_iter()
-                .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
-                .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
-                .map(|l| String::from_utf8_lossy(l).into_owned())
-                .collect();
-            proptest::prop_assert_eq!(lines(&batches), want);
-            proptest::prop_assert_eq!(oversized, long.len() as u64);
-        }
+        let mut framer = LineFramer::new(max);
+        let mut out: Vec<Batch> = chunks.iter().filter_map(|c| framer.push(c)).collect();
+        out.extend(framer.finish());
+        (lines(&out), framer.oversized_lines())
     }
 
     #[test]

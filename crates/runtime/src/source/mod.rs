@@ -28,7 +28,7 @@ pub use generator::GeneratorSource;
 pub use stdin::StdinSource;
 pub use tcp::TcpSource;
 
-use crate::framing::{Batch, LineFramer, ReadBuffers};
+use crate::framing::{Batch, LineFramer};
 use crate::history::HistoryTap;
 use crate::RuntimeError;
 use crossbeam_channel::{SendTimeoutError, Sender};
@@ -327,15 +327,16 @@ pub(crate) fn pump_converted(
     context: &str,
     convert: &mut dyn FnMut(Batch) -> Option<Batch>,
 ) -> Result<bool, RuntimeError> {
-    let mut buffers = ReadBuffers::new(read_bytes);
+    let mut buf = vec![0u8; read_bytes];
     loop {
-        let before = framer.oversized_lines();
-        let batch = match framer.read_from(reader, &mut buffers) {
-            Ok(None) => return Ok(true),
-            Ok(Some(batch)) => batch,
+        let n = match reader.read(&mut buf) {
+            Ok(0) => return Ok(true),
+            Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(RuntimeError::io(context, e)),
         };
+        let before = framer.oversized_lines();
+        let batch = framer.push(&buf[..n]);
         sink.count_oversized(framer.oversized_lines() - before);
         if let Some(batch) = batch.and_then(&mut *convert) {
             if !sink.send(batch) {
