@@ -6,8 +6,9 @@
 //!   tree, at this length), and sonic-rs's lazy `get_many` of two fields, which stops early and
 //!   validates nothing after them;
 //! - 1,000 `small` events (~100 bytes): `FieldSet::decode_into` of one field into the kept
-//!   record (sonic-rs's stream at this length, as before the checker: `*_sonic_rs`; `*_checker`
-//!   forces the checker, slower here) and `decode_fields`;
+//!   record (one scalar pass at this length for a flat event like these; sonic-rs's stream, as
+//!   for any other short line and before the checker: `*_sonic_rs`; `*_checker` forces the
+//!   SIMD checker, slower here) and `decode_fields`;
 //! - for both, the baselines: needle's checker alone (`needle_check_*`, validating the whole
 //!   line and building nothing, with each stage-1 kernel the CPU runs), sonic-rs's and
 //!   serde_json's validate-only reads (`IgnoredAny`) and trees (`sonic_rs::Value`,
