@@ -1,7 +1,8 @@
 //! The checker's path for short flat lines: an object whose values are strings, numbers and
 //! literals, nothing nested, its strings ASCII without escapes or control characters — what
-//! small events mostly are. One scalar pass from left to right, no SIMD setup: on a 100-byte
-//! event that is cheaper than classifying two 64-byte blocks and than a serde stream.
+//! small events mostly are. Used by [`crate::FieldSet::decode`] for lines of at most
+//! [`crate::limits::STREAM_MAX_BYTES`]. One scalar pass from left to right, no SIMD setup: on a
+//! 100-byte event that is cheaper than classifying two 64-byte blocks and than a serde stream.
 //!
 //! Like the masks' pass ([`super::masks`]) it answers only "valid" (with the wanted top-level
 //! values found, as the other walks find them) or "not sure": anything outside that shape, and
@@ -83,9 +84,9 @@ fn literal(bytes: &[u8], at: usize, literal: &[u8]) -> Option<usize> {
     check_literal(bytes, at, literal).ok().map(|()| at + literal.len())
 }
 
-/// The closing quote of the string whose contents start at `from`, when every byte before it
-/// is printable ASCII other than a backslash; `None` otherwise (an escape, a control character,
-/// a byte of a multibyte character, or no closing quote).
+/// The closing quote of the string whose contents start at `at`, when every byte before it is
+/// ASCII from 0x20 up, other than a backslash; `None` otherwise (an escape, a control
+/// character, a byte of a multibyte character, or no closing quote).
 #[inline(always)]
 fn plain_string_close(bytes: &[u8], mut at: usize) -> Option<usize> {
     // eight bytes at a time while eight are left: the lowest byte flagged is a quote, a
@@ -98,7 +99,7 @@ fn plain_string_close(bytes: &[u8], mut at: usize) -> Option<usize> {
         let backslash = word ^ (ONES * u64::from(b'\\'));
         let zero_in = |x: u64| x.wrapping_sub(ONES) & !x;
         let special =
-            (zero_in(quote) | zero_in(backslash) | word.wrapping_sub(ONES * 0x20) & !word | word)
+            (zero_in(quote) | zero_in(backslash) | (word.wrapping_sub(ONES * 0x20) & !word) | word)
                 & HIGH;
         if special != 0 {
             at += (special.trailing_zeros() / 8) as usize;
