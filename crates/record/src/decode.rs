@@ -367,8 +367,8 @@ impl FieldSet {
     }
 
     /// [`Validation::Line`] through needle's checker whatever the line's length (short lines
-    /// included, which [`FieldSet::decode_into`] gives sonic-rs's stream): kept to measure the
-    /// checker on them in `benches/decode.rs`. Not for production.
+    /// included, which [`FieldSet::decode_into`] reads in one scalar pass or by sonic-rs's
+    /// stream): kept to measure the checker on them in `benches/decode.rs`. Not for production.
     #[doc(hidden)]
     pub fn decode_into_with_checker(
         &self,
