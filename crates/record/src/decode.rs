@@ -4,9 +4,10 @@
 //! [`decode_value`] and [`decode_fields`] read with sonic-rs (a serde stream straight into
 //! [`Value`]s). [`FieldSet::decode`] checks the whole line ([`Validation::Line`], the default)
 //! with needle's own SIMD checker ([`crate::check`]), which also finds where the wanted fields'
-//! values lie, and builds only those (lines of at most [`STREAM_MAX_BYTES`] are read by
-//! sonic-rs's stream, as fast at that size); or it looks the fields up with sonic-rs and checks
-//! only them ([`Validation::Fields`]).
+//! values lie, and builds only those (lines of at most [`STREAM_MAX_BYTES`] are read in one
+//! scalar pass when they are flat objects of plain values, else by sonic-rs's stream: faster at
+//! that size); or it looks the fields up with sonic-rs and checks only them
+//! ([`Validation::Fields`]).
 //!
 //! Rules, the same for every entry point:
 //! - an integer that fits in an `i64` is a LONG; any other number (fractions, exponents, integers
@@ -277,8 +278,10 @@ impl FieldSet {
     /// only those values are built (plain strings, literals and numbers directly, anything else
     /// through sonic-rs's serde deserializer) — building needle's values is what costs, and
     /// the checker reads a line faster than sonic-rs does (`docs/benchmarks.md`). Lines of at
-    /// most [`STREAM_MAX_BYTES`] are read by sonic-rs's serde stream instead, which builds the
-    /// wanted values as it checks and is as fast there.
+    /// most [`STREAM_MAX_BYTES`] are read another way, faster at that size: a flat object of
+    /// plain values (strings without escapes, ASCII, numbers, literals, nothing nested) in one
+    /// scalar pass, any other by sonic-rs's serde stream, which builds the wanted values as it
+    /// checks.
     ///
     /// It accepts every line [`decode_record`] accepts, with the same values as
     /// [`decode_record`] restricted to the set (and an object field asked for by keys
