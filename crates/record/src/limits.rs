@@ -1,8 +1,8 @@
 //! The limits every JSON reader of this crate holds a line to, and the sizes at which
 //! [`crate::FieldSet::decode`] hands a line from one reader to another: how deep arrays and
 //! objects may nest ([`MAX_DEPTH`]), which lines are short enough for the one-pass reader or
-//! sonic-rs's stream ([`STREAM_MAX_BYTES`]), and which have few enough brackets for its recursive lookup
-//! ([`FAST_SKIP_MAX_OPENINGS`]). Both the decoders ([`crate::decode`]) and needle's checker
+//! sonic-rs's stream ([`STREAM_MAX_BYTES`]), and which have few enough brackets for sonic-rs's
+//! recursive lookup ([`FAST_SKIP_MAX_OPENINGS`]). Both the decoders ([`crate::decode`]) and needle's checker
 //! ([`crate::check`]) decide by them, so they live below both.
 
 /// The deepest nesting of arrays and objects a decoder accepts (a top-level array or object is
