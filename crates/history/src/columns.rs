@@ -148,6 +148,9 @@ pub struct ColumnBuffer {
     names: Vec<String>,
     columns: Vec<Gathered>,
     column_of: HashMap<String, usize>,
+    /// The rows expected in all ([`ColumnBuffer::with_capacity`]): a column is made with room
+    /// for them, not grown (and copied) doubling after doubling.
+    expected_rows: usize,
 }
 
 /// One field's values so far: nulls only (how many), or a builder of its kind.
@@ -159,6 +162,18 @@ enum Gathered {
 impl ColumnBuffer {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty buffer that expects about `rows` rows: the times and each column are made
+    /// with room for them (a text column with as many bytes a row as the first values it
+    /// takes whole have), so a flush's millions of rows are copied in once.
+    pub fn with_capacity(rows: usize) -> Self {
+        Self {
+            times: Vec::with_capacity(rows),
+            layout_of_row: Vec::with_capacity(rows),
+            expected_rows: rows,
+            ..Self::default()
+        }
     }
 
     /// Records gathered.
@@ -180,13 +195,13 @@ impl ColumnBuffer {
         let row = self.times.len();
         let id = self.layout_id(record);
         for ((_, value), &column) in record.iter().zip(&self.layout_columns[id]) {
-            push_value(&mut self.columns[column], value, row);
+            push_value(&mut self.columns[column], value, row, self.expected_rows);
         }
         // the columns this record has no field for
         if self.layout_columns[id].len() < self.columns.len() {
             for column in self.columns.iter_mut() {
                 if column.len() <= row {
-                    push_value(column, &Value::Null, row);
+                    push_value(column, &Value::Null, row, 0);
                 }
             }
         }
@@ -243,14 +258,14 @@ impl ColumnBuffer {
         }
         for (name, array) in names.iter().zip(arrays) {
             let column = self.column_for(name, start);
-            extend_gathered(&mut self.columns[column], array.as_ref(), start);
+            extend_gathered(&mut self.columns[column], array.as_ref(), start, self.expected_rows);
         }
         self.times.extend_from_slice(&chunk.times);
         // the columns the chunk has no field for
         let end = start + rows;
         for column in self.columns.iter_mut() {
             while column.len() < end {
-                push_value(column, &Value::Null, column.len());
+                push_value(column, &Value::Null, column.len(), 0);
             }
         }
     }
@@ -534,7 +549,7 @@ fn counting_sort(order: &[u32], ranks: &[u32], buckets: usize) -> Vec<u32> {
 
 /// Appends `value` to `column` (row `row` of the buffer), changing the column's kind to JSON
 /// when the value's kind is not the column's.
-fn push_value(column: &mut Gathered, value: &Value, row: usize) {
+fn push_value(column: &mut Gathered, value: &Value, row: usize, expected_rows: usize) {
     let Some(kind) = Kind::of(value) else {
         match column {
             Gathered::Nulls(n) => *n += 1,
@@ -545,7 +560,7 @@ fn push_value(column: &mut Gathered, value: &Value, row: usize) {
     match column {
         Gathered::Built(k, builder) if *k == kind || *k == Kind::Json => builder.push(value),
         Gathered::Nulls(n) => {
-            let mut builder = new_builder(kind, row + 1);
+            let mut builder = new_builder(kind, expected_rows.max(row + 1));
             for _ in 0..*n {
                 builder.push(&Value::Null);
             }
@@ -568,17 +583,25 @@ fn push_value(column: &mut Gathered, value: &Value, row: usize) {
 /// Appends the values of `array` (a chunk's column, rows `row..` of the buffer) to `column`:
 /// whole when the column has the array's kind (or holds only NULLs so far), else a value at a
 /// time through [`push_value`].
-fn extend_gathered(column: &mut Gathered, array: &dyn Array, row: usize) {
+fn extend_gathered(column: &mut Gathered, array: &dyn Array, row: usize, expected_rows: usize) {
     let rows = array.len();
     if array.null_count() == rows {
         for i in 0..rows {
-            push_value(column, &Value::Null, row + i);
+            push_value(column, &Value::Null, row + i, 0);
         }
         return;
     }
     let Some(kind) = kind_of_column(array.data_type(), false) else { return };
     if let Gathered::Nulls(n) = column {
-        let mut builder = new_builder(kind, row + rows);
+        let room = expected_rows.max(row + rows);
+        let mut builder = match array.as_any().downcast_ref::<StringArray>() {
+            // room for as many bytes a row as these values have, an eighth more
+            Some(text) => {
+                let per_row = text.value_data().len().div_ceil(rows.max(1));
+                ColumnBuilder::with_capacity(kind, room, room * (per_row + per_row / 8))
+            }
+            None => new_builder(kind, room),
+        };
         for _ in 0..*n {
             builder.append_null();
         }
@@ -591,7 +614,7 @@ fn extend_gathered(column: &mut Gathered, array: &dyn Array, row: usize) {
     }
     let values = ColumnView::of_kind(array, kind).expect("an array of its kind");
     for i in 0..rows {
-        push_value(column, &values.value(i), row + i);
+        push_value(column, &values.value(i), row + i, expected_rows);
     }
 }
 
@@ -903,7 +926,8 @@ mod tests {
 
         /// Rows given as a chunk of columns are gathered as the same rows given as records
         /// are, whatever came before them: new columns, NULLs, missing fields, a field of
-        /// another kind before (which makes a JSON column).
+        /// another kind before (which makes a JSON column); and whatever room the buffer
+        /// was made with.
         #[test]
         fn a_chunk_of_columns_is_gathered_as_its_rows_as_records(
             before in rows(),
@@ -913,6 +937,7 @@ mod tests {
                 1..40,
             ),
             after in rows(),
+            room in 0usize..120,
         ) {
             let names = ["k", "z", "m"];
             let k: Int64Array = chunk_rows.iter().map(|r| r.1).collect();
@@ -922,7 +947,9 @@ mod tests {
             let batch = RecordBatch::try_from_iter(names.iter().zip(arrays)).unwrap();
             let chunk = ColumnChunk { batch, times: chunk_rows.iter().map(|r| r.0).collect() };
             let as_records: Vec<StoredRecord> = (0..chunk.len()).map(|i| chunk.record(i)).collect();
-            let (mut by_chunk, mut by_records) = (ColumnBuffer::new(), ColumnBuffer::new());
+            // the chunk's buffer expecting fewer rows than come, or more
+            let (mut by_chunk, mut by_records) =
+                (ColumnBuffer::with_capacity(room), ColumnBuffer::new());
             for r in &before {
                 by_chunk.push(r.time_ms, &r.record);
                 by_records.push(r.time_ms, &r.record);

@@ -114,13 +114,10 @@ impl ColumnBuilder {
             let Some(array) = array.as_any().downcast_ref::<PrimitiveArray<T>>() else {
                 return false;
             };
-            match array.nulls() {
-                Some(nulls) if nulls.null_count() > 0 => {
-                    let valid: Vec<bool> = nulls.iter().collect();
-                    builder.append_values(array.values(), &valid);
-                }
-                _ => builder.append_slice(array.values()),
+            if array.data_type() != &T::DATA_TYPE {
+                return false;
             }
+            builder.append_array(array);
             true
         }
         match self {
@@ -132,16 +129,16 @@ impl ColumnBuilder {
                 let Some(array) = array.as_any().downcast_ref::<BooleanArray>() else {
                     return false;
                 };
-                array.iter().for_each(|v| b.append_option(v));
+                b.append_array(array);
                 true
             }
             ColumnBuilder::Text(b) | ColumnBuilder::Json(b) => {
                 let Some(array) = array.as_any().downcast_ref::<StringArray>() else {
                     return false;
                 };
-                if array.null_count() == 0 {
-                    array.iter().flatten().for_each(|v| b.append_value(v));
-                } else {
+                // the values' bytes and offsets copied whole; past i32 offsets (2 GiB of text
+                // in one column) value by value, which reports the overflow as before
+                if b.append_array(array).is_err() {
                     array.iter().for_each(|v| b.append_option(v));
                 }
                 true
@@ -202,5 +199,32 @@ mod tests {
         let mut text = ColumnBuilder::with_capacity(Kind::Text, 2, 8);
         assert!(text.extend_from(&StringArray::from(vec![Some("a"), None, Some("b")])));
         assert_eq!(text.len(), 3);
+    }
+
+    #[test]
+    fn sliced_columns_with_nulls_are_added_as_their_values() {
+        // a slice starts mid-buffer: its offsets, values and null bits all begin past zero
+        let text = StringArray::from(vec![Some("skip"), Some("cpu"), None, Some("mem"), None]);
+        let mut builder = ColumnBuilder::with_capacity(Kind::Text, 4, 16);
+        builder.push(&Value::String("first".into()));
+        assert!(builder.extend_from(&text.slice(1, 3)));
+        let array = builder.finish();
+        let strings = array.as_any().downcast_ref::<StringArray>().unwrap();
+        assert_eq!(
+            strings.iter().collect::<Vec<_>>(),
+            [Some("first"), Some("cpu"), None, Some("mem")]
+        );
+        let doubles = arrow_array::Float64Array::from(vec![Some(1.5), None, Some(2.5), Some(3.5)]);
+        let mut builder = ColumnBuilder::with_capacity(Kind::Double, 4, 0);
+        assert!(builder.extend_from(&doubles.slice(1, 3)));
+        let flags = BooleanArray::from(vec![Some(true), None, Some(false)]);
+        let mut bools = ColumnBuilder::with_capacity(Kind::Bool, 2, 0);
+        assert!(bools.extend_from(&flags.slice(1, 2)));
+        let array = builder.finish();
+        let doubles = array.as_any().downcast_ref::<arrow_array::Float64Array>().unwrap();
+        assert_eq!(doubles.iter().collect::<Vec<_>>(), [None, Some(2.5), Some(3.5)]);
+        let array = bools.finish();
+        let flags = array.as_any().downcast_ref::<BooleanArray>().unwrap();
+        assert_eq!(flags.iter().collect::<Vec<_>>(), [None, Some(false)]);
     }
 }

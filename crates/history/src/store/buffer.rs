@@ -83,7 +83,7 @@ impl WriteBuffer {
 
     /// The rows gathered as columns, in order, for a flush.
     pub(crate) fn to_columns(&self) -> ColumnBuffer {
-        let mut buffer = ColumnBuffer::new();
+        let mut buffer = ColumnBuffer::with_capacity(self.rows);
         for segment in &self.segments {
             match segment {
                 Segment::Records(records) => {
