@@ -81,7 +81,10 @@ pub(crate) fn is_integer(text: &str) -> bool {
 }
 
 /// [`is_integer`]'s text as an `i64` in one pass; `None` when it is not one or out of range
-/// (a caller that must tell the two apart asks [`is_integer`] after).
+/// (a caller that must tell the two apart asks [`is_integer`] after). Up to 19 digits (every
+/// timestamp in nanoseconds) cannot overflow a `u64`: those are read eight at a time, checked
+/// and summed in a few word operations, not a multiply-and-check per digit (a line protocol
+/// source's 19-digit timestamps were a tenth of its time).
 pub(crate) fn integer(text: &str) -> Option<i64> {
     let bytes = text.as_bytes();
     let (negative, digits) = match bytes.split_first() {
@@ -91,20 +94,58 @@ pub(crate) fn integer(text: &str) -> Option<i64> {
     if digits.is_empty() {
         return None;
     }
-    let mut n: u64 = 0;
-    for &b in digits {
-        let digit = b.wrapping_sub(b'0');
-        if digit > 9 {
-            return None;
+    let n = if digits.len() <= 19 {
+        let (head, eights) = digits.split_at(digits.len() % 8);
+        let mut n = 0u64;
+        for &b in head {
+            let digit = b.wrapping_sub(b'0');
+            if digit > 9 {
+                return None;
+            }
+            n = n * 10 + u64::from(digit);
         }
-        n = n.checked_mul(10)?.checked_add(u64::from(digit))?;
-    }
+        for eight in eights.chunks_exact(8) {
+            n = n * 100_000_000 + eight_digits(eight.try_into().expect("eight bytes"))?;
+        }
+        n
+    } else {
+        let mut n: u64 = 0;
+        for &b in digits {
+            let digit = b.wrapping_sub(b'0');
+            if digit > 9 {
+                return None;
+            }
+            n = n.checked_mul(10)?.checked_add(u64::from(digit))?;
+        }
+        n
+    };
     if negative {
         // down to -2^63, which is i64::MIN
         (n <= 1 << 63).then(|| (n as i64).wrapping_neg())
     } else {
         i64::try_from(n).ok()
     }
+}
+
+/// Eight ASCII digits (the first the most significant) as their value; `None` when a byte is
+/// not a digit. Each byte is a digit when its high half is 3 and stays 3 once 6 is added to it
+/// (no byte carries into the next); then pairs, fours and the eight are summed by multiplies
+/// of the whole word.
+#[inline]
+fn eight_digits(eight: [u8; 8]) -> Option<u64> {
+    const HIGH: u64 = 0xF0F0_F0F0_F0F0_F0F0;
+    const ZEROS: u64 = 0x3030_3030_3030_3030;
+    let word = u64::from_le_bytes(eight);
+    if word & HIGH != ZEROS || word.wrapping_add(0x0606_0606_0606_0606) & HIGH != ZEROS {
+        return None;
+    }
+    let digits = word - ZEROS;
+    // each byte pair as a two-digit number in its lower byte
+    let pairs = digits.wrapping_mul(10).wrapping_add(digits >> 8);
+    let pairs = pairs & 0x00FF_00FF_00FF_00FF;
+    // each four as a four-digit number in its lower half
+    let fours = pairs.wrapping_mul(100).wrapping_add(pairs >> 16) & 0x0000_FFFF_0000_FFFF;
+    Some(fours.wrapping_mul(10_000).wrapping_add(fours >> 32) & 0xFFFF_FFFF)
 }
 
 /// Exact powers of ten as `f64` (every one up to 10^22 is).
@@ -212,6 +253,16 @@ mod tests {
         ];
         for text in edges {
             assert_eq!(integer(text), integer_in_two_passes(text), "{text:?}");
+        }
+        // a byte that is no digit anywhere in eight at a time, beside the digits' neighbours
+        for base in ["1795956028000000000", "-12345678", "9876543210123456"] {
+            for at in 0..base.len() {
+                for bad in ['/', ':', '?', '@', 'O', ' ', '\u{3}', '~', 'é'] {
+                    let mut text = base.to_owned();
+                    text.replace_range(at..at + 1, &bad.to_string());
+                    assert_eq!(integer(&text), integer_in_two_passes(&text), "{text:?}");
+                }
+            }
         }
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
         for _ in 0..20_000 {
