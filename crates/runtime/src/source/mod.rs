@@ -315,17 +315,21 @@ pub(crate) fn pump(
     read_bytes: usize,
     context: &str,
 ) -> Result<bool, RuntimeError> {
-    pump_converted(reader, framer, sink, read_bytes, context, &mut Some)
+    read_until_stopped(reader, read_bytes, context, |read| {
+        let before = framer.oversized_lines();
+        let batch = framer.push(read);
+        sink.count_oversized(framer.oversized_lines() - before);
+        batch.is_none_or(|batch| sink.send(batch))
+    })
 }
 
-/// [`pump`], each framed batch passed through `convert` on its way (`None`: nothing to send).
-pub(crate) fn pump_converted(
+/// Reads `reader` to its end, `read_bytes` at most at a time, handing each read to `on_read`
+/// until it says stop (false). `Ok(true)` at the end of the input, `Ok(false)` when stopped.
+pub(crate) fn read_until_stopped(
     reader: &mut dyn Read,
-    framer: &mut LineFramer,
-    sink: &BatchSink,
     read_bytes: usize,
     context: &str,
-    convert: &mut dyn FnMut(Batch) -> Option<Batch>,
+    mut on_read: impl FnMut(&[u8]) -> bool,
 ) -> Result<bool, RuntimeError> {
     let mut buf = vec![0u8; read_bytes];
     loop {
@@ -335,13 +339,8 @@ pub(crate) fn pump_converted(
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(RuntimeError::io(context, e)),
         };
-        let before = framer.oversized_lines();
-        let batch = framer.push(&buf[..n]);
-        sink.count_oversized(framer.oversized_lines() - before);
-        if let Some(batch) = batch.and_then(&mut *convert) {
-            if !sink.send(batch) {
-                return Ok(false);
-            }
+        if !on_read(&buf[..n]) {
+            return Ok(false);
         }
     }
 }

@@ -7,12 +7,14 @@
 //! counted (per protocol, and in the malformed total), a sample of them logged, and the other
 //! lines go on.
 
-use super::BatchSink;
+use super::{read_until_stopped, BatchSink};
 use crate::columns::PointBatches;
-use crate::framing::Batch;
+use crate::framing::{lines_of, Batch, LineFramer};
+use crate::RuntimeError;
 use needle_protocols::{Format, ProtocolError};
+use std::io::Read;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// Malformed protocol lines seen by this process: the 1st, 2nd, 4th, 8th... are logged.
 static MALFORMED_SEEN: AtomicU64 = AtomicU64::new(0);
@@ -24,49 +26,119 @@ pub(crate) struct Converter {
     /// Who sent the lines, for the log.
     from: String,
     points: PointBatches,
+    /// Bytes of lines added since the last batch.
+    bytes: usize,
+    /// Malformed lines among them.
+    malformed: u64,
 }
 
 impl Converter {
     pub(crate) fn new(format: Format, sink: BatchSink, from: impl Into<String>) -> Self {
-        Self { format, sink, from: from.into(), points: PointBatches::new() }
+        Self {
+            format,
+            sink,
+            from: from.into(),
+            points: PointBatches::new(),
+            bytes: 0,
+            malformed: 0,
+        }
     }
 
     /// The batch's points as one batch of events: columns per shape, maybe records after them;
     /// none when it held none (all malformed, comments).
     pub(crate) fn convert(&mut self, batch: Batch) -> Option<Batch> {
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-        let mut malformed = 0u64;
-        self.points.expect(batch.byte_len() / 48 + 16);
-        let (format, from) = (self.format, &self.from);
-        let mut count = |line: &[u8], pushed: Result<(), ProtocolError>| {
-            if let Err(error) = pushed {
-                malformed += 1;
-                log(from, line, &error);
+        if batch.bytes().len() == batch.byte_len() {
+            self.add(batch.bytes());
+        } else {
+            // (lines read in place: line by line)
+            self.start(batch.byte_len());
+            let now_ms = now_ms();
+            for line in batch.lines() {
+                let pushed = self.points.push_line(self.format, line, now_ms);
+                self.count(line, pushed);
             }
-        };
-        match std::str::from_utf8(batch.bytes()) {
-            // every line of the batch in its own bytes, all UTF-8: checked once, not line by
-            // line (a blank line holds no point, as `lines` would have skipped it)
-            Ok(text) if text.len() == batch.byte_len() => {
-                let lines =
-                    text.split('\n').filter(|l| !l.bytes().all(|b| b.is_ascii_whitespace()));
-                for line in lines {
-                    count(line.as_bytes(), self.points.push_text(format, line, now_ms));
+        }
+        self.finish(batch.read_at)
+    }
+
+    /// Adds the points of `bytes`, whole lines, to the batch [`Converter::finish`] makes.
+    pub(crate) fn add(&mut self, bytes: &[u8]) {
+        self.start(bytes.len());
+        let (format, now_ms) = (self.format, now_ms());
+        match std::str::from_utf8(bytes) {
+            // every line UTF-8: checked once, not line by line (a blank line holds no point, as
+            // `lines` would have skipped it); the newlines found by memchr, many bytes a step
+            Ok(text) => {
+                let mut start = 0;
+                for end in memchr::memchr_iter(b'\n', bytes).chain([bytes.len()]) {
+                    // (split at ASCII newlines, so at characters' boundaries)
+                    let line = &text[start..end];
+                    start = end + 1;
+                    if !line.bytes().all(|b| b.is_ascii_whitespace()) {
+                        let pushed = self.points.push_text(format, line, now_ms);
+                        self.count(line.as_bytes(), pushed);
+                    }
                 }
             }
-            _ => {
-                for line in batch.lines() {
-                    count(line, self.points.push_line(format, line, now_ms));
+            Err(_) => {
+                for line in lines_of(bytes) {
+                    let pushed = self.points.push_line(format, line, now_ms);
+                    self.count(line, pushed);
                 }
             }
         }
-        self.sink.count_malformed(self.format.name(), malformed);
-        let mut converted = self.points.finish()?.with_source_bytes(batch.byte_len());
-        converted.read_at = batch.read_at;
+    }
+
+    /// The points added since the last batch, as one batch read at `read_at` (see
+    /// [`Converter::convert`]); the malformed lines among them counted.
+    pub(crate) fn finish(&mut self, read_at: Instant) -> Option<Batch> {
+        self.sink.count_malformed(self.format.name(), std::mem::take(&mut self.malformed));
+        let bytes = std::mem::take(&mut self.bytes);
+        let mut converted = self.points.finish()?.with_source_bytes(bytes);
+        converted.read_at = read_at;
         Some(converted)
     }
+
+    /// Notes `bytes` more to convert (the first of a batch tells the columns' room).
+    fn start(&mut self, bytes: usize) {
+        if self.bytes == 0 {
+            self.points.expect(bytes / 48 + 16);
+        }
+        self.bytes += bytes;
+    }
+
+    fn count(&mut self, line: &[u8], pushed: Result<(), ProtocolError>) {
+        if let Err(error) = pushed {
+            self.malformed += 1;
+            log(&self.from, line, &error);
+        }
+    }
+}
+
+/// Reads a client's stream of lines to its end into the sink, each read's complete lines parsed
+/// where they lie in the read buffer ([`LineFramer::push_lines`]) and sent as one batch of
+/// points. `Ok(true)` at the end of the input (the last line, if it had no newline, still in the
+/// framer), `Ok(false)` when the sink said stop.
+pub(crate) fn pump(
+    reader: &mut dyn Read,
+    framer: &mut LineFramer,
+    converter: &mut Converter,
+    read_bytes: usize,
+    context: &str,
+) -> Result<bool, RuntimeError> {
+    read_until_stopped(reader, read_bytes, context, |read| {
+        let (before, read_at) = (framer.oversized_lines(), Instant::now());
+        framer.push_lines(read, |lines| converter.add(lines));
+        converter.sink.count_oversized(framer.oversized_lines() - before);
+        converter.finish(read_at).is_none_or(|batch| converter.sink.send(batch))
+    })
+}
+
+/// Now, in epoch milliseconds: what a point without a timestamp gets.
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// Logs a malformed line from `from` (the 1st, 2nd, 4th, 8th... of the process).

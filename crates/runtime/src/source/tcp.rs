@@ -9,10 +9,8 @@
 //! turned into JSON records on the client's thread ([`super::protocol`]) before they are handed
 //! on, so the workers and history read them as any other lines.
 
-use super::protocol::Converter;
-use super::{
-    flush_last_line_converted, pump_converted, split_query, BatchSink, Source, SourceOptions,
-};
+use super::protocol::{self, Converter};
+use super::{flush_last_line_converted, pump, split_query, BatchSink, Source, SourceOptions};
 use crate::framing::{Batch, LineFramer};
 use crate::RuntimeError;
 use needle_protocols::{Format, Precision};
@@ -167,12 +165,16 @@ fn serve_client(
     let context = format!("reading from tcp client {peer}");
     let mut converter =
         format.map(|format| Converter::new(format, sink.clone(), format!("tcp client {peer}")));
+    let read = match &mut converter {
+        Some(converter) => {
+            protocol::pump(&mut reader, &mut framer, converter, options.read_bytes, &context)
+        }
+        None => pump(&mut reader, &mut framer, &sink, options.read_bytes, &context),
+    };
     let mut convert = |batch: Batch| match &mut converter {
         Some(converter) => converter.convert(batch),
         None => Some(batch),
     };
-    let read =
-        pump_converted(&mut reader, &mut framer, &sink, options.read_bytes, &context, &mut convert);
     if let Ok(true) = read {
         flush_last_line_converted(&mut framer, &sink, &mut convert);
     }
