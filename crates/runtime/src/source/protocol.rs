@@ -2,10 +2,10 @@
 //! plaintext; parsed by `needle_protocols`) turned into batches of events as columns before they
 //! are handed on ([`PointBatches`]): the workers read them column at a time where the queries
 //! allow it (row by row otherwise) and the history tap keeps them as the columns they are, so a
-//! point is never written as JSON nor read back from it. A batch of framed lines becomes a
-//! batch of columns per shape of point in it, with the same read time. A malformed line is
-//! counted (per protocol, and in the malformed total), a sample of them logged, and the other
-//! lines go on.
+//! point is never written as JSON nor read back from it. The lines a read completes are parsed
+//! where they lie in the read buffer ([`pump`]) and become one batch of columns per shape of
+//! point in them, with the read's time. A malformed line is counted (per protocol, and in the
+//! malformed total), a sample of them logged, and the other lines go on.
 
 use super::{read_until_stopped, BatchSink};
 use crate::columns::PointBatches;
