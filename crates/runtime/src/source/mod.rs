@@ -315,7 +315,7 @@ pub(crate) fn pump(
     read_bytes: usize,
     context: &str,
 ) -> Result<bool, RuntimeError> {
-    read_until_stopped(reader, read_bytes, context, |read| {
+    read_until_stopped(reader, read_bytes, read_bytes, context, |read| {
         let before = framer.oversized_lines();
         let batch = framer.push(read);
         sink.count_oversized(framer.oversized_lines() - before);
@@ -323,15 +323,17 @@ pub(crate) fn pump(
     })
 }
 
-/// Reads `reader` to its end, `read_bytes` at most at a time, handing each read to `on_read`
-/// until it says stop (false). `Ok(true)` at the end of the input, `Ok(false)` when stopped.
+/// Reads `reader` to its end, handing each read to `on_read` until it says stop (false).
+/// Reads take `read_bytes` at most at first; a read that fills them doubles them (more was
+/// waiting), up to `most_bytes`. `Ok(true)` at the end of the input, `Ok(false)` when stopped.
 pub(crate) fn read_until_stopped(
     reader: &mut dyn Read,
     read_bytes: usize,
+    most_bytes: usize,
     context: &str,
     mut on_read: impl FnMut(&[u8]) -> bool,
 ) -> Result<bool, RuntimeError> {
-    let mut buf = vec![0u8; read_bytes];
+    let mut buf = vec![0u8; read_bytes.max(1)];
     loop {
         let n = match reader.read(&mut buf) {
             Ok(0) => return Ok(true),
@@ -341,6 +343,9 @@ pub(crate) fn read_until_stopped(
         };
         if !on_read(&buf[..n]) {
             return Ok(false);
+        }
+        if n == buf.len() && buf.len() < most_bytes {
+            buf.resize((buf.len() * 2).min(most_bytes), 0);
         }
     }
 }
@@ -392,6 +397,39 @@ pub(crate) mod testing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Reads that fill the buffer double it up to the most; one that does not leaves it; every
+    /// byte is handed on once, in order; a stop ends the reading.
+    #[test]
+    fn reads_grow_while_they_fill_the_buffer_and_no_further() {
+        let input: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+        let (mut sizes, mut got) = (Vec::new(), Vec::new());
+        let ended = read_until_stopped(&mut &input[..], 1024, 4096, "test", |read| {
+            sizes.push(read.len());
+            got.extend_from_slice(read);
+            true
+        });
+        assert!(ended.unwrap());
+        assert_eq!(got, input);
+        assert_eq!(sizes[..5], [1024, 2048, 4096, 4096, 4096]);
+        // a source that hands on less than the buffer each time: the buffer stays
+        struct Trickle<'a>(&'a [u8]);
+        impl Read for Trickle<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                let n = buf.len().min(self.0.len()).min(700);
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let mut capacity = Vec::new();
+        let stopped = read_until_stopped(&mut Trickle(&input), 1024, 4096, "test", |read| {
+            capacity.push(read.len());
+            capacity.len() < 3
+        });
+        assert!(!stopped.unwrap(), "the third read said stop");
+        assert_eq!(capacity, [700, 700, 700]);
+    }
 
     #[test]
     fn unknown_schemes_are_refused_with_the_known_ones() {

@@ -115,6 +115,14 @@ impl Converter {
     }
 }
 
+/// The most a protocol client's reads grow to: a read that fills the buffer doubles it, up to
+/// this. Lines waiting in the socket are then parsed and handed on a few thousand at a time:
+/// each read's batch has its costs beside its points (the read itself, the batch's columns and
+/// schema, the workers and the history tap woken for it), which at 64 KiB a read were a sixth
+/// of a line protocol source's thread and most of the workers'. (1 MiB saved no more; a client
+/// that sends little keeps its 64 KiB.)
+const PROTOCOL_READ_MAX_BYTES: usize = 256 << 10;
+
 /// Reads a client's stream of lines to its end into the sink, each read's complete lines parsed
 /// where they lie in the read buffer ([`LineFramer::push_lines`]) and sent as one batch of
 /// points. `Ok(true)` at the end of the input (the last line, if it had no newline, still in the
@@ -126,7 +134,7 @@ pub(crate) fn pump(
     read_bytes: usize,
     context: &str,
 ) -> Result<bool, RuntimeError> {
-    read_until_stopped(reader, read_bytes, context, |read| {
+    read_until_stopped(reader, read_bytes, PROTOCOL_READ_MAX_BYTES, context, |read| {
         let (before, read_at) = (framer.oversized_lines(), Instant::now());
         framer.push_lines(read, |lines| converter.add(lines));
         converter.sink.count_oversized(framer.oversized_lines() - before);
