@@ -192,8 +192,14 @@ impl Shape {
         if parts.len() > MAX_COLUMNS || parts.iter().any(|(n, _)| n.starts_with(RESERVED)) {
             return None;
         }
-        let columns = parts.iter().map(|&(_, kind)| {
-            ColumnBuilder::with_capacity(column_kind(kind), capacity, capacity * 8)
+        // a text column with room for its first value's length a point, a quarter more (the
+        // values of a part are mostly alike: a series' names), not grown doubling by doubling
+        let columns = point.fields().map(|(_, value)| {
+            let text_bytes = match value {
+                PointValue::Text(text) => (text.len() + text.len() / 4).max(8),
+                _ => 0,
+            };
+            ColumnBuilder::with_capacity(column_kind(value.kind()), capacity, capacity * text_bytes)
         });
         Some(Shape { columns: columns.collect(), parts })
     }

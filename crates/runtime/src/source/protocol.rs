@@ -47,11 +47,12 @@ impl Converter {
     /// The batch's points as one batch of events: columns per shape, maybe records after them;
     /// none when it held none (all malformed, comments).
     pub(crate) fn convert(&mut self, batch: Batch) -> Option<Batch> {
+        self.expect(batch.byte_len());
         if batch.bytes().len() == batch.byte_len() {
             self.add(batch.bytes());
         } else {
             // (lines read in place: line by line)
-            self.start(batch.byte_len());
+            self.bytes += batch.byte_len();
             let now_ms = now_ms();
             for line in batch.lines() {
                 let pushed = self.points.push_line(self.format, line, now_ms);
@@ -61,9 +62,16 @@ impl Converter {
         self.finish(batch.read_at)
     }
 
+    /// Says about how many bytes of lines the next batch will hold: its columns are made with
+    /// room for the points they hold (a read's lines come in up to two [`Converter::add`]s, the
+    /// first often the one line the last read left unfinished).
+    pub(crate) fn expect(&mut self, bytes: usize) {
+        self.points.expect(bytes / 48 + 16);
+    }
+
     /// Adds the points of `bytes`, whole lines, to the batch [`Converter::finish`] makes.
     pub(crate) fn add(&mut self, bytes: &[u8]) {
-        self.start(bytes.len());
+        self.bytes += bytes.len();
         let (format, now_ms) = (self.format, now_ms());
         match std::str::from_utf8(bytes) {
             // every line UTF-8: checked once, not line by line (a blank line holds no point, as
@@ -99,14 +107,6 @@ impl Converter {
         Some(converted)
     }
 
-    /// Notes `bytes` more to convert (the first of a batch tells the columns' room).
-    fn start(&mut self, bytes: usize) {
-        if self.bytes == 0 {
-            self.points.expect(bytes / 48 + 16);
-        }
-        self.bytes += bytes;
-    }
-
     fn count(&mut self, line: &[u8], pushed: Result<(), ProtocolError>) {
         if let Err(error) = pushed {
             self.malformed += 1;
@@ -136,6 +136,7 @@ pub(crate) fn pump(
 ) -> Result<bool, RuntimeError> {
     read_until_stopped(reader, read_bytes, PROTOCOL_READ_MAX_BYTES, context, |read| {
         let (before, read_at) = (framer.oversized_lines(), Instant::now());
+        converter.expect(read.len());
         framer.push_lines(read, |lines| converter.add(lines));
         converter.sink.count_oversized(framer.oversized_lines() - before);
         converter.finish(read_at).is_none_or(|batch| converter.sink.send(batch))
