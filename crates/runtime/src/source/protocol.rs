@@ -53,11 +53,7 @@ impl Converter {
         } else {
             // (lines read in place: line by line)
             self.bytes += batch.byte_len();
-            let now_ms = now_ms();
-            for line in batch.lines() {
-                let pushed = self.points.push_line(self.format, line, now_ms);
-                self.count(line, pushed);
-            }
+            self.add_lines(batch.lines());
         }
         self.finish(batch.read_at)
     }
@@ -88,12 +84,17 @@ impl Converter {
                     }
                 }
             }
-            Err(_) => {
-                for line in lines_of(bytes) {
-                    let pushed = self.points.push_line(format, line, now_ms);
-                    self.count(line, pushed);
-                }
-            }
+            Err(_) => self.add_lines(lines_of(bytes)),
+        }
+    }
+
+    /// Adds the points of `lines`, each checked as UTF-8 on its own (a line that is not is
+    /// malformed, the others go on).
+    fn add_lines<'a>(&mut self, lines: impl Iterator<Item = &'a [u8]>) {
+        let now_ms = now_ms();
+        for line in lines {
+            let pushed = self.points.push_line(self.format, line, now_ms);
+            self.count(line, pushed);
         }
     }
 
