@@ -5,6 +5,7 @@
 #
 #   scripts/s3/minio.sh fetch                 build the server (idempotent)
 #   scripts/s3/minio.sh start DIR [--owner PID] [--max-seconds N] [--bucket NAME] [--in-memory]
+#                                 [--temporary]
 #                                             start a server whose data and log live in DIR, with
 #                                             the bucket NAME (default: history); prints the
 #                                             endpoint (http://127.0.0.1:PORT) and writes it to
@@ -19,6 +20,9 @@
 #                                             full (2.5 GB free of 250 GB), which a build
 #                                             machine's disk can be while the tests' few
 #                                             megabytes would fit easily: the tests use this.
+#                                             --temporary: DIR itself is removed by the watchdog
+#                                             when the server stops itself (its owner gone),
+#                                             for callers that cannot clean up at exit.
 #   scripts/s3/minio.sh restart DIR           stop the server of DIR and start it again on the
 #                                             same port with the same data (an outage)
 #   scripts/s3/minio.sh stop DIR              stop it (and its watchdog) and wait for the exit;
@@ -54,13 +58,14 @@ free_port() {
 
 start() {
   local dir=$1; shift
-  local owner=$PPID max_seconds=7200 bucket=history in_memory=no
+  local owner=$PPID max_seconds=7200 bucket=history in_memory=no temporary=no
   while [ $# -gt 0 ]; do
     case $1 in
       --owner) owner=$2; shift 2 ;;
       --max-seconds) max_seconds=$2; shift 2 ;;
       --bucket) bucket=$2; shift 2 ;;
       --in-memory) in_memory=yes; shift ;;
+      --temporary) temporary=yes; shift ;;
       *) die "unknown option $1" ;;
     esac
   done
@@ -89,6 +94,7 @@ start() {
   echo "$port" >"$dir/port"
   echo "$cport" >"$dir/console_port"
   echo "$bucket" >"$dir/bucket"
+  if [ $temporary = yes ]; then touch "$dir/temporary"; else rm -f "$dir/temporary"; fi
   launch "$dir" "$owner" "$max_seconds"
   # the bucket, by S3's own CreateBucket call, signed by curl; a server that says it is ready
   # may still answer 503 for a moment on a loaded machine: tried for up to 10 s
@@ -120,19 +126,21 @@ launch() {
   local pid=$!
   echo "$pid" >"$dir/pid"
   # The watchdog: the server stops itself when its owner is gone or its time is up (and objects
-  # kept in memory go with it).
-  local memory=""
+  # kept in memory go with it, and DIR too when it was started as --temporary).
+  local memory="" temporary=""
   [ -f "$dir/data_in_memory" ] && memory=$data
+  [ -f "$dir/temporary" ] && temporary=$dir
   nohup bash -c '
-    owner=$1 pid=$2 deadline=$(( $(date +%s) + $3 )) memory=$4
+    owner=$1 pid=$2 deadline=$(( $(date +%s) + $3 )) memory=$4 temporary=$5
     while kill -0 "$pid" 2>/dev/null; do
       if ! kill -0 "$owner" 2>/dev/null || [ "$(date +%s)" -ge "$deadline" ]; then
         kill "$pid" 2>/dev/null; sleep 5; kill -9 "$pid" 2>/dev/null
         [ -n "$memory" ] && rm -rf "$memory"
+        [ -n "$temporary" ] && rm -rf "$temporary"
         exit 0
       fi
       sleep 1
-    done' watchdog "$owner" "$pid" "$max_seconds" "$memory" >/dev/null 2>&1 </dev/null &
+    done' watchdog "$owner" "$pid" "$max_seconds" "$memory" "$temporary" >/dev/null 2>&1 </dev/null &
   echo $! >"$dir/watchdog.pid"
   local waited=0
   until curl -sf -o /dev/null "http://127.0.0.1:$port/minio/health/ready"; do
@@ -193,7 +201,7 @@ status() {
 
 case ${1:-} in
   fetch) fetch ;;
-  start) [ $# -ge 2 ] || die "usage: minio.sh start DIR [--owner PID] [--max-seconds N] [--bucket NAME] [--in-memory]"; shift; start "$@" ;;
+  start) [ $# -ge 2 ] || die "usage: minio.sh start DIR [--owner PID] [--max-seconds N] [--bucket NAME] [--in-memory] [--temporary]"; shift; start "$@" ;;
   restart) [ $# -eq 2 ] || die "usage: minio.sh restart DIR"; restart "$2" ;;
   stop) [ $# -eq 2 ] || die "usage: minio.sh stop DIR"; stop "$2" ;;
   remove) [ $# -eq 2 ] || die "usage: minio.sh remove DIR"; remove "$2" ;;

@@ -7,7 +7,7 @@
 import { chromium } from 'playwright-core';
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:net';
-import { mkdirSync, copyFileSync, existsSync, mkdtempSync } from 'node:fs';
+import { mkdirSync, copyFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -463,7 +463,11 @@ await test('the cluster page renders the nodes, partitions and events /api/v1/cl
     expect(custom === "SELECT COUNT(*) AS n FROM HISTORY('-30m')", `the custom range wrote ${custom}`);
     await shot(page, 'look-back');
   });
+  // its history removed once it has stopped writing to it
+  const exited = guarded.exitCode !== null || new Promise((r) => guarded.once('exit', r));
   guarded.kill('SIGTERM');
+  await exited;
+  rmSync(historyDir, { recursive: true, force: true });
 }
 
 await browser.close();

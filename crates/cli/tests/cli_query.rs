@@ -5,12 +5,12 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
-fn input_file(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("needle-cli-query-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
+/// A file of `text` in a directory of its own, removed when the returned guard is dropped.
+fn input_file(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::Builder::new().prefix("needle-cli-query-").tempdir().unwrap();
+    let path = dir.path().join(name);
     std::fs::write(&path, text).unwrap();
-    path
+    (dir, path)
 }
 
 fn needle(args: &[&str], stdin: &str) -> Output {
@@ -39,7 +39,7 @@ const EVENTS: &str = r#"{"id":1,"city":"oslo","v":10}
 
 #[test]
 fn json_format_prints_one_line_per_emission() {
-    let path = input_file("events.ndjson", EVENTS);
+    let (_dir, path) = input_file("events.ndjson", EVENTS);
     let source = format!("file:{}", path.display());
     let out = needle(
         &[
@@ -66,7 +66,7 @@ fn json_format_prints_one_line_per_emission() {
 
 #[test]
 fn table_format_prints_a_table_and_a_summary() {
-    let path = input_file("table.ndjson", EVENTS);
+    let (_dir, path) = input_file("table.ndjson", EVENTS);
     let source = format!("file:{}", path.display());
     let out =
         needle(&["query", "--source", &source, "SELECT id, city FROM STREAM() WHERE v > 15"], "");
@@ -82,7 +82,7 @@ fn table_format_prints_a_table_and_a_summary() {
 #[test]
 fn malformed_lines_are_skipped_counted_and_sampled() {
     let input = "{\"id\":1}\nnot json\n\n[1,2]\n{\"id\":2}\n   \n{\"id\":\n";
-    let path = input_file("bad.ndjson", input);
+    let (_dir, path) = input_file("bad.ndjson", input);
     let source = format!("file:{}", path.display());
     let out = needle(
         &["query", "--source", &source, "--format", "json", "SELECT COUNT(*) AS n FROM STREAM()"],
@@ -118,7 +118,7 @@ fn stdin_source_and_raw_limit_end_early() {
 
 #[test]
 fn the_query_can_come_from_stdin_with_a_file_source() {
-    let path = input_file("q.ndjson", EVENTS);
+    let (_dir, path) = input_file("q.ndjson", EVENTS);
     let source = format!("file:{}", path.display());
     let out = needle(
         &["query", "--source", &source, "--format", "json", "-"],

@@ -47,7 +47,10 @@ impl Minio {
         let dir = temp.path().to_owned();
         let owner = std::process::id().to_string();
         let dir_arg = dir.to_str().ok_or("a temporary directory that is not UTF-8")?;
-        let endpoint = run_script(&["start", dir_arg, "--owner", &owner, "--in-memory"])?;
+        // --temporary: a server this process never stops (the shared one, or a test killed
+        // midway) has its directory removed by the watchdog, not left in the temp dir
+        let endpoint =
+            run_script(&["start", dir_arg, "--owner", &owner, "--in-memory", "--temporary"])?;
         let read = |name: &str| {
             std::fs::read_to_string(dir.join(name))
                 .map(|s| s.trim().to_owned())

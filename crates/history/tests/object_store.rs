@@ -7,7 +7,7 @@
 use needle_history::testing::Minio;
 use needle_history::{Health, RemoteConfig, ScanRequest, Store, StoreConfig, StoredRecord};
 use needle_record::{Map, Record, Value};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 fn config(local: &Path, remote: RemoteConfig) -> StoreConfig {
     let mut c = StoreConfig::new(local);
@@ -227,6 +227,34 @@ fn a_test_server_keeps_its_objects_in_memory_and_removes_them_when_it_stops() {
     }
     drop(minio);
     assert!(!objects.exists(), "{} outlived its server", objects.display());
+}
+
+#[test]
+fn a_temporary_server_whose_owner_dies_is_removed_with_its_directory() {
+    // an owner that ends without stopping its server, as a test binary does with the shared one
+    let mut owner = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+    let dir = tempfile::Builder::new().prefix("needle-minio-owner-").tempdir().unwrap().keep();
+    let pid = owner.id().to_string();
+    let dir_arg = dir.to_str().unwrap();
+    let started = std::process::Command::new("bash")
+        .arg(Minio::script())
+        .args(["start", dir_arg, "--owner", &pid, "--in-memory", "--temporary"])
+        .output()
+        .unwrap();
+    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    let objects = match std::fs::read_to_string(dir.join("data_in_memory")) {
+        Ok(path) => PathBuf::from(path.trim()),
+        Err(_) => dir.join("data"),
+    };
+    assert!(objects.is_dir());
+    owner.kill().unwrap();
+    owner.wait().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while (dir.exists() || objects.exists()) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert!(!dir.exists(), "{} outlived its owner", dir.display());
+    assert!(!objects.exists(), "{} outlived its owner", objects.display());
 }
 
 #[test]
