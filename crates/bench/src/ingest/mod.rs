@@ -8,7 +8,9 @@
 //!    JSON lines in bodies of as many points for the HTTP write routes.
 //! 2. End to end: a runtime in this process as `needle serve` starts it for that source, with
 //!    history on in a temporary directory (`--history DIR --time-field timestamp`, every other
-//!    setting its default): `tcp:...?format=influx|opentsdb|graphite|json` for the lines (a
+//!    setting its default, so the metrics protocols' parts are sorted by the series as serve
+//!    sorts them, and so are HTTP writes' JSON lines; the `tcp:` JSON lines are not):
+//!    `tcp:...?format=influx|opentsdb|graphite` or plain `tcp:...` for the lines (a
 //!    client writes them over loopback), `--source http` for the bodies (the HTTP API on
 //!    loopback, one client posting them one after the other: `POST /api/v1/write`,
 //!    `POST /api/v1/records`). Timed from the first byte sent until the store holds every point
@@ -133,6 +135,19 @@ impl Protocol {
             Protocol::Graphite => Wire::Graphite,
             Protocol::JsonHttp => Wire::JsonBodies,
             Protocol::RemoteWrite => Wire::RemoteWrite,
+        }
+    }
+
+    /// The `--source` that `needle serve` is given for this protocol: its `tcp:` source at
+    /// `addr`, or `http` for HTTP writes (`addr` unused). The runtime's settings follow from it
+    /// as they do for serve: a metrics source's history is sorted by the series.
+    fn source_spec(self, addr: SocketAddr) -> String {
+        match self {
+            Protocol::Influx => format!("tcp:{addr}?format=influx"),
+            Protocol::OpenTsdb => format!("tcp:{addr}?format=opentsdb"),
+            Protocol::Graphite => format!("tcp:{addr}?format=graphite"),
+            Protocol::Json => format!("tcp:{addr}"),
+            Protocol::JsonHttp | Protocol::RemoteWrite => "http".to_owned(),
         }
     }
 
@@ -615,11 +630,13 @@ fn end_to_end(
                 .map_err(|e| e.to_string())?
                 .with_format(format);
             let addr = source.local_addr().ok_or("the source has no address")?;
+            config.source.spec = protocol.source_spec(addr);
             let runtime = Runtime::start(config, Box::new(source), metrics.clone())
                 .map_err(|e| e.to_string())?;
             (runtime, addr, None)
         }
         None => {
+            config.source.spec = protocol.source_spec(SocketAddr::from(([127, 0, 0, 1], 0)));
             let runtime = Runtime::start_role(config, Role::All, metrics.clone())
                 .map_err(|e| e.to_string())?;
             let sink = runtime.push_sink("HTTP writes").map_err(|e| e.to_string())?;
@@ -953,6 +970,18 @@ mod tests {
             names(&["remote-write", "influx"]),
             ["json", "influx", "json-http", "remote-write"]
         );
+    }
+
+    #[test]
+    fn the_metrics_protocols_are_stored_as_serve_stores_them_sorted_by_the_series() {
+        let addr = SocketAddr::from(([127, 0, 0, 1], 2003));
+        for protocol in chosen(&["all".to_owned()]) {
+            let mut config = NeedleConfig::default();
+            config.source.spec = protocol.source_spec(addr);
+            let sorted = !config.history_store_config("bench").sort_by.is_empty();
+            // JSON lines over tcp are not a metrics source; JSON lines written over HTTP are
+            assert_eq!(sorted, protocol != Protocol::Json, "{}", protocol.name());
+        }
     }
 
     #[test]
