@@ -27,6 +27,7 @@ use arrow_array::{
     Array, ArrayRef, BooleanArray, Float32Array, Float64Array, Int32Array, Int64Array, RecordBatch,
     StringArray, TimestampMillisecondArray,
 };
+use arrow_buffer::ScalarBuffer;
 use arrow_schema::{ArrowError, DataType, Field, Schema};
 use needle_engine::columnar::layout::{
     column_name, field_name, kind_of_column, time_type, time_values, Kind, TIME_COLUMN,
@@ -57,8 +58,8 @@ pub struct StoredRecord {
 #[derive(Debug, Clone)]
 pub struct ColumnChunk {
     pub batch: RecordBatch,
-    /// Each row's time, ms.
-    pub times: Vec<i64>,
+    /// Each row's time, ms (the time field's column itself when it holds them all).
+    pub times: ScalarBuffer<i64>,
 }
 
 impl ColumnChunk {
@@ -390,24 +391,24 @@ impl ColumnBuffer {
         let encoded = self.into_batch()?;
         let no_times = || ArrowError::InvalidArgumentError("no times".into());
         let times = time_values(encoded.batch.column(0)).ok_or_else(no_times)?;
-        let mut order = sort_order(&encoded, sort_by)?;
-        if partition_ms.is_some() {
+        let mut sorted = sort_order(&encoded, sort_by)?;
+        let (first, last) = (times.iter().min(), times.iter().max());
+        let one_partition = first.zip(last).is_none_or(|(&a, &b)| partition(a) == partition(b));
+        if !one_partition {
             // stable: within a partition, the order above
-            order.sort_by_key(|&row| partition(times[row as usize]));
+            sorted.order.sort_by_key(|&row| partition(times[row as usize]));
         }
-        let in_order = order.iter().enumerate().all(|(i, &row)| i == row as usize);
-        let batch = if in_order {
-            encoded.batch.clone()
-        } else {
-            let indices = arrow_array::UInt32Array::from(order);
-            arrow_select::take::take_record_batch(&encoded.batch, &indices)?
-        };
+        let in_order = sorted.order.iter().enumerate().all(|(i, &row)| i == row as usize);
+        let batch = if in_order { encoded.batch.clone() } else { sorted.apply(&encoded.batch)? };
         let sorted_times = time_values(batch.column(0)).ok_or_else(no_times)?;
         let mut out = Vec::new();
         let mut start = 0;
         while start < batch.num_rows() {
             let p = partition(sorted_times[start]);
             let mut end = start + 1;
+            if one_partition {
+                end = batch.num_rows();
+            }
             while end < batch.num_rows() && partition(sorted_times[end]) == p {
                 end += 1;
             }
@@ -440,7 +441,7 @@ impl Encoded {
 /// hash of the distinct values, then a sort of those), and the rows are put in order by the
 /// time, then by each field's rank from the last to the first, with a stable counting sort per
 /// field: a few passes over the rows, whatever their number. Otherwise, a comparison sort.
-fn sort_order(encoded: &Encoded, sort_by: &[String]) -> Result<Vec<u32>, ArrowError> {
+fn sort_order<'a>(encoded: &'a Encoded, sort_by: &[String]) -> Result<SortOrder<'a>, ArrowError> {
     let rows = encoded.batch.num_rows();
     let too_many = || ArrowError::InvalidArgumentError("more than 2^32 rows in a part".into());
     let mut order: Vec<u32> = (0..u32::try_from(rows).map_err(|_| too_many())?).collect();
@@ -449,37 +450,40 @@ fn sort_order(encoded: &Encoded, sort_by: &[String]) -> Result<Vec<u32>, ArrowEr
     let sort_by = crate::config::sort_fields(sort_by, text_fields);
     let mut keys = Vec::with_capacity(sort_by.len() + 1);
     for field in &sort_by {
-        let column = encoded.batch.column_by_name(&column_name(field));
+        let column = encoded.batch.schema().index_of(&column_name(field)).ok();
         let json = encoded.kinds.iter().any(|(n, k)| n == field && *k == Kind::Json);
         keys.push(match column {
-            None => SortKey::Absent,
-            Some(array) if json => SortKey::Values(
-                (0..rows)
-                    .map(|row| {
-                        ColumnView::Json(array.as_any().downcast_ref().expect("utf8")).value(row)
-                    })
-                    .collect(),
-            ),
-            Some(array) => SortKey::of(array)?,
+            None => (None, SortKey::Absent),
+            Some(at) if json => {
+                let array = encoded.batch.column(at);
+                let json = ColumnView::Json(array.as_any().downcast_ref().expect("utf8"));
+                (None, SortKey::Values((0..rows).map(|row| json.value(row)).collect()))
+            }
+            Some(at) => (Some(at), SortKey::of(encoded.batch.column(at))?),
         });
     }
     let time = SortKey::of(encoded.batch.column(0))?;
-    if keys.iter().all(|k| matches!(k, SortKey::Absent | SortKey::Text(_))) {
+    if keys.iter().all(|(_, k)| matches!(k, SortKey::Absent | SortKey::Text(_))) {
         if let SortKey::Long(times) = &time {
             let times = times.values();
             // stable: ties keep their arrival order (rows that come in time order are left be)
             if !times.windows(2).all(|w| w[0] <= w[1]) {
                 order.sort_by_key(|&row| times[row as usize]);
             }
-            for key in keys.iter().rev() {
-                if let SortKey::Text(values) = key {
-                    let (ranks, distinct) = text_ranks(values);
-                    order = counting_sort(&order, &ranks, distinct + 1);
-                }
+            let mut ranked: Vec<RankedText<'a>> = Vec::new();
+            for (at, key) in keys.iter().rev() {
+                let (Some(column), SortKey::Text(_)) = (*at, key) else { continue };
+                let values: &'a StringArray =
+                    encoded.batch.column(column).as_any().downcast_ref().expect("text");
+                let (ranks, by_rank) = text_ranks(values);
+                order = counting_sort(&order, &ranks, by_rank.len() + 1);
+                let bytes = values.value_data().len();
+                ranked.push(RankedText { column, ranks, by_rank, bytes });
             }
-            return Ok(order);
+            return Ok(SortOrder { order, ranked });
         }
     }
+    let mut keys: Vec<SortKey> = keys.into_iter().map(|(_, key)| key).collect();
     keys.push(time);
     order.sort_by(|&a, &b| {
         for key in &keys {
@@ -490,13 +494,14 @@ fn sort_order(encoded: &Encoded, sort_by: &[String]) -> Result<Vec<u32>, ArrowEr
         }
         std::cmp::Ordering::Equal
     });
-    Ok(order)
+    Ok(SortOrder { order, ranked: Vec::new() })
 }
 
 /// Each row's rank among the column's distinct values (0 for NULL, which sorts first; then
-/// 1.. in byte order, as [`compare_values`] orders strings), and how many distinct values.
-fn text_ranks(values: &StringArray) -> (Vec<u32>, usize) {
-    let mut ids: HashMap<&str, u32> = HashMap::new();
+/// 1.. in byte order, as [`compare_values`] orders strings), and the distinct values in rank
+/// order (rank `r` is `values[r - 1]`).
+fn text_ranks(values: &StringArray) -> (Vec<u32>, Vec<&str>) {
+    let mut ids: HashMap<&str, u32, foldhash::fast::RandomState> = HashMap::default();
     let mut distinct: Vec<&str> = Vec::new();
     let mut row_ids = Vec::with_capacity(values.len());
     let mut last: Option<(&str, u32)> = None;
@@ -522,11 +527,64 @@ fn text_ranks(values: &StringArray) -> (Vec<u32>, usize) {
     let mut by_text: Vec<u32> = (1..=distinct.len() as u32).collect();
     by_text.sort_unstable_by_key(|&id| distinct[id as usize - 1]);
     let mut rank_of = vec![0u32; distinct.len() + 1];
-    for (rank, id) in by_text.into_iter().enumerate() {
+    for (rank, &id) in by_text.iter().enumerate() {
         rank_of[id as usize] = rank as u32 + 1;
     }
     row_ids.iter_mut().for_each(|id| *id = rank_of[*id as usize]);
-    (row_ids, distinct.len())
+    let by_rank = by_text.into_iter().map(|id| distinct[id as usize - 1]).collect();
+    (row_ids, by_rank)
+}
+
+/// A text column that [`sort_order`] ranked: its rows written out in a new order from the
+/// ranks, in sequence, rather than gathered row by row from the column.
+struct RankedText<'a> {
+    /// The column's index in the batch.
+    column: usize,
+    /// Each row's rank (see [`text_ranks`]).
+    ranks: Vec<u32>,
+    /// The distinct values in rank order.
+    by_rank: Vec<&'a str>,
+    /// The bytes of all its values.
+    bytes: usize,
+}
+
+impl RankedText<'_> {
+    /// The column's rows in `order`.
+    fn in_order(&self, order: &[u32]) -> ArrayRef {
+        let mut column =
+            arrow_array::builder::StringBuilder::with_capacity(order.len(), self.bytes);
+        for &row in order {
+            match self.ranks[row as usize] {
+                0 => column.append_null(),
+                rank => column.append_value(self.by_rank[rank as usize - 1]),
+            }
+        }
+        Arc::new(column.finish())
+    }
+}
+
+/// The rows of a batch in the order a part stores them, and the text columns ranked to find it.
+struct SortOrder<'a> {
+    order: Vec<u32>,
+    ranked: Vec<RankedText<'a>>,
+}
+
+impl SortOrder<'_> {
+    /// `batch`'s rows in this order: the ranked text columns written out from their ranks, the
+    /// others gathered.
+    fn apply(&self, batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
+        let indices = arrow_array::UInt32Array::from(self.order.clone());
+        let columns = batch
+            .columns()
+            .iter()
+            .enumerate()
+            .map(|(i, column)| match self.ranked.iter().find(|r| r.column == i) {
+                Some(ranked) => Ok(ranked.in_order(&self.order)),
+                None => arrow_select::take::take(column.as_ref(), &indices, None),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        RecordBatch::try_new(batch.schema(), columns)
+    }
 }
 
 /// `order` stably sorted by `ranks` (each below `buckets`, indexed by row).
@@ -945,7 +1003,8 @@ mod tests {
             let m: BooleanArray = chunk_rows.iter().map(|r| r.3).collect();
             let arrays: Vec<ArrayRef> = vec![Arc::new(k), Arc::new(z), Arc::new(m)];
             let batch = RecordBatch::try_from_iter(names.iter().zip(arrays)).unwrap();
-            let chunk = ColumnChunk { batch, times: chunk_rows.iter().map(|r| r.0).collect() };
+            let times: Vec<i64> = chunk_rows.iter().map(|r| r.0).collect();
+            let chunk = ColumnChunk { batch, times: times.into() };
             let as_records: Vec<StoredRecord> = (0..chunk.len()).map(|i| chunk.record(i)).collect();
             // the chunk's buffer expecting fewer rows than come, or more
             let (mut by_chunk, mut by_records) =

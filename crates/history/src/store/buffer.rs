@@ -39,7 +39,7 @@ impl Incoming {
             Incoming::Records(records) => records.truncate(rows),
             Incoming::Columns(chunk) if rows < chunk.len() => {
                 chunk.batch = chunk.batch.slice(0, rows);
-                chunk.times.truncate(rows);
+                chunk.times = chunk.times.slice(0, rows);
             }
             Incoming::Columns(_) => {}
         }
@@ -128,7 +128,7 @@ mod tests {
         let name: ArrayRef = Arc::new(StringArray::from(names.to_vec()));
         let value: ArrayRef = Arc::new(Float64Array::from(values.to_vec()));
         let batch = RecordBatch::try_from_iter([("name", name), ("value", value)]).unwrap();
-        ColumnChunk { batch, times: times.to_vec() }
+        ColumnChunk { batch, times: times.to_vec().into() }
     }
 
     fn record(name: &str, value: f64, time_ms: i64) -> StoredRecord {

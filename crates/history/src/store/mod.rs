@@ -718,7 +718,11 @@ impl Store {
     }
 
     /// Each row's time from the time field's column (see [`Store::time_of`]).
-    fn times_of_column(&self, batch: &arrow_array::RecordBatch, arrival_ms: i64) -> Vec<i64> {
+    fn times_of_column(
+        &self,
+        batch: &arrow_array::RecordBatch,
+        arrival_ms: i64,
+    ) -> arrow_buffer::ScalarBuffer<i64> {
         use arrow_array::cast::AsArray;
         use arrow_array::types::Int64Type;
         use arrow_array::Array;
@@ -726,12 +730,12 @@ impl Store {
         let column = self.inner.config.time_field.as_ref().and_then(|f| batch.column_by_name(f));
         let mut missing = 0u64;
         let times = match column {
-            // epoch milliseconds in every row (a protocol's points): the column as it is
+            // epoch milliseconds in every row (a protocol's points): the column itself, shared
             Some(array)
                 if *array.data_type() == arrow_schema::DataType::Int64
                     && array.null_count() == 0 =>
             {
-                array.as_primitive::<Int64Type>().values().to_vec()
+                return array.as_primitive::<Int64Type>().values().clone();
             }
             Some(array) => (0..rows)
                 .map(|row| {
@@ -749,7 +753,7 @@ impl Store {
         if missing > 0 {
             self.inner.counters.missing_time.fetch_add(missing, Ordering::Relaxed);
         }
-        times
+        times.into()
     }
 
     /// Adds `incoming` to the write buffer, all at once (see [`Store::append`]).
