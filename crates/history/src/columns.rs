@@ -392,35 +392,45 @@ impl ColumnBuffer {
         let no_times = || ArrowError::InvalidArgumentError("no times".into());
         let times = time_values(encoded.batch.column(0)).ok_or_else(no_times)?;
         let mut sorted = sort_order(&encoded, sort_by)?;
-        let (first, last) = (times.iter().min(), times.iter().max());
-        let one_partition = first.zip(last).is_none_or(|(&a, &b)| partition(a) == partition(b));
-        if !one_partition {
+        let (first, last) = match (times.iter().min(), times.iter().max()) {
+            (Some(&first), Some(&last)) => (partition(first), partition(last)),
+            _ => return Ok(Vec::new()),
+        };
+        // each row's partition, once, when there are several (a record a division)
+        let partitions: Option<Vec<i64>> =
+            (first != last).then(|| times.iter().map(|&t| partition(t)).collect());
+        if let Some(partitions) = &partitions {
             // stable: within a partition, the order above
-            sorted.order.sort_by_key(|&row| partition(times[row as usize]));
+            let size = partition_ms.unwrap_or(1).max(1) as i64;
+            let span = (last - first) / size + 1;
+            if span <= times.len() as i64 {
+                let index: Vec<u32> =
+                    partitions.iter().map(|&p| ((p - first) / size) as u32).collect();
+                sorted.order = counting_sort(&sorted.order, &index, span as usize);
+            } else {
+                sorted.order.sort_by_key(|&row| partitions[row as usize]);
+            }
         }
         let in_order = sorted.order.iter().enumerate().all(|(i, &row)| i == row as usize);
         let batch = if in_order { encoded.batch.clone() } else { sorted.apply(&encoded.batch)? };
-        let sorted_times = time_values(batch.column(0)).ok_or_else(no_times)?;
+        let part = |start: usize, end: usize| Encoded {
+            batch: batch.slice(start, end - start),
+            layouts: encoded.layouts.clone(),
+            json_columns: encoded.json_columns.clone(),
+            kinds: encoded.kinds.clone(),
+        };
+        let Some(partitions) = partitions else {
+            return Ok(vec![(first, part(0, batch.num_rows()))]);
+        };
         let mut out = Vec::new();
         let mut start = 0;
-        while start < batch.num_rows() {
-            let p = partition(sorted_times[start]);
+        while start < sorted.order.len() {
+            let p = partitions[sorted.order[start] as usize];
             let mut end = start + 1;
-            if one_partition {
-                end = batch.num_rows();
-            }
-            while end < batch.num_rows() && partition(sorted_times[end]) == p {
+            while end < sorted.order.len() && partitions[sorted.order[end] as usize] == p {
                 end += 1;
             }
-            out.push((
-                p,
-                Encoded {
-                    batch: batch.slice(start, end - start),
-                    layouts: encoded.layouts.clone(),
-                    json_columns: encoded.json_columns.clone(),
-                    kinds: encoded.kinds.clone(),
-                },
-            ));
+            out.push((p, part(start, end)));
             start = end;
         }
         Ok(out)
