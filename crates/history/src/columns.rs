@@ -120,9 +120,17 @@ pub(crate) fn reads_column(name: &str, wanted: Option<&[String]>) -> bool {
     }
 }
 
-/// Rows as columns: the batch, and what goes in the part's metadata.
+/// Rows as columns: the batch, the order its rows are stored in, and what goes in the part's
+/// metadata.
+///
+/// A sorted batch is not copied in its order at once: [`Encoded::rows`] gathers a block's rows
+/// when the block is written, into memory that the next block's gathering takes again (a
+/// flush's columns are not held twice, and the writer reads rows just gathered).
 pub(crate) struct Encoded {
-    pub batch: RecordBatch,
+    /// The rows as gathered; in order when `order` is `None`.
+    batch: RecordBatch,
+    /// The rows' order, and which of its rows these are (a partition's).
+    order: Option<(Arc<SortOrder>, std::ops::Range<usize>)>,
     pub layouts: Vec<Vec<String>>,
     pub json_columns: Vec<String>,
     /// Every field column with its kind, in schema order.
@@ -369,7 +377,7 @@ impl ColumnBuffer {
             kinds.push((name, kind));
         }
         let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)?;
-        Ok(Encoded { batch, layouts: self.layouts, json_columns, kinds })
+        Ok(Encoded { batch, order: None, layouts: self.layouts, json_columns, kinds })
     }
 
     /// The gathered records as columns, sorted as a part stores them: by the `sort_by` fields
@@ -412,15 +420,20 @@ impl ColumnBuffer {
             }
         }
         let in_order = sorted.order.iter().enumerate().all(|(i, &row)| i == row as usize);
-        let batch = if in_order { encoded.batch.clone() } else { sorted.apply(&encoded.batch)? };
+        let sorted = Arc::new(sorted);
+        let order = (!in_order).then(|| sorted.clone());
         let part = |start: usize, end: usize| Encoded {
-            batch: batch.slice(start, end - start),
+            batch: match &order {
+                Some(_) => encoded.batch.clone(),
+                None => encoded.batch.slice(start, end - start),
+            },
+            order: order.as_ref().map(|order| (order.clone(), start..end)),
             layouts: encoded.layouts.clone(),
             json_columns: encoded.json_columns.clone(),
             kinds: encoded.kinds.clone(),
         };
         let Some(partitions) = partitions else {
-            return Ok(vec![(first, part(0, batch.num_rows()))]);
+            return Ok(vec![(first, part(0, encoded.batch.num_rows()))]);
         };
         let mut out = Vec::new();
         let mut start = 0;
@@ -442,6 +455,28 @@ impl Encoded {
     fn empty() -> Self {
         ColumnBuffer::new().into_batch().expect("the empty batch is valid")
     }
+
+    pub(crate) fn num_rows(&self) -> usize {
+        match &self.order {
+            Some((_, rows)) => rows.len(),
+            None => self.batch.num_rows(),
+        }
+    }
+
+    pub(crate) fn schema(&self) -> arrow_schema::SchemaRef {
+        self.batch.schema()
+    }
+
+    /// Rows `offset..offset + length`, in order.
+    pub(crate) fn rows(&self, offset: usize, length: usize) -> Result<RecordBatch, ArrowError> {
+        match &self.order {
+            Some((order, rows)) => {
+                let start = rows.start + offset;
+                order.apply(&self.batch, &order.order[start..start + length])
+            }
+            None => Ok(self.batch.slice(offset, length)),
+        }
+    }
 }
 
 /// The rows of `encoded` in the order a part stores them (see [`ColumnBuffer::sorted`]).
@@ -451,7 +486,7 @@ impl Encoded {
 /// hash of the distinct values, then a sort of those), and the rows are put in order by the
 /// time, then by each field's rank from the last to the first, with a stable counting sort per
 /// field: a few passes over the rows, whatever their number. Otherwise, a comparison sort.
-fn sort_order<'a>(encoded: &'a Encoded, sort_by: &[String]) -> Result<SortOrder<'a>, ArrowError> {
+fn sort_order(encoded: &Encoded, sort_by: &[String]) -> Result<SortOrder, ArrowError> {
     let rows = encoded.batch.num_rows();
     let too_many = || ArrowError::InvalidArgumentError("more than 2^32 rows in a part".into());
     let mut order: Vec<u32> = (0..u32::try_from(rows).map_err(|_| too_many())?).collect();
@@ -480,15 +515,37 @@ fn sort_order<'a>(encoded: &'a Encoded, sort_by: &[String]) -> Result<SortOrder<
             if !times.windows(2).all(|w| w[0] <= w[1]) {
                 order.sort_by_key(|&row| times[row as usize]);
             }
-            let mut ranked: Vec<RankedText<'a>> = Vec::new();
-            for (at, key) in keys.iter().rev() {
-                let (Some(column), SortKey::Text(_)) = (*at, key) else { continue };
-                let values: &'a StringArray =
-                    encoded.batch.column(column).as_any().downcast_ref().expect("text");
+            // most significant first
+            let mut ranked: Vec<RankedText> = Vec::new();
+            for (at, key) in &keys {
+                let (Some(column), SortKey::Text(values)) = (*at, key) else { continue };
                 let (ranks, by_rank) = text_ranks(values);
-                order = counting_sort(&order, &ranks, by_rank.len() + 1);
-                let bytes = values.value_data().len();
-                ranked.push(RankedText { column, ranks, by_rank, bytes });
+                let bytes_per_row = values.value_data().len().div_ceil(rows.max(1));
+                let by_rank = StringArray::from_iter_values(by_rank);
+                ranked.push(RankedText { column, ranks: ranks.into(), by_rank, bytes_per_row });
+            }
+            // the ranks of all the fields as one number (a series' rank) when there are few
+            // enough of them to count: one counting sort rather than one a field
+            let buckets = ranked.iter().try_fold(1u64, |product, r| {
+                product.checked_mul(r.by_rank.len() as u64 + 1).filter(|&b| b <= u32::MAX as u64)
+            });
+            match buckets.filter(|&b| b <= (rows as u64).max(1 << 16)) {
+                Some(buckets) if ranked.len() > 1 => {
+                    let mut series = vec![0u32; rows];
+                    for r in &ranked {
+                        let distinct = r.by_rank.len() as u32 + 1;
+                        series.iter_mut().zip(r.ranks.iter()).for_each(|(s, &rank)| {
+                            *s = *s * distinct + rank;
+                        });
+                    }
+                    order = counting_sort(&order, &series, buckets as usize);
+                }
+                _ => {
+                    // least significant first (each pass stable)
+                    for r in ranked.iter().rev() {
+                        order = counting_sort(&order, &r.ranks, r.by_rank.len() + 1);
+                    }
+                }
             }
             return Ok(SortOrder { order, ranked });
         }
@@ -547,26 +604,28 @@ fn text_ranks(values: &StringArray) -> (Vec<u32>, Vec<&str>) {
 
 /// A text column that [`sort_order`] ranked: its rows written out in a new order from the
 /// ranks, in sequence, rather than gathered row by row from the column.
-struct RankedText<'a> {
+struct RankedText {
     /// The column's index in the batch.
     column: usize,
     /// Each row's rank (see [`text_ranks`]).
-    ranks: Vec<u32>,
-    /// The distinct values in rank order.
-    by_rank: Vec<&'a str>,
-    /// The bytes of all its values.
-    bytes: usize,
+    ranks: Arc<[u32]>,
+    /// The distinct values in rank order (rank `r` at `r - 1`).
+    by_rank: StringArray,
+    /// The bytes of its values, a row on average (rounded up).
+    bytes_per_row: usize,
 }
 
-impl RankedText<'_> {
-    /// The column's rows in `order`.
-    fn in_order(&self, order: &[u32]) -> ArrayRef {
-        let mut column =
-            arrow_array::builder::StringBuilder::with_capacity(order.len(), self.bytes);
-        for &row in order {
+impl RankedText {
+    /// The column's `rows`, in that order.
+    fn in_order(&self, rows: &[u32]) -> ArrayRef {
+        let mut column = arrow_array::builder::StringBuilder::with_capacity(
+            rows.len(),
+            rows.len() * self.bytes_per_row,
+        );
+        for &row in rows {
             match self.ranks[row as usize] {
                 0 => column.append_null(),
-                rank => column.append_value(self.by_rank[rank as usize - 1]),
+                rank => column.append_value(self.by_rank.value(rank as usize - 1)),
             }
         }
         Arc::new(column.finish())
@@ -574,22 +633,22 @@ impl RankedText<'_> {
 }
 
 /// The rows of a batch in the order a part stores them, and the text columns ranked to find it.
-struct SortOrder<'a> {
+struct SortOrder {
     order: Vec<u32>,
-    ranked: Vec<RankedText<'a>>,
+    ranked: Vec<RankedText>,
 }
 
-impl SortOrder<'_> {
-    /// `batch`'s rows in this order: the ranked text columns written out from their ranks, the
-    /// others gathered.
-    fn apply(&self, batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
-        let indices = arrow_array::UInt32Array::from(self.order.clone());
+impl SortOrder {
+    /// `batch`'s `rows` (some of [`SortOrder::order`]), in that order: the ranked text columns
+    /// written out from their ranks, the others gathered.
+    fn apply(&self, batch: &RecordBatch, rows: &[u32]) -> Result<RecordBatch, ArrowError> {
+        let indices = arrow_array::UInt32Array::from(rows.to_vec());
         let columns = batch
             .columns()
             .iter()
             .enumerate()
             .map(|(i, column)| match self.ranked.iter().find(|r| r.column == i) {
-                Some(ranked) => Ok(ranked.in_order(&self.order)),
+                Some(ranked) => Ok(ranked.in_order(rows)),
                 None => arrow_select::take::take(column.as_ref(), &indices, None),
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -951,7 +1010,7 @@ mod tests {
     fn read_back(encoded: &Encoded) -> Vec<StoredRecord> {
         let mut out = Vec::new();
         decode(
-            &encoded.batch,
+            &encoded.rows(0, encoded.num_rows()).unwrap(),
             &encoded.layouts,
             &encoded.json_columns,
             None,
@@ -975,6 +1034,22 @@ mod tests {
             prop_assert_eq!(g, *w);
         }
         Ok(())
+    }
+
+    /// Text fields with too many series to count at once (401 × 402 ranks) are counted one
+    /// field at a time, in the same order.
+    #[test]
+    fn many_series_sort_field_by_field_as_records_do() {
+        let rows: Vec<StoredRecord> = (0..1_000u64)
+            .map(|i| {
+                let mut record = Record::new();
+                record.insert("k", Value::String(format!("k{}", (i * 37) % 400)));
+                record.insert("m", Value::String(format!("m{}", (i * 91) % 401)));
+                StoredRecord { time_ms: (i % 7) as i64, record }
+            })
+            .collect();
+        sorts_as_records_do(&rows, &["m", "k"]).unwrap();
+        sorts_as_records_do(&rows, &["*"]).unwrap();
     }
 
     proptest! {

@@ -203,16 +203,17 @@ pub(crate) fn write(
         dir,
         config,
         header,
-        encoded.batch.schema(),
+        encoded.schema(),
         &encoded.kinds,
         &encoded.layouts,
         &encoded.json_columns,
     )?;
     let block_rows = writer.block_rows;
     let mut offset = 0;
-    while offset < encoded.batch.num_rows() {
-        let length = block_rows.min(encoded.batch.num_rows() - offset);
-        writer.write_block(&encoded.batch.slice(offset, length))?;
+    while offset < encoded.num_rows() {
+        let length = block_rows.min(encoded.num_rows() - offset);
+        let block = encoded.rows(offset, length).map_err(|e| HistoryError::parquet(dir, e))?;
+        writer.write_block(&block)?;
         offset += length;
     }
     writer.finish()

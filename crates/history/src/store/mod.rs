@@ -901,7 +901,7 @@ impl Store {
                 compacted: false,
                 field_ids: self.field_ids(),
             };
-            let rows = encoded.batch.num_rows() as u64;
+            let rows = encoded.num_rows() as u64;
             let part = part::write(&dir, &encoded, config, &header)?;
             report.records += rows;
             report.parts += 1;
