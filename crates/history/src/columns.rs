@@ -484,8 +484,9 @@ impl Encoded {
 /// When every sort field is a text column (or absent) — a series' name and tags, the common
 /// case — the rows are not compared pairwise: each text column's values are ranked once (by a
 /// hash of the distinct values, then a sort of those), and the rows are put in order by the
-/// time, then by each field's rank from the last to the first, with a stable counting sort per
-/// field: a few passes over the rows, whatever their number. Otherwise, a comparison sort.
+/// time, then by their fields' ranks with stable counting sorts: one pass when the ranks of
+/// all the fields make few enough series to count, else one a field from the last to the
+/// first; a few passes over the rows, whatever their number. Otherwise, a comparison sort.
 fn sort_order(encoded: &Encoded, sort_by: &[String]) -> Result<SortOrder, ArrowError> {
     let rows = encoded.batch.num_rows();
     let too_many = || ArrowError::InvalidArgumentError("more than 2^32 rows in a part".into());
