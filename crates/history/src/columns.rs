@@ -22,6 +22,7 @@
 //! A record's own field named like a reserved column (`__needle_...`) is stored under
 //! [`needle_engine::columnar::layout::ESCAPE`] + its name and given back under its name.
 
+use crate::interned::{as_interned, text_of_ids, text_of_interned, InternedText};
 use arrow_array::builder::StringBuilder;
 use arrow_array::{
     Array, ArrayRef, BooleanArray, Float32Array, Float64Array, Int32Array, Int64Array, RecordBatch,
@@ -127,8 +128,11 @@ pub(crate) fn reads_column(name: &str, wanted: Option<&[String]>) -> bool {
 /// when the block is written, into memory that the next block's gathering takes again (a
 /// flush's columns are not held twice, and the writer reads rows just gathered).
 pub(crate) struct Encoded {
-    /// The rows as gathered; in order when `order` is `None`.
+    /// The rows as gathered; in order when `order` is `None`. A text column gathered as ids
+    /// ([`InternedText`]) is a dictionary here, and text in [`Encoded::rows`].
     batch: RecordBatch,
+    /// The schema of [`Encoded::rows`]: the batch's, with every text column as text.
+    schema: arrow_schema::SchemaRef,
     /// The rows' order, and which of its rows these are (a partition's).
     order: Option<(Arc<SortOrder>, std::ops::Range<usize>)>,
     pub layouts: Vec<Vec<String>>,
@@ -162,9 +166,11 @@ pub struct ColumnBuffer {
     expected_rows: usize,
 }
 
-/// One field's values so far: nulls only (how many), or a builder of its kind.
+/// One field's values so far: nulls only (how many), text as ids (while its distinct values are
+/// few), or a builder of its kind.
 enum Gathered {
     Nulls(usize),
+    Interned(InternedText),
     Built(Kind, ColumnBuilder),
 }
 
@@ -362,10 +368,13 @@ impl ColumnBuffer {
         ];
         let mut json_columns = Vec::new();
         let mut kinds = Vec::with_capacity(self.names.len());
+        // the batch's own fields: a text column gathered as ids is a dictionary until written
+        let mut held_fields = fields.clone();
         for (name, gathered) in self.names.into_iter().zip(self.columns) {
             let column = column_name(&name).into_owned();
             let (kind, array) = match gathered {
                 Gathered::Nulls(n) => (Kind::Text, arrow_array::new_null_array(&DataType::Utf8, n)),
+                Gathered::Interned(text) => (Kind::Text, text.finish()),
                 Gathered::Built(kind, mut builder) => (kind, builder.finish()),
             };
             debug_assert_eq!(array.len(), rows);
@@ -373,11 +382,13 @@ impl ColumnBuffer {
                 json_columns.push(column.clone());
             }
             fields.push(Field::new(&column, kind.data_type(), true));
+            held_fields.push(Field::new(&column, array.data_type().clone(), true));
             arrays.push(array);
             kinds.push((name, kind));
         }
-        let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)?;
-        Ok(Encoded { batch, order: None, layouts: self.layouts, json_columns, kinds })
+        let batch = RecordBatch::try_new(Arc::new(Schema::new(held_fields)), arrays)?;
+        let schema = Arc::new(Schema::new(fields));
+        Ok(Encoded { batch, schema, order: None, layouts: self.layouts, json_columns, kinds })
     }
 
     /// The gathered records as columns, sorted as a part stores them: by the `sort_by` fields
@@ -427,6 +438,7 @@ impl ColumnBuffer {
                 Some(_) => encoded.batch.clone(),
                 None => encoded.batch.slice(start, end - start),
             },
+            schema: encoded.schema.clone(),
             order: order.as_ref().map(|order| (order.clone(), start..end)),
             layouts: encoded.layouts.clone(),
             json_columns: encoded.json_columns.clone(),
@@ -464,7 +476,7 @@ impl Encoded {
     }
 
     pub(crate) fn schema(&self) -> arrow_schema::SchemaRef {
-        self.batch.schema()
+        self.schema.clone()
     }
 
     /// Rows `offset..offset + length`, in order.
@@ -472,9 +484,20 @@ impl Encoded {
         match &self.order {
             Some((order, rows)) => {
                 let start = rows.start + offset;
-                order.apply(&self.batch, &order.order[start..start + length])
+                order.apply(&self.batch, &order.order[start..start + length], &self.schema)
             }
-            None => Ok(self.batch.slice(offset, length)),
+            None => {
+                let columns = self
+                    .batch
+                    .columns()
+                    .iter()
+                    .map(|column| match as_interned(column.as_ref()) {
+                        Some(ids) => text_of_interned(ids, offset..offset + length),
+                        None => column.slice(offset, length),
+                    })
+                    .collect();
+                RecordBatch::try_new(self.schema.clone(), columns)
+            }
         }
     }
 }
@@ -482,11 +505,12 @@ impl Encoded {
 /// The rows of `encoded` in the order a part stores them (see [`ColumnBuffer::sorted`]).
 ///
 /// When every sort field is a text column (or absent) — a series' name and tags, the common
-/// case — the rows are not compared pairwise: each text column's values are ranked once (by a
-/// hash of the distinct values, then a sort of those), and the rows are put in order by the
-/// time, then by their fields' ranks with stable counting sorts: one pass when the ranks of
-/// all the fields make few enough series to count, else one a field from the last to the
-/// first; a few passes over the rows, whatever their number. Otherwise, a comparison sort.
+/// case — the rows are not compared pairwise: each text column's values are ranked once (a
+/// column gathered as ids by a sort of its distinct values, another by a hash of its distinct
+/// values, then a sort of those), and the rows are put in order by the time, then by their
+/// fields' ranks with stable counting sorts: one pass when the ranks of all the fields make few
+/// enough series to count, else one a field from the last to the first; a few passes over the
+/// rows, whatever their number. Otherwise, a comparison sort.
 fn sort_order(encoded: &Encoded, sort_by: &[String]) -> Result<SortOrder, ArrowError> {
     let rows = encoded.batch.num_rows();
     let too_many = || ArrowError::InvalidArgumentError("more than 2^32 rows in a part".into());
@@ -494,47 +518,41 @@ fn sort_order(encoded: &Encoded, sort_by: &[String]) -> Result<SortOrder, ArrowE
     let text_fields =
         encoded.kinds.iter().filter(|(_, k)| *k == Kind::Text).map(|(n, _)| n.as_str());
     let sort_by = crate::config::sort_fields(sort_by, text_fields);
-    let mut keys = Vec::with_capacity(sort_by.len() + 1);
+    // each field's column, and whether it is text (a JSON column is not)
+    let mut columns = Vec::with_capacity(sort_by.len());
     for field in &sort_by {
         let column = encoded.batch.schema().index_of(&column_name(field)).ok();
         let json = encoded.kinds.iter().any(|(n, k)| n == field && *k == Kind::Json);
-        keys.push(match column {
-            None => (None, SortKey::Absent),
-            Some(at) if json => {
-                let array = encoded.batch.column(at);
-                let json = ColumnView::Json(array.as_any().downcast_ref().expect("utf8"));
-                (None, SortKey::Values((0..rows).map(|row| json.value(row)).collect()))
-            }
-            Some(at) => (Some(at), SortKey::of(encoded.batch.column(at))?),
+        let text = column.is_some_and(|at| {
+            let array = encoded.batch.column(at);
+            !json && (as_interned(array.as_ref()).is_some() || array.data_type() == &DataType::Utf8)
         });
+        columns.push((column, json, text));
     }
     let time = SortKey::of(encoded.batch.column(0))?;
-    if keys.iter().all(|(_, k)| matches!(k, SortKey::Absent | SortKey::Text(_))) {
-        if let SortKey::Long(times) = &time {
+    if let SortKey::Long(times) = &time {
+        if columns.iter().all(|&(column, _, text)| column.is_none() || text) {
             let times = times.values();
             // stable: ties keep their arrival order (rows that come in time order are left be)
             if !times.windows(2).all(|w| w[0] <= w[1]) {
                 order.sort_by_key(|&row| times[row as usize]);
             }
             // most significant first
-            let mut ranked: Vec<RankedText> = Vec::new();
-            for (at, key) in &keys {
-                let (Some(column), SortKey::Text(values)) = (*at, key) else { continue };
-                let (ranks, by_rank) = text_ranks(values);
-                let bytes_per_row = values.value_data().len().div_ceil(rows.max(1));
-                let by_rank = StringArray::from_iter_values(by_rank);
-                ranked.push(RankedText { column, ranks: ranks.into(), by_rank, bytes_per_row });
-            }
+            let ranked: Vec<RankedText> = columns
+                .iter()
+                .filter_map(|&(column, _, _)| column)
+                .map(|column| RankedText::of(column, encoded.batch.column(column)))
+                .collect();
             // the ranks of all the fields as one number (a series' rank) when there are few
             // enough of them to count: one counting sort rather than one a field
             let buckets = ranked.iter().try_fold(1u64, |product, r| {
-                product.checked_mul(r.by_rank.len() as u64 + 1).filter(|&b| b <= u32::MAX as u64)
+                product.checked_mul(r.by_rank.len() as u64).filter(|&b| b <= u32::MAX as u64)
             });
             match buckets.filter(|&b| b <= (rows as u64).max(1 << 16)) {
                 Some(buckets) if ranked.len() > 1 => {
                     let mut series = vec![0u32; rows];
                     for r in &ranked {
-                        let distinct = r.by_rank.len() as u32 + 1;
+                        let distinct = r.by_rank.len() as u32;
                         series.iter_mut().zip(r.ranks.iter()).for_each(|(s, &rank)| {
                             *s = *s * distinct + rank;
                         });
@@ -544,14 +562,28 @@ fn sort_order(encoded: &Encoded, sort_by: &[String]) -> Result<SortOrder, ArrowE
                 _ => {
                     // least significant first (each pass stable)
                     for r in ranked.iter().rev() {
-                        order = counting_sort(&order, &r.ranks, r.by_rank.len() + 1);
+                        order = counting_sort(&order, &r.ranks, r.by_rank.len());
                     }
                 }
             }
             return Ok(SortOrder { order, ranked });
         }
     }
-    let mut keys: Vec<SortKey> = keys.into_iter().map(|(_, key)| key).collect();
+    let mut keys = Vec::with_capacity(columns.len() + 1);
+    for (column, json, _) in columns {
+        keys.push(match column {
+            None => SortKey::Absent,
+            Some(at) if json => {
+                let array = encoded.batch.column(at);
+                let json = ColumnView::Json(array.as_any().downcast_ref().expect("utf8"));
+                SortKey::Values((0..rows).map(|row| json.value(row)).collect())
+            }
+            Some(at) => match as_interned(encoded.batch.column(at).as_ref()) {
+                Some(ids) => SortKey::of(&text_of_interned(ids, 0..rows))?,
+                None => SortKey::of(encoded.batch.column(at))?,
+            },
+        });
+    }
     keys.push(time);
     order.sort_by(|&a, &b| {
         for key in &keys {
@@ -591,16 +623,21 @@ fn text_ranks(values: &StringArray) -> (Vec<u32>, Vec<&str>) {
         };
         row_ids.push(id);
     }
-    // ids in order of first appearance, ranks in byte order
+    let (rank_of, by_rank) = ranks_of_ids(&distinct);
+    row_ids.iter_mut().for_each(|id| *id = rank_of[*id as usize]);
+    (row_ids, by_rank)
+}
+
+/// Given the distinct values of a column by id (id `i` at `i - 1`, id 0 NULL), each id's rank
+/// (in byte order, NULL first) and the values in rank order (rank `r` at `r - 1`).
+fn ranks_of_ids<'a>(distinct: &[&'a str]) -> (Vec<u32>, Vec<&'a str>) {
     let mut by_text: Vec<u32> = (1..=distinct.len() as u32).collect();
     by_text.sort_unstable_by_key(|&id| distinct[id as usize - 1]);
     let mut rank_of = vec![0u32; distinct.len() + 1];
     for (rank, &id) in by_text.iter().enumerate() {
         rank_of[id as usize] = rank as u32 + 1;
     }
-    row_ids.iter_mut().for_each(|id| *id = rank_of[*id as usize]);
-    let by_rank = by_text.into_iter().map(|id| distinct[id as usize - 1]).collect();
-    (row_ids, by_rank)
+    (rank_of, by_text.into_iter().map(|id| distinct[id as usize - 1]).collect())
 }
 
 /// A text column that [`sort_order`] ranked: its rows written out in a new order from the
@@ -609,27 +646,32 @@ struct RankedText {
     /// The column's index in the batch.
     column: usize,
     /// Each row's rank (see [`text_ranks`]).
-    ranks: Arc<[u32]>,
-    /// The distinct values in rank order (rank `r` at `r - 1`).
+    ranks: Vec<u32>,
+    /// The distinct values in rank order, rank `r` at `r`; 0 (NULL) holds an empty placeholder.
     by_rank: StringArray,
-    /// The bytes of its values, a row on average (rounded up).
-    bytes_per_row: usize,
 }
 
 impl RankedText {
+    /// Column `column` of a batch, `array` (text, or gathered as ids), ranked.
+    fn of(column: usize, array: &ArrayRef) -> Self {
+        let (ranks, by_rank) = match as_interned(array.as_ref()) {
+            Some(ids) => {
+                let values = ids.values().as_any().downcast_ref::<StringArray>().expect("text");
+                let distinct: Vec<&str> =
+                    values.iter().skip(1).map(Option::unwrap_or_default).collect();
+                let (rank_of, by_rank) = ranks_of_ids(&distinct);
+                let ranks = ids.keys().values().iter().map(|&id| rank_of[id as usize]).collect();
+                (ranks, by_rank)
+            }
+            None => text_ranks(array.as_any().downcast_ref::<StringArray>().expect("text")),
+        };
+        let by_rank = StringArray::from_iter_values(std::iter::once("").chain(by_rank));
+        RankedText { column, ranks, by_rank }
+    }
+
     /// The column's `rows`, in that order.
     fn in_order(&self, rows: &[u32]) -> ArrayRef {
-        let mut column = arrow_array::builder::StringBuilder::with_capacity(
-            rows.len(),
-            rows.len() * self.bytes_per_row,
-        );
-        for &row in rows {
-            match self.ranks[row as usize] {
-                0 => column.append_null(),
-                rank => column.append_value(self.by_rank.value(rank as usize - 1)),
-            }
-        }
-        Arc::new(column.finish())
+        text_of_ids(&self.ranks, &self.by_rank, rows.iter().map(|&row| row as usize))
     }
 }
 
@@ -640,9 +682,15 @@ struct SortOrder {
 }
 
 impl SortOrder {
-    /// `batch`'s `rows` (some of [`SortOrder::order`]), in that order: the ranked text columns
-    /// written out from their ranks, the others gathered.
-    fn apply(&self, batch: &RecordBatch, rows: &[u32]) -> Result<RecordBatch, ArrowError> {
+    /// `batch`'s `rows` (some of [`SortOrder::order`]), in that order, as `schema` (the batch's
+    /// with text as text): the ranked text columns written out from their ranks, the other text
+    /// columns gathered as ids from their ids, the others gathered.
+    fn apply(
+        &self,
+        batch: &RecordBatch,
+        rows: &[u32],
+        schema: &arrow_schema::SchemaRef,
+    ) -> Result<RecordBatch, ArrowError> {
         let indices = arrow_array::UInt32Array::from(rows.to_vec());
         let columns = batch
             .columns()
@@ -650,10 +698,13 @@ impl SortOrder {
             .enumerate()
             .map(|(i, column)| match self.ranked.iter().find(|r| r.column == i) {
                 Some(ranked) => Ok(ranked.in_order(rows)),
-                None => arrow_select::take::take(column.as_ref(), &indices, None),
+                None => match as_interned(column.as_ref()) {
+                    Some(ids) => Ok(text_of_interned(ids, rows.iter().map(|&row| row as usize))),
+                    None => arrow_select::take::take(column.as_ref(), &indices, None),
+                },
             })
             .collect::<Result<Vec<_>, _>>()?;
-        RecordBatch::try_new(batch.schema(), columns)
+        RecordBatch::try_new(schema.clone(), columns)
     }
 }
 
@@ -681,12 +732,29 @@ fn push_value(column: &mut Gathered, value: &Value, row: usize, expected_rows: u
     let Some(kind) = Kind::of(value) else {
         match column {
             Gathered::Nulls(n) => *n += 1,
+            Gathered::Interned(text) => text.push_null(),
             Gathered::Built(_, builder) => builder.push(&Value::Null),
         }
         return;
     };
+    if let (Gathered::Interned(text), Value::String(value)) = (&mut *column, value) {
+        if text.push(value).is_ok() {
+            return;
+        }
+    }
+    if let Gathered::Interned(text) = column {
+        // a value of another kind, or one distinct value too many: gathered as text from now on
+        let text = std::mem::take(text).into_builder(expected_rows.max(row + 1));
+        *column = Gathered::Built(Kind::Text, text);
+    }
     match column {
         Gathered::Built(k, builder) if *k == kind || *k == Kind::Json => builder.push(value),
+        Gathered::Nulls(n) if kind == Kind::Text => {
+            let mut text = InternedText::with_nulls(*n, expected_rows.max(row + 1));
+            let Value::String(value) = value else { unreachable!("a text value") };
+            text.push(value).expect("the first distinct value");
+            *column = Gathered::Interned(text);
+        }
         Gathered::Nulls(n) => {
             let mut builder = new_builder(kind, expected_rows.max(row + 1));
             for _ in 0..*n {
@@ -705,12 +773,13 @@ fn push_value(column: &mut Gathered, value: &Value, row: usize, expected_rows: u
             builder.push(value);
             *k = Kind::Json;
         }
+        Gathered::Interned(_) => unreachable!("made text above"),
     }
 }
 
 /// Appends the values of `array` (a chunk's column, rows `row..` of the buffer) to `column`:
-/// whole when the column has the array's kind (or holds only NULLs so far), else a value at a
-/// time through [`push_value`].
+/// text as ids while the column is gathered so, others whole when the column has the array's
+/// kind (or holds only NULLs so far), else a value at a time through [`push_value`].
 fn extend_gathered(column: &mut Gathered, array: &dyn Array, row: usize, expected_rows: usize) {
     let rows = array.len();
     if array.null_count() == rows {
@@ -720,29 +789,40 @@ fn extend_gathered(column: &mut Gathered, array: &dyn Array, row: usize, expecte
         return;
     }
     let Some(kind) = kind_of_column(array.data_type(), false) else { return };
-    if let Gathered::Nulls(n) = column {
-        let room = expected_rows.max(row + rows);
-        let mut builder = match array.as_any().downcast_ref::<StringArray>() {
-            // room for as many bytes a row as these values have, an eighth more
-            Some(text) => {
-                let per_row = text.value_data().len().div_ceil(rows.max(1));
-                ColumnBuilder::with_capacity(kind, room, room * (per_row + per_row / 8))
+    let text = array.as_any().downcast_ref::<StringArray>().filter(|_| kind == Kind::Text);
+    let mut from = 0;
+    if let Some(text) = text {
+        if let Gathered::Nulls(n) = column {
+            *column =
+                Gathered::Interned(InternedText::with_nulls(*n, expected_rows.max(row + rows)));
+        }
+        if let Gathered::Interned(interned) = column {
+            from = interned.extend(text, 0);
+            if from == rows {
+                return;
             }
-            None => new_builder(kind, room),
-        };
+            // one distinct value too many: the column is text from here on
+            let room = expected_rows.max(row + rows);
+            let builder = std::mem::take(interned).into_builder(room);
+            *column = Gathered::Built(Kind::Text, builder);
+        }
+    }
+    if let Gathered::Nulls(n) = column {
+        let mut builder = new_builder(kind, expected_rows.max(row + rows));
         for _ in 0..*n {
             builder.append_null();
         }
         *column = Gathered::Built(kind, builder);
     }
+    let rest = array.slice(from, rows - from);
     if let Gathered::Built(k, builder) = column {
-        if *k == kind && builder.extend_from(array) {
+        if *k == kind && builder.extend_from(rest.as_ref()) {
             return;
         }
     }
-    let values = ColumnView::of_kind(array, kind).expect("an array of its kind");
-    for i in 0..rows {
-        push_value(column, &values.value(i), row + i, expected_rows);
+    let values = ColumnView::of_kind(rest.as_ref(), kind).expect("an array of its kind");
+    for i in 0..rest.len() {
+        push_value(column, &values.value(i), row + from + i, expected_rows);
     }
 }
 
@@ -750,6 +830,7 @@ impl Gathered {
     fn len(&self) -> usize {
         match self {
             Gathered::Nulls(n) => *n,
+            Gathered::Interned(text) => text.len(),
             Gathered::Built(_, builder) => builder.len(),
         }
     }
@@ -1070,18 +1151,19 @@ mod tests {
 
         /// Rows given as a chunk of columns are gathered as the same rows given as records
         /// are, whatever came before them: new columns, NULLs, missing fields, a field of
-        /// another kind before (which makes a JSON column); and whatever room the buffer
-        /// was made with.
+        /// another kind before (which makes a JSON column), text with more distinct values than
+        /// are gathered as ids; and whatever room the buffer was made with, and however sorted.
         #[test]
         fn a_chunk_of_columns_is_gathered_as_its_rows_as_records(
             before in rows(),
             chunk_rows in prop::collection::vec(
-                (0i64..6, prop::option::of(-3i64..3), prop::option::of("[ab]{0,2}"),
+                (0i64..6, prop::option::of(-3i64..3), prop::option::of("[abc]{0,2}"),
                  prop::option::of(any::<bool>())),
                 1..40,
             ),
             after in rows(),
             room in 0usize..120,
+            sort_by in prop::sample::select(vec![vec!["k"], vec!["z", "k"], vec!["*"]]),
         ) {
             let names = ["k", "z", "m"];
             let k: Int64Array = chunk_rows.iter().map(|r| r.1).collect();
@@ -1107,7 +1189,7 @@ mod tests {
                 by_chunk.push(r.time_ms, &r.record);
                 by_records.push(r.time_ms, &r.record);
             }
-            let sort_by = ["k".to_string()];
+            let sort_by: Vec<String> = sort_by.iter().map(|f| f.to_string()).collect();
             let got = read_back(&by_chunk.sorted(&sort_by).unwrap());
             let want = read_back(&by_records.sorted(&sort_by).unwrap());
             prop_assert_eq!(got.len(), before.len() + chunk_rows.len() + after.len());

@@ -21,6 +21,7 @@ pub mod columns;
 pub mod config;
 pub mod error;
 pub mod iceberg;
+mod interned;
 pub mod manifest;
 mod merge;
 pub mod object;
