@@ -22,7 +22,9 @@
 //! A record's own field named like a reserved column (`__needle_...`) is stored under
 //! [`needle_engine::columnar::layout::ESCAPE`] + its name and given back under its name.
 
-use crate::interned::{as_interned, text_of_ids, text_of_interned, InternedText};
+use crate::interned::{
+    as_interned, dictionary_of_ids, text_of_interned, text_values, InternedText,
+};
 use arrow_array::builder::StringBuilder;
 use arrow_array::{
     Array, ArrayRef, BooleanArray, Float32Array, Float64Array, Int32Array, Int64Array, RecordBatch,
@@ -479,25 +481,32 @@ impl Encoded {
         self.schema.clone()
     }
 
-    /// Rows `offset..offset + length`, in order.
+    /// Rows `offset..offset + length`, in order, as [`Encoded::schema`] says.
+    #[cfg(test)]
     pub(crate) fn rows(&self, offset: usize, length: usize) -> Result<RecordBatch, ArrowError> {
+        let block = self.block(offset, length)?;
+        let columns = block
+            .columns()
+            .iter()
+            .map(|column| match as_interned(column.as_ref()) {
+                Some(ids) => text_of_interned(ids, 0..column.len()),
+                None => column.clone(),
+            })
+            .collect();
+        RecordBatch::try_new(self.schema.clone(), columns)
+    }
+
+    /// [`Encoded::rows`] as the part writer takes them: a text column may be a dictionary of
+    /// its text (its rows as ids in order, beside the distinct values) rather than the text
+    /// itself. The Parquet writer encodes the values the ids stand for, as it would the text:
+    /// the file is the same, and the rows' text is not written out once more in between.
+    pub(crate) fn block(&self, offset: usize, length: usize) -> Result<RecordBatch, ArrowError> {
         match &self.order {
             Some((order, rows)) => {
                 let start = rows.start + offset;
-                order.apply(&self.batch, &order.order[start..start + length], &self.schema)
+                order.apply(&self.batch, &order.order[start..start + length])
             }
-            None => {
-                let columns = self
-                    .batch
-                    .columns()
-                    .iter()
-                    .map(|column| match as_interned(column.as_ref()) {
-                        Some(ids) => text_of_interned(ids, offset..offset + length),
-                        None => column.slice(offset, length),
-                    })
-                    .collect();
-                RecordBatch::try_new(self.schema.clone(), columns)
-            }
+            None => Ok(self.batch.slice(offset, length)),
         }
     }
 }
@@ -669,9 +678,9 @@ impl RankedText {
         RankedText { column, ranks, by_rank }
     }
 
-    /// The column's `rows`, in that order.
+    /// The column's `rows`, in that order, as ids into its values in rank order.
     fn in_order(&self, rows: &[u32]) -> ArrayRef {
-        text_of_ids(&self.ranks, &self.by_rank, rows.iter().map(|&row| row as usize))
+        dictionary_of_ids(&self.ranks, &self.by_rank, rows)
     }
 }
 
@@ -682,15 +691,11 @@ struct SortOrder {
 }
 
 impl SortOrder {
-    /// `batch`'s `rows` (some of [`SortOrder::order`]), in that order, as `schema` (the batch's
-    /// with text as text): the ranked text columns written out from their ranks, the other text
-    /// columns gathered as ids from their ids, the others gathered.
-    fn apply(
-        &self,
-        batch: &RecordBatch,
-        rows: &[u32],
-        schema: &arrow_schema::SchemaRef,
-    ) -> Result<RecordBatch, ArrowError> {
+    /// `batch`'s `rows` (some of [`SortOrder::order`]), in that order: the ranked text columns
+    /// as their ranks into their values in rank order, the other text columns gathered as ids
+    /// as their ids, the others gathered; the batch's schema, each text column a dictionary
+    /// (see [`Encoded::block`]).
+    fn apply(&self, batch: &RecordBatch, rows: &[u32]) -> Result<RecordBatch, ArrowError> {
         let indices = arrow_array::UInt32Array::from(rows.to_vec());
         let columns = batch
             .columns()
@@ -699,12 +704,21 @@ impl SortOrder {
             .map(|(i, column)| match self.ranked.iter().find(|r| r.column == i) {
                 Some(ranked) => Ok(ranked.in_order(rows)),
                 None => match as_interned(column.as_ref()) {
-                    Some(ids) => Ok(text_of_interned(ids, rows.iter().map(|&row| row as usize))),
+                    Some(ids) => Ok(dictionary_of_ids(ids.keys().values(), text_values(ids), rows)),
                     None => arrow_select::take::take(column.as_ref(), &indices, None),
                 },
             })
             .collect::<Result<Vec<_>, _>>()?;
-        RecordBatch::try_new(schema.clone(), columns)
+        let fields: Vec<Field> = batch
+            .schema()
+            .fields()
+            .iter()
+            .zip(&columns)
+            .map(|(field, column)| {
+                field.as_ref().clone().with_data_type(column.data_type().clone())
+            })
+            .collect();
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
     }
 }
 

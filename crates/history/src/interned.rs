@@ -166,8 +166,25 @@ pub(crate) fn text_of_interned(
     column: &DictionaryArray<UInt32Type>,
     rows: impl Iterator<Item = usize> + Clone,
 ) -> ArrayRef {
-    let values = column.values().as_any().downcast_ref::<StringArray>().expect("text values");
-    text_of_ids(column.keys().values(), values, rows)
+    text_of_ids(column.keys().values(), text_values(column), rows)
+}
+
+/// The distinct values of a gathered column (see [`as_interned`]).
+pub(crate) fn text_values(column: &DictionaryArray<UInt32Type>) -> &StringArray {
+    column.values().as_any().downcast_ref::<StringArray>().expect("text values")
+}
+
+/// `rows` of a column given as ids into `values` (id 0: NULL), in that order, as a dictionary
+/// array: the ids gathered, the values shared.
+pub(crate) fn dictionary_of_ids(ids: &[u32], values: &StringArray, rows: &[u32]) -> ArrayRef {
+    let keys: Vec<u32> = rows.iter().map(|&row| ids[row as usize]).collect();
+    let nulls = keys
+        .contains(&0)
+        .then(|| NullBuffer::new(BooleanBuffer::from_iter(keys.iter().map(|&id| id != 0))));
+    let keys = UInt32Array::new(ScalarBuffer::from(keys), nulls);
+    let dictionary = DictionaryArray::<UInt32Type>::try_new(keys, Arc::new(values.clone()))
+        .expect("every id names one of the values");
+    Arc::new(dictionary)
 }
 
 #[cfg(test)]

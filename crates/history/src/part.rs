@@ -212,7 +212,7 @@ pub(crate) fn write(
     let mut offset = 0;
     while offset < encoded.num_rows() {
         let length = block_rows.min(encoded.num_rows() - offset);
-        let block = encoded.rows(offset, length).map_err(|e| HistoryError::parquet(dir, e))?;
+        let block = encoded.block(offset, length).map_err(|e| HistoryError::parquet(dir, e))?;
         writer.write_block(&block)?;
         offset += length;
     }
@@ -363,13 +363,29 @@ impl PartWriter {
         let Some(writer) = self.writer.as_mut() else {
             return Err(HistoryError::parquet(&self.path, "the part is already finished"));
         };
-        // one row group per block, exactly (of the schema with the field ids)
+        // one row group per block, exactly (of the schema with the field ids; a text column
+        // may come as a dictionary of its text, which the writer encodes as the text)
         let batch = if batch.schema() == self.schema {
             batch.clone()
         } else {
+            use arrow_schema::DataType::{Dictionary, Utf8};
+            let fields: Vec<arrow_schema::Field> = self
+                .schema
+                .fields()
+                .iter()
+                .zip(batch.columns())
+                .map(|(field, column)| match (field.data_type(), column.data_type()) {
+                    (Utf8, Dictionary(_, text)) if **text == Utf8 => {
+                        field.as_ref().clone().with_data_type(column.data_type().clone())
+                    }
+                    _ => field.as_ref().clone(),
+                })
+                .collect();
+            let schema =
+                arrow_schema::Schema::new_with_metadata(fields, self.schema.metadata().clone());
             batch
                 .clone()
-                .with_schema(self.schema.clone())
+                .with_schema(std::sync::Arc::new(schema))
                 .map_err(|e| HistoryError::parquet(&self.path, e))?
         };
         writer
