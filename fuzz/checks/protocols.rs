@@ -4,7 +4,9 @@
 //! protocol's shape (its name part first, a non-empty STRING; `value` a finite number next to
 //! last for OpenTSDB and Graphite, a DOUBLE for Graphite; `timestamp` last, a LONG; tags
 //! STRINGs; no DOUBLE that is not finite); and its JSON text, what the source hands to the
-//! workers, decodes back to the same record.
+//! workers, decodes back to the same record. The lines parsed one after another into one
+//! reused point (as a source parses a connection's lines, the series it saw kept) give what
+//! each gives parsed alone.
 //!
 //! Input: byte 0 (mod 6) picks the protocol: line protocol in ns, us, ms, s, then OpenTSDB,
 //! then Graphite; the rest is the lines, split at `\n`. Byte 0 = 0xff instead makes the rest
@@ -57,8 +59,14 @@ pub fn check(data: &[u8]) {
         4 => Format::OpenTsdb,
         _ => Format::Graphite,
     };
+    let mut reused = needle_protocols::Point::new();
     for line in text.split(|&b| b == b'\n') {
-        let record = match format.parse_line(line, NOW_MS) {
+        let alone = format.parse_line(line, NOW_MS);
+        let in_turn = format
+            .parse_point(line, NOW_MS, &mut reused)
+            .and_then(|some| some.then(|| reused.to_record()).transpose());
+        assert_eq!(alone, in_turn, "{:?}", String::from_utf8_lossy(line));
+        let record = match alone {
             Ok(Some(record)) => record,
             Ok(None) => continue,
             Err(error) => {

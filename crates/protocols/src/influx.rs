@@ -82,28 +82,7 @@ pub fn parse_into(
         return Ok(false);
     }
     let bytes = line.as_bytes();
-    let mut pos = 0;
-    let measurement = scan(line, &mut pos, &MEASUREMENT_END, MEASUREMENT_ESCAPES);
-    if measurement.is_empty() {
-        return Err(malformed("no measurement"));
-    }
-    point.set_lead("measurement", &measurement);
-    while bytes.get(pos) == Some(&b',') {
-        pos += 1;
-        let key = scan(line, &mut pos, &KEY_END, KEY_ESCAPES);
-        if bytes.get(pos) != Some(&b'=') {
-            return Err(malformed(format!("tag '{key}' has no '=' and value")));
-        }
-        pos += 1;
-        let value = scan(line, &mut pos, &KEY_END, KEY_ESCAPES);
-        if bytes.get(pos) == Some(&b'=') {
-            return Err(malformed(format!("tag '{key}': an unescaped '=' in its value")));
-        }
-        if key.is_empty() || value.is_empty() {
-            return Err(malformed(format!("a tag needs a key and a value ('{key}={value}')")));
-        }
-        point.push_user(&key, PointValue::Text(&value));
-    }
+    let mut pos = series(line, point)?;
     skip_spaces(bytes, &mut pos);
     if pos >= bytes.len() {
         return Err(malformed("no field set"));
@@ -130,6 +109,53 @@ pub fn parse_into(
         if pos >= bytes.len() { now_ms } else { timestamp_ms(&line[pos..], precision)? };
     point.push_trail("timestamp", PointValue::Long(timestamp));
     Ok(true)
+}
+
+/// Reads the measurement and the tags into `point`; returns where they end. They end at the
+/// line's first space unless an escaped space comes first: a series part that ends there was
+/// parsed from those bytes alone, and is looked up by them among the series the point kept, so
+/// a series an agent sends again is not parsed again (same bytes, same measurement and tags).
+/// A series part that does not parse is not kept.
+fn series(line: &str, point: &mut Point) -> Result<usize, ProtocolError> {
+    let bytes = line.as_bytes();
+    let end = memchr::memchr(b' ', bytes).unwrap_or(bytes.len());
+    let part = &bytes[..end];
+    if point.series_from(part) {
+        return Ok(end);
+    }
+    let pos = measurement_and_tags(line, point)?;
+    if pos == end {
+        point.keep_series(part);
+    }
+    Ok(pos)
+}
+
+/// Reads the measurement and the tags into `point`; returns where they end.
+fn measurement_and_tags(line: &str, point: &mut Point) -> Result<usize, ProtocolError> {
+    let bytes = line.as_bytes();
+    let mut pos = 0;
+    let measurement = scan(line, &mut pos, &MEASUREMENT_END, MEASUREMENT_ESCAPES);
+    if measurement.is_empty() {
+        return Err(malformed("no measurement"));
+    }
+    point.set_lead("measurement", &measurement);
+    while bytes.get(pos) == Some(&b',') {
+        pos += 1;
+        let key = scan(line, &mut pos, &KEY_END, KEY_ESCAPES);
+        if bytes.get(pos) != Some(&b'=') {
+            return Err(malformed(format!("tag '{key}' has no '=' and value")));
+        }
+        pos += 1;
+        let value = scan(line, &mut pos, &KEY_END, KEY_ESCAPES);
+        if bytes.get(pos) == Some(&b'=') {
+            return Err(malformed(format!("tag '{key}': an unescaped '=' in its value")));
+        }
+        if key.is_empty() || value.is_empty() {
+            return Err(malformed(format!("a tag needs a key and a value ('{key}={value}')")));
+        }
+        point.push_user(&key, PointValue::Text(&value));
+    }
+    Ok(pos)
 }
 
 /// A field's value: a string's text unescaped, or its number or boolean.

@@ -4,6 +4,10 @@
 //! the buffer has grown. A caller makes it a [`Record`] ([`Point::to_record`]), or reads its
 //! parts in record order ([`Point::fields`]) to put them straight into columns, after
 //! [`Point::check`] said their names need no renaming.
+//!
+//! A point also keeps the series it was given last ([`SeriesCache`]): the lead and tags parsed
+//! from a line's series part, found again by the part's bytes, so that a parser reads a series
+//! an agent sends again and again once.
 
 use crate::shape::build;
 use crate::ProtocolError;
@@ -85,6 +89,30 @@ pub struct Point {
     user: Vec<(Range<u32>, Held)>,
     trail: Vec<(&'static str, Held)>,
     text: String,
+    series: SeriesCache,
+}
+
+/// Series parsed before, by the bytes of their lines' series part (see [`Point::series_from`]).
+#[derive(Debug, Default)]
+struct SeriesCache {
+    by_bytes: std::collections::HashMap<Box<[u8]>, Series, foldhash::fast::FixedState>,
+}
+
+/// A series' lead and tags as a point holds them at the start of its buffer.
+#[derive(Debug)]
+struct Series {
+    protocol: &'static str,
+    lead: (&'static str, Range<u32>),
+    user: Vec<(Range<u32>, Held)>,
+    text: Box<str>,
+}
+
+impl SeriesCache {
+    /// Series kept at most; past them the cache starts again (an agent sends fewer a
+    /// connection, so the ones it sends stay).
+    const MAX_SERIES: usize = 4096;
+    /// The longest series part kept (a longer one is parsed every time).
+    const MAX_BYTES: usize = 256;
 }
 
 impl Point {
@@ -114,6 +142,40 @@ impl Point {
             PointValue::Long(l) => Held::Long(l),
             PointValue::Bool(b) => Held::Bool(b),
         }
+    }
+
+    /// Whether `bytes`, a line's series part, was kept by [`Point::keep_series`]; if so the
+    /// point now holds that series' lead and tags, as parsing those bytes gives them (the
+    /// point just started).
+    #[inline]
+    pub(crate) fn series_from(&mut self, bytes: &[u8]) -> bool {
+        let Some(series) = self.series.by_bytes.get(bytes) else { return false };
+        if series.protocol != self.protocol {
+            return false;
+        }
+        self.text.push_str(&series.text);
+        self.lead = Some(series.lead.clone());
+        self.user.extend(series.user.iter().cloned());
+        true
+    }
+
+    /// Keeps the point's lead and tags (all of its parts so far, parsed from `bytes`, the line's
+    /// series part) for the next line whose series part has those bytes.
+    pub(crate) fn keep_series(&mut self, bytes: &[u8]) {
+        let Some(lead) = self.lead.clone() else { return };
+        if bytes.len() > SeriesCache::MAX_BYTES || !self.trail.is_empty() {
+            return;
+        }
+        if self.series.by_bytes.len() >= SeriesCache::MAX_SERIES {
+            self.series.by_bytes.clear();
+        }
+        let series = Series {
+            protocol: self.protocol,
+            lead,
+            user: self.user.clone(),
+            text: self.text.as_str().into(),
+        };
+        self.series.by_bytes.insert(bytes.into(), series);
     }
 
     /// Sets the protocol's lead part (`measurement`, `metric`, `path`).

@@ -3,7 +3,9 @@
 //! `graphite`: the directory names the protocol, and line protocol's precision when it is not
 //! `ns`), and what comes out must be `<case>.out`: one NDJSON line per record, the error as
 //! `{"malformed": "..."}` for a malformed line, nothing for a comment. A missing timestamp is
-//! "now", fixed here at 1700000000000. `BLESS=1 cargo test -p needle-protocols --test golden`
+//! "now", fixed here at 1700000000000. The lines are also parsed one after another into one
+//! reused point, as a source parses a connection's (the series it saw kept), and must give the
+//! same. `BLESS=1 cargo test -p needle-protocols --test golden`
 //! rewrites the `.out` files (read the diff before committing it).
 
 use needle_protocols::{Format, Precision};
@@ -22,8 +24,14 @@ fn format_of(dir: &str) -> Format {
 
 fn run(format: Format, input: &str) -> String {
     let mut out = String::new();
+    let mut reused = needle_protocols::Point::new();
     for line in input.split('\n') {
-        match format.parse_line(line.as_bytes(), NOW_MS) {
+        let alone = format.parse_line(line.as_bytes(), NOW_MS);
+        let in_turn = format
+            .parse_point(line.as_bytes(), NOW_MS, &mut reused)
+            .and_then(|some| some.then(|| reused.to_record()).transpose());
+        assert_eq!(alone, in_turn, "{line:?} parsed after the lines before it");
+        match alone {
             Ok(Some(record)) => out.push_str(&record.to_json()),
             Ok(None) => continue,
             Err(error) => {
