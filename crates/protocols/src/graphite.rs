@@ -55,19 +55,24 @@ pub fn parse_into(line: &str, now_ms: i64, point: &mut Point) -> Result<bool, Pr
     } else {
         Some(finite_float(value).ok_or_else(|| malformed(format!("'{value}' is not a number")))?)
     };
-    let mut parts = path.split(';');
-    let name = parts.next().unwrap_or_default();
-    if name.is_empty() {
-        return Err(malformed("a tagged path with no name"));
-    }
-    point.set_lead("path", name);
-    for tag in parts {
-        match tag.split_once('=') {
-            Some((key, tag_value)) if !key.is_empty() && !tag_value.is_empty() => {
-                point.push_user(key, PointValue::Text(tag_value));
-            }
-            _ => return Err(malformed(format!("'{tag}' is not a tag (key=value)"))),
+    // the series: the path and its tags, which parse the same from the same bytes (a series
+    // a client sends again is taken from the point's kept ones)
+    if !point.series_from(path.as_bytes()) {
+        let mut parts = path.split(';');
+        let name = parts.next().unwrap_or_default();
+        if name.is_empty() {
+            return Err(malformed("a tagged path with no name"));
         }
+        point.set_lead("path", name);
+        for tag in parts {
+            match tag.split_once('=') {
+                Some((key, tag_value)) if !key.is_empty() && !tag_value.is_empty() => {
+                    point.push_user(key, PointValue::Text(tag_value));
+                }
+                _ => return Err(malformed(format!("'{tag}' is not a tag (key=value)"))),
+            }
+        }
+        point.keep_series(path.as_bytes());
     }
     let Some(value) = value else {
         // no point, but a line malformed otherwise (its tags too) is still malformed
