@@ -50,8 +50,6 @@ pub fn parse_into(line: &str, point: &mut Point) -> Result<(), ProtocolError> {
     else {
         return Err(malformed("put needs a metric, a timestamp and a value"));
     };
-    // where the value's word ends in the line (the tags follow it)
-    let value_end = value.as_ptr() as usize - line.as_ptr() as usize + value.len();
     let timestamp = timestamp_ms(timestamp)?;
     let value = if let Some(n) = integer(value) {
         PointValue::Long(n)
@@ -62,20 +60,14 @@ pub fn parse_into(line: &str, point: &mut Point) -> Result<(), ProtocolError> {
             finite_float(value).ok_or_else(|| malformed(format!("'{value}' is not a number")))?,
         )
     };
-    // the series: the metric and the tags after the value, which parse the same from the
-    // same bytes (a series a client sends again is taken from the point's kept ones)
-    let tags = &line[value_end..];
-    if !point.series_from_pieces(metric.as_bytes(), tags.as_bytes()) {
-        point.set_lead("metric", metric);
-        for tag in words {
-            match tag.split_once('=') {
-                Some((key, tag_value)) if !key.is_empty() && !tag_value.is_empty() => {
-                    point.push_user(key, PointValue::Text(tag_value));
-                }
-                _ => return Err(malformed(format!("'{tag}' is not a tag (key=value)"))),
+    point.set_lead("metric", metric);
+    for tag in words {
+        match tag.split_once('=') {
+            Some((key, tag_value)) if !key.is_empty() && !tag_value.is_empty() => {
+                point.push_user(key, PointValue::Text(tag_value));
             }
+            _ => return Err(malformed(format!("'{tag}' is not a tag (key=value)"))),
         }
-        point.keep_series_pieces(metric.as_bytes(), tags.as_bytes());
     }
     point.push_trail("value", value);
     point.push_trail("timestamp", PointValue::Long(timestamp));

@@ -96,8 +96,6 @@ pub struct Point {
 #[derive(Debug, Default)]
 struct SeriesCache {
     by_bytes: std::collections::HashMap<Box<[u8]>, Series, foldhash::fast::FixedState>,
-    /// A series part given in pieces, joined.
-    joined: Vec<u8>,
 }
 
 /// A series' lead and tags as a point holds them at the start of its buffer.
@@ -161,19 +159,6 @@ impl Point {
         true
     }
 
-    /// [`Point::series_from`] of a series part in two pieces (`first`, which has no ASCII
-    /// whitespace, then `rest`, which is empty or starts with some: the join is unambiguous).
-    #[inline]
-    pub(crate) fn series_from_pieces(&mut self, first: &[u8], rest: &[u8]) -> bool {
-        let mut joined = std::mem::take(&mut self.series.joined);
-        joined.clear();
-        joined.extend_from_slice(first);
-        joined.extend_from_slice(rest);
-        let found = self.series_from(&joined);
-        self.series.joined = joined;
-        found
-    }
-
     /// Keeps the point's lead and tags (all of its parts so far, parsed from `bytes`, the line's
     /// series part) for the next line whose series part has those bytes.
     pub(crate) fn keep_series(&mut self, bytes: &[u8]) {
@@ -191,17 +176,6 @@ impl Point {
             text: self.text.as_str().into(),
         };
         self.series.by_bytes.insert(bytes.into(), series);
-    }
-
-    /// [`Point::keep_series`] of a series part in two pieces, as
-    /// [`Point::series_from_pieces`] takes them.
-    pub(crate) fn keep_series_pieces(&mut self, first: &[u8], rest: &[u8]) {
-        let mut joined = std::mem::take(&mut self.series.joined);
-        joined.clear();
-        joined.extend_from_slice(first);
-        joined.extend_from_slice(rest);
-        self.keep_series(&joined);
-        self.series.joined = joined;
     }
 
     /// Sets the protocol's lead part (`measurement`, `metric`, `path`).
