@@ -320,6 +320,16 @@ impl PartWriter {
                 .set_column_dictionary_enabled(column.clone(), false)
                 .set_column_encoding(column, Encoding::DELTA_BINARY_PACKED);
         }
+        // a float column keeps a dictionary while its values repeat (a slowly moving gauge: a
+        // few hundred values a block), up to 8,192 doubles; past them (readings of many
+        // distinct values) each value's bytes are split into streams by significance, which
+        // zstd packs better than the values whole, and no dictionary is looked up a row
+        for (field, _) in kinds.iter().filter(|(_, k)| matches!(k, Kind::Double | Kind::Float)) {
+            let column = ColumnPath::from(layout::column_name(field).as_ref());
+            props = props
+                .set_column_dictionary_page_size_limit(column.clone(), 64 * 1024)
+                .set_column_encoding(column, Encoding::BYTE_STREAM_SPLIT);
+        }
         for field in &config.bloom_fields {
             if kinds.iter().any(|(n, k)| n == field && *k != Kind::Json) {
                 let column = ColumnPath::from(layout::column_name(field).as_ref());

@@ -76,3 +76,57 @@ fn duckdb_reads_the_store_as_it_is() {
     // the time is a time, to DuckDB as to Iceberg's readers
     assert_eq!(got["time"], serde_json::json!(["TIMESTAMP WITH TIME ZONE", 179 * 60_000]));
 }
+
+const DUCKDB_DOUBLES: &str = r#"
+import json, sys
+import duckdb
+con = duckdb.connect()
+t = f"read_parquet('{sys.argv[1]}/**/*.parquet')"
+encodings = con.execute(f"SELECT DISTINCT encodings FROM parquet_metadata('{sys.argv[1]}/**/*.parquet') WHERE path_in_schema = 'reading'").fetchall()
+out = {
+    "rows": con.execute(f"SELECT COUNT(*), COUNT(DISTINCT reading), SUM(reading), MIN(reading), MAX(reading) FROM {t}").fetchone(),
+    "encodings": sorted(e for row in encodings for e in row[0].split(", ")),
+}
+print(json.dumps(out))
+"#;
+
+/// A DOUBLE column of more distinct values than its dictionary takes (a gauge's readings) goes
+/// on as BYTE_STREAM_SPLIT, and DuckDB reads it back value for value.
+#[test]
+fn duckdb_reads_a_double_column_past_its_dictionary() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = StoreConfig::new(dir.path());
+    config.time_field = Some("ts".into());
+    config.sort_by = vec!["sensor".into()];
+    let store = Store::open(config).unwrap();
+    let rows = 20_000i64;
+    // quarters: every sum and bound exact
+    let reading = |i: i64| ((i * 7_919) % rows) as f64 * 0.25 - 1_000.0;
+    let records: Vec<(Record, i64)> = (0..rows)
+        .map(|i| {
+            let mut r = Record::new();
+            r.insert("ts", Value::Long(i));
+            r.insert("sensor", Value::String(format!("sensor_{}", i % 10)));
+            r.insert("reading", Value::Double(reading(i)));
+            (r, 0)
+        })
+        .collect();
+    store.append(records, None).unwrap();
+    store.flush().unwrap();
+    let out = Command::new("python3")
+        .args(["-c", DUCKDB_DOUBLES, dir.path().to_str().unwrap()])
+        .output()
+        .expect("python3 runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sum: f64 = (0..rows).map(reading).sum();
+    let (min, max) = (reading(0), (0..rows).map(reading).fold(f64::MIN, f64::max));
+    assert_eq!(got["rows"], serde_json::json!([rows, rows, sum, min, max]));
+    let encodings: Vec<&str> =
+        got["encodings"].as_array().unwrap().iter().map(|e| e.as_str().unwrap()).collect();
+    assert!(encodings.contains(&"BYTE_STREAM_SPLIT"), "{encodings:?}");
+    assert!(
+        encodings.contains(&"RLE_DICTIONARY"),
+        "the values before the dictionary filled: {encodings:?}"
+    );
+}
