@@ -96,6 +96,8 @@ pub struct Point {
 #[derive(Debug, Default)]
 struct SeriesCache {
     by_bytes: std::collections::HashMap<Box<[u8]>, Series, foldhash::fast::FixedState>,
+    /// The bytes the series kept hold, about (keys, text, parts).
+    bytes: usize,
 }
 
 /// A series' lead and tags as a point holds them at the start of its buffer.
@@ -108,9 +110,11 @@ struct Series {
 }
 
 impl SeriesCache {
-    /// Series kept at most; past them the cache starts again (an agent sends fewer a
-    /// connection, so the ones it sends stay).
+    /// Series kept at most, and the bytes they may hold: past either the cache starts again
+    /// (an agent sends fewer series a connection, so the ones it sends stay), and a
+    /// connection's cache stays under about 512 KiB whatever it is sent.
     const MAX_SERIES: usize = 4096;
+    const MAX_HELD: usize = 512 * 1024;
     /// The longest series part kept (a longer one is parsed every time).
     const MAX_BYTES: usize = 256;
 }
@@ -166,8 +170,15 @@ impl Point {
         if bytes.len() > SeriesCache::MAX_BYTES || !self.trail.is_empty() {
             return;
         }
-        if self.series.by_bytes.len() >= SeriesCache::MAX_SERIES {
+        let held = bytes.len()
+            + self.text.len()
+            + std::mem::size_of::<Series>()
+            + self.user.len() * std::mem::size_of::<(Range<u32>, Held)>();
+        if self.series.by_bytes.len() >= SeriesCache::MAX_SERIES
+            || self.series.bytes + held > SeriesCache::MAX_HELD
+        {
             self.series.by_bytes.clear();
+            self.series.bytes = 0;
         }
         let series = Series {
             protocol: self.protocol,
@@ -175,7 +186,9 @@ impl Point {
             user: self.user.clone(),
             text: self.text.as_str().into(),
         };
-        self.series.by_bytes.insert(bytes.into(), series);
+        if self.series.by_bytes.insert(bytes.into(), series).is_none() {
+            self.series.bytes += held;
+        }
     }
 
     /// Sets the protocol's lead part (`measurement`, `metric`, `path`).
@@ -336,6 +349,27 @@ mod tests {
         assert_eq!(point(&["value"]).check(), Ok(Names::Renamed));
         let record = point(&["value"]).to_record().unwrap();
         assert_eq!(record.get("_value"), Some(&Value::Long(0)));
+    }
+
+    #[test]
+    fn the_series_a_point_keeps_stay_within_their_bounds_and_parse_as_alone() {
+        let mut point = Point::new();
+        let long_tag = "v".repeat(100);
+        for i in 0..20_000 {
+            // series of every length up to past the longest kept, many more than are kept
+            let tag = &long_tag[..i % 101];
+            let line = format!("m{},host=h{i},t=x{tag} f={i}i {i}", i % 7);
+            let alone = crate::influx::parse(&line, crate::Precision::Nanoseconds, 0).unwrap();
+            crate::influx::parse_into(&line, crate::Precision::Nanoseconds, 0, &mut point).unwrap();
+            assert_eq!(point.to_record().ok(), alone, "{line}");
+            assert!(point.series.by_bytes.len() <= SeriesCache::MAX_SERIES);
+            assert!(point.series.bytes <= SeriesCache::MAX_HELD, "{}", point.series.bytes);
+        }
+        // and a series seen comes from the kept ones
+        let line = "m1,host=h1,t=x f=2i 3";
+        crate::influx::parse_into(line, crate::Precision::Nanoseconds, 0, &mut point).unwrap();
+        point.start("influx");
+        assert!(point.series_from(b"m1,host=h1,t=x"));
     }
 
     #[test]
