@@ -64,14 +64,7 @@ pub fn parse_into(line: &str, now_ms: i64, point: &mut Point) -> Result<bool, Pr
             return Err(malformed("a tagged path with no name"));
         }
         point.set_lead("path", name);
-        for tag in parts {
-            match tag.split_once('=') {
-                Some((key, tag_value)) if !key.is_empty() && !tag_value.is_empty() => {
-                    point.push_user(key, PointValue::Text(tag_value));
-                }
-                _ => return Err(malformed(format!("'{tag}' is not a tag (key=value)"))),
-            }
-        }
+        point.push_tags(parts)?;
         point.keep_series(path.as_bytes());
     }
     let Some(value) = value else {

@@ -61,14 +61,7 @@ pub fn parse_into(line: &str, point: &mut Point) -> Result<(), ProtocolError> {
         )
     };
     point.set_lead("metric", metric);
-    for tag in words {
-        match tag.split_once('=') {
-            Some((key, tag_value)) if !key.is_empty() && !tag_value.is_empty() => {
-                point.push_user(key, PointValue::Text(tag_value));
-            }
-            _ => return Err(malformed(format!("'{tag}' is not a tag (key=value)"))),
-        }
-    }
+    point.push_tags(words)?;
     point.push_trail("value", value);
     point.push_trail("timestamp", PointValue::Long(timestamp));
     Ok(())

@@ -5,7 +5,7 @@
 //! parts in record order ([`Point::fields`]) to put them straight into columns, after
 //! [`Point::check`] said their names need no renaming.
 //!
-//! A point also keeps the series it was given last ([`SeriesCache`]): the lead and tags parsed
+//! A point also keeps the series it has read (`SeriesCache`): the lead and tags parsed
 //! from a line's series part, found again by the part's bytes, so that a parser reads a series
 //! an agent sends again and again once.
 
@@ -202,6 +202,26 @@ impl Point {
         let name = self.keep(name);
         let value = self.hold(value);
         self.user.push((name, value));
+    }
+
+    /// Adds tags written `key=value` (OpenTSDB's and Graphite's), after the parts before them;
+    /// one without a key or a value is malformed.
+    pub(crate) fn push_tags<'a>(
+        &mut self,
+        tags: impl Iterator<Item = &'a str>,
+    ) -> Result<(), ProtocolError> {
+        for tag in tags {
+            match tag.split_once('=') {
+                Some((key, value)) if !key.is_empty() && !value.is_empty() => {
+                    self.push_user(key, PointValue::Text(value));
+                }
+                _ => {
+                    let reason = format!("'{tag}' is not a tag (key=value)");
+                    return Err(ProtocolError::malformed(self.protocol, reason));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Forgets the trailing parts, keeping the lead and the tags: for the next sample of one
