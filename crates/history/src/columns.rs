@@ -665,9 +665,8 @@ impl RankedText {
     fn of(column: usize, array: &ArrayRef) -> Self {
         let (ranks, by_rank) = match as_interned(array.as_ref()) {
             Some(ids) => {
-                let values = ids.values().as_any().downcast_ref::<StringArray>().expect("text");
                 let distinct: Vec<&str> =
-                    values.iter().skip(1).map(Option::unwrap_or_default).collect();
+                    text_values(ids).iter().skip(1).map(Option::unwrap_or_default).collect();
                 let (rank_of, by_rank) = ranks_of_ids(&distinct);
                 let ranks = ids.keys().values().iter().map(|&id| rank_of[id as usize]).collect();
                 (ranks, by_rank)

@@ -119,17 +119,10 @@ impl InternedText {
 
     /// The column as a dictionary array (see the module doc).
     pub(crate) fn finish(self) -> ArrayRef {
-        let nulls = self
-            .ids
-            .contains(&0)
-            .then(|| NullBuffer::new(BooleanBuffer::from_iter(self.ids.iter().map(|&id| id != 0))));
-        let keys = UInt32Array::new(ScalarBuffer::from(self.ids), nulls);
         let values = StringArray::from_iter_values(
             std::iter::once("").chain(self.distinct.iter().map(|v| &**v)),
         );
-        let dictionary = DictionaryArray::<UInt32Type>::try_new(keys, Arc::new(values))
-            .expect("every id names one of the distinct values");
-        Arc::new(dictionary)
+        dictionary(self.ids, values)
     }
 }
 
@@ -177,12 +170,16 @@ pub(crate) fn text_values(column: &DictionaryArray<UInt32Type>) -> &StringArray 
 /// `rows` of a column given as ids into `values` (id 0: NULL), in that order, as a dictionary
 /// array: the ids gathered, the values shared.
 pub(crate) fn dictionary_of_ids(ids: &[u32], values: &StringArray, rows: &[u32]) -> ArrayRef {
-    let keys: Vec<u32> = rows.iter().map(|&row| ids[row as usize]).collect();
-    let nulls = keys
+    dictionary(rows.iter().map(|&row| ids[row as usize]).collect(), values.clone())
+}
+
+/// Ids into `values` as a dictionary array: id 0 a null key, whatever its slot holds.
+fn dictionary(ids: Vec<u32>, values: StringArray) -> ArrayRef {
+    let nulls = ids
         .contains(&0)
-        .then(|| NullBuffer::new(BooleanBuffer::from_iter(keys.iter().map(|&id| id != 0))));
-    let keys = UInt32Array::new(ScalarBuffer::from(keys), nulls);
-    let dictionary = DictionaryArray::<UInt32Type>::try_new(keys, Arc::new(values.clone()))
+        .then(|| NullBuffer::new(BooleanBuffer::from_iter(ids.iter().map(|&id| id != 0))));
+    let keys = UInt32Array::new(ScalarBuffer::from(ids), nulls);
+    let dictionary = DictionaryArray::<UInt32Type>::try_new(keys, Arc::new(values))
         .expect("every id names one of the values");
     Arc::new(dictionary)
 }
