@@ -64,7 +64,9 @@ async function test(name, body) {
     results.push(`ok   ${name} (${Date.now() - t0} ms)`);
   } catch (e) {
     failed++;
-    results.push(`FAIL ${name}: ${e.message.split('\n').slice(0, 6).join('\n')}`);
+    // the call log (24 lines, colours taken out): its first lines name the wait, the later ones why
+    // (a dialog over the button, a disabled element)
+    results.push(`FAIL ${name}: ${e.message.replace(/\x1b\[[0-9;]*m/g, '').split('\n').slice(0, 24).join('\n')}`);
     await page.screenshot({ path: resolve(out, `FAILED-${name.replace(/\W+/g, '-')}.png`) }).catch(() => {});
   } finally {
     await page.close();

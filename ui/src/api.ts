@@ -54,6 +54,8 @@ export async function api<T = unknown>(path: string, init: RequestInit = {}): Pr
       // sent before the person gave a token (several requests start together): try again with it
       if (token() !== t) continue;
       const body = await response.json().catch(() => ({}));
+      // ... or while this refusal was read: asking now would open the dialog a second time
+      if (token() !== t) continue;
       await askToken(t ? `The token was refused: ${body.error ?? ''}` : 'This server needs a token.');
       continue;
     }
