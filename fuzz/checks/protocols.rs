@@ -46,6 +46,28 @@ fn check_remote_write(body: &[u8]) {
     }
 }
 
+/// A parsed point says which of its first parts are its series (the lead and the tags: at least
+/// the lead, all text), and every point of one kept series has the same ones: what a caller
+/// keeps of a series by its id is what a line of it would give. `series`: the parts each id
+/// had first.
+pub fn check_series(
+    point: &needle_protocols::Point,
+    series: &mut std::collections::HashMap<needle_protocols::SeriesId, String>,
+) {
+    use needle_protocols::PointValue;
+    let parts: Vec<(&str, PointValue<'_>)> = point.fields().take(point.series_parts()).collect();
+    assert!(
+        !parts.is_empty() && parts.len() == point.series_parts(),
+        "a point says its series: {parts:?}"
+    );
+    assert!(parts.iter().all(|(_, v)| matches!(v, PointValue::Text(_))), "{parts:?}");
+    if let Some(id) = point.series_id() {
+        let parts = format!("{parts:?}");
+        let first = series.entry(id).or_insert_with(|| parts.clone());
+        assert_eq!(*first, parts, "the points of series {id:?} differ");
+    }
+}
+
 pub fn check(data: &[u8]) {
     let [choice, text @ ..] = data else { return };
     if *choice == REMOTE_WRITE {
@@ -60,11 +82,14 @@ pub fn check(data: &[u8]) {
         _ => Format::Graphite,
     };
     let mut reused = needle_protocols::Point::new();
+    let mut series = std::collections::HashMap::new();
     for line in text.split(|&b| b == b'\n') {
         let alone = format.parse_line(line, NOW_MS);
-        let in_turn = format
-            .parse_point(line, NOW_MS, &mut reused)
-            .and_then(|some| some.then(|| reused.to_record()).transpose());
+        let parsed = format.parse_point(line, NOW_MS, &mut reused);
+        if let Ok(true) = parsed {
+            check_series(&reused, &mut series);
+        }
+        let in_turn = parsed.and_then(|some| some.then(|| reused.to_record()).transpose());
         assert_eq!(alone, in_turn, "{:?}", String::from_utf8_lossy(line));
         let record = match alone {
             Ok(Some(record)) => record,

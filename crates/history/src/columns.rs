@@ -26,9 +26,10 @@ use crate::interned::{
     as_interned, dictionary_of_ids, text_of_interned, text_values, InternedText,
 };
 use arrow_array::builder::StringBuilder;
+use arrow_array::types::Int32Type;
 use arrow_array::{
-    Array, ArrayRef, BooleanArray, Float32Array, Float64Array, Int32Array, Int64Array, RecordBatch,
-    StringArray, TimestampMillisecondArray,
+    Array, ArrayRef, BooleanArray, DictionaryArray, Float32Array, Float64Array, Int32Array,
+    Int64Array, RecordBatch, StringArray, TimestampMillisecondArray,
 };
 use arrow_buffer::ScalarBuffer;
 use arrow_schema::{ArrowError, DataType, Field, Schema};
@@ -88,11 +89,18 @@ impl ColumnChunk {
     }
 }
 
-/// Row `row` of a chunk's column (typed as [`Kind::data_type`] says; NULL for another type).
+/// Row `row` of a chunk's column (typed as [`Kind::data_type`] says, or text as a dictionary;
+/// NULL for another type).
 pub(crate) fn value_at(array: &dyn Array, row: usize) -> Value {
-    kind_of_column(array.data_type(), false)
-        .and_then(|kind| ColumnView::of_kind(array, kind))
-        .map_or(Value::Null, |column| column.value(row))
+    ColumnView::of(array, false).value(row)
+}
+
+/// A chunk's text column given as keys into its distinct values (`Int32` keys, as a source
+/// gathers a series' text), as its keys and values.
+fn keyed_text(array: &dyn Array) -> Option<(&Int32Array, &StringArray)> {
+    let dictionary = array.as_any().downcast_ref::<DictionaryArray<Int32Type>>()?;
+    let values = dictionary.values().as_any().downcast_ref::<StringArray>()?;
+    Some((dictionary.keys(), values))
 }
 
 /// A column of `kind` as a JSON column holding the same values (each as its JSON text, nulls
@@ -801,16 +809,27 @@ fn extend_gathered(column: &mut Gathered, array: &dyn Array, row: usize, expecte
         }
         return;
     }
-    let Some(kind) = kind_of_column(array.data_type(), false) else { return };
+    let keyed = keyed_text(array);
+    let kind = match keyed {
+        Some(_) => Kind::Text,
+        None => match kind_of_column(array.data_type(), false) {
+            Some(kind) => kind,
+            None => return,
+        },
+    };
     let text = array.as_any().downcast_ref::<StringArray>().filter(|_| kind == Kind::Text);
     let mut from = 0;
-    if let Some(text) = text {
+    if text.is_some() || keyed.is_some() {
         if let Gathered::Nulls(n) = column {
             *column =
                 Gathered::Interned(InternedText::with_nulls(*n, expected_rows.max(row + rows)));
         }
         if let Gathered::Interned(interned) = column {
-            from = interned.extend(text, 0);
+            from = match (text, keyed) {
+                (Some(text), _) => interned.extend(text, 0),
+                (None, Some((keys, values))) => interned.extend_keyed(keys, values, 0),
+                (None, None) => unreachable!("text, or text keyed"),
+            };
             if from == rows {
                 return;
             }
@@ -833,7 +852,7 @@ fn extend_gathered(column: &mut Gathered, array: &dyn Array, row: usize, expecte
             return;
         }
     }
-    let values = ColumnView::of_kind(rest.as_ref(), kind).expect("an array of its kind");
+    let values = ColumnView::of(rest.as_ref(), false);
     for i in 0..rest.len() {
         push_value(column, &values.value(i), row + from + i, expected_rows);
     }
@@ -1165,7 +1184,8 @@ mod tests {
         /// Rows given as a chunk of columns are gathered as the same rows given as records
         /// are, whatever came before them: new columns, NULLs, missing fields, a field of
         /// another kind before (which makes a JSON column), text with more distinct values than
-        /// are gathered as ids; and whatever room the buffer was made with, and however sorted.
+        /// are gathered as ids, text given as keys into its values (as a source gathers a
+        /// series'); and whatever room the buffer was made with, and however sorted.
         #[test]
         fn a_chunk_of_columns_is_gathered_as_its_rows_as_records(
             before in rows(),
@@ -1177,12 +1197,18 @@ mod tests {
             after in rows(),
             room in 0usize..120,
             sort_by in prop::sample::select(vec![vec!["k"], vec!["z", "k"], vec!["*"]]),
+            keyed in any::<bool>(),
         ) {
             let names = ["k", "z", "m"];
             let k: Int64Array = chunk_rows.iter().map(|r| r.1).collect();
-            let z: StringArray = chunk_rows.iter().map(|r| r.2.clone()).collect();
+            let z: ArrayRef = match keyed {
+                true => Arc::new(
+                    chunk_rows.iter().map(|r| r.2.as_deref()).collect::<DictionaryArray<Int32Type>>(),
+                ),
+                false => Arc::new(chunk_rows.iter().map(|r| r.2.clone()).collect::<StringArray>()),
+            };
             let m: BooleanArray = chunk_rows.iter().map(|r| r.3).collect();
-            let arrays: Vec<ArrayRef> = vec![Arc::new(k), Arc::new(z), Arc::new(m)];
+            let arrays: Vec<ArrayRef> = vec![Arc::new(k), z, Arc::new(m)];
             let batch = RecordBatch::try_from_iter(names.iter().zip(arrays)).unwrap();
             let times: Vec<i64> = chunk_rows.iter().map(|r| r.0).collect();
             let chunk = ColumnChunk { batch, times: times.into() };

@@ -14,7 +14,7 @@
 
 use arrow_array::builder::StringBuilder;
 use arrow_array::types::UInt32Type;
-use arrow_array::{Array, ArrayRef, DictionaryArray, StringArray, UInt32Array};
+use arrow_array::{Array, ArrayRef, DictionaryArray, Int32Array, StringArray, UInt32Array};
 use arrow_buffer::{BooleanBuffer, NullBuffer, ScalarBuffer};
 use needle_engine::columnar::layout::Kind;
 use needle_engine::columnar::ColumnBuilder;
@@ -98,6 +98,42 @@ impl InternedText {
             }
         }
         array.len()
+    }
+
+    /// Adds the rows of a dictionary column (`keys` into `values`, as a source gathers a
+    /// series' text) from `from` on: each value looked up once, when a row first has it, then
+    /// each row the id found for its key; stops as [`InternedText::extend`] does.
+    pub(crate) fn extend_keyed(
+        &mut self,
+        keys: &Int32Array,
+        values: &StringArray,
+        from: usize,
+    ) -> usize {
+        // each value's id and length, once a row had it (id 0: not yet)
+        let mut found = vec![(0u32, 0usize); values.len()];
+        self.ids.reserve(keys.len() - from);
+        for row in from..keys.len() {
+            let key = usize::try_from(keys.value(row)).ok().filter(|&k| k < values.len());
+            let Some(key) = key.filter(|&k| keys.is_valid(row) && values.is_valid(k)) else {
+                self.push_null();
+                continue;
+            };
+            match found[key] {
+                (0, _) => {
+                    let value = values.value(key);
+                    if self.push(value).is_err() {
+                        return row;
+                    }
+                    found[key] = (self.last, value.len());
+                }
+                (id, length) => {
+                    self.ids.push(id);
+                    self.last = id;
+                    self.value_bytes += length;
+                }
+            }
+        }
+        keys.len()
     }
 
     /// The column as text, with room for `rows` rows.

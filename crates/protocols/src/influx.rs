@@ -126,6 +126,8 @@ fn series(line: &str, point: &mut Point) -> Result<usize, ProtocolError> {
     let pos = measurement_and_tags(line, point)?;
     if pos == end {
         point.keep_series(part);
+    } else {
+        point.end_series();
     }
     Ok(pos)
 }

@@ -46,7 +46,7 @@ mod shape;
 
 pub use error::ProtocolError;
 use needle_record::Record;
-pub use point::{Names, Point, PointKind, PointValue};
+pub use point::{Names, Point, PointKind, PointValue, SeriesId};
 
 /// Line protocol's timestamp unit (`precision=` of InfluxDB's write API); nanoseconds unless
 /// said otherwise.

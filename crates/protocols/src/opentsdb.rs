@@ -62,6 +62,7 @@ pub fn parse_into(line: &str, point: &mut Point) -> Result<(), ProtocolError> {
     };
     point.set_lead("metric", metric);
     point.push_tags(words)?;
+    point.end_series();
     point.push_trail("value", value);
     point.push_trail("timestamp", PointValue::Long(timestamp));
     Ok(())

@@ -7,7 +7,9 @@
 //!
 //! A point also keeps the series it has read (`SeriesCache`): the lead and tags parsed
 //! from a line's series part, found again by the part's bytes, so that a parser reads a series
-//! an agent sends again and again once.
+//! an agent sends again and again once. It says which of its parts are its series'
+//! ([`Point::series_parts`]) and, for a series it kept, which one ([`Point::series_id`]), so
+//! that a caller can also keep what it made of a series' parts.
 
 use crate::shape::build;
 use crate::ProtocolError;
@@ -90,6 +92,27 @@ pub struct Point {
     trail: Vec<(&'static str, Held)>,
     text: String,
     series: SeriesCache,
+    /// The leading parts (the lead and the tags) that are the series' ([`Point::series_parts`]).
+    series_parts: u32,
+    /// The kept series the point's series is ([`Point::series_id`]).
+    series_id: Option<SeriesId>,
+}
+
+/// A series a point kept: the same id, the same lead and tags (the same text, kinds and
+/// names), in the whole process. A slot is a small number, reused once the point starts its
+/// kept series again; the generation, never 0, is the process's count of such starts, so it
+/// tells apart the series of one slot at different times and in different points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SeriesId {
+    pub generation: u64,
+    /// The series' number among those kept in its generation, below 4,096.
+    pub slot: u32,
+}
+
+/// The next [`SeriesId::generation`].
+fn next_generation() -> u64 {
+    static GENERATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    GENERATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Series parsed before, by the bytes of their lines' series part (see [`Point::series_from`]).
@@ -98,6 +121,8 @@ struct SeriesCache {
     by_bytes: std::collections::HashMap<Box<[u8]>, Series, foldhash::fast::FixedState>,
     /// The bytes the series kept hold, about (keys, text, parts).
     bytes: usize,
+    /// The series' generation (see [`SeriesId`]); 0 before the first is kept.
+    generation: u64,
 }
 
 /// A series' lead and tags as a point holds them at the start of its buffer.
@@ -107,6 +132,7 @@ struct Series {
     lead: (&'static str, Range<u32>),
     user: Vec<(Range<u32>, Held)>,
     text: Box<str>,
+    slot: u32,
 }
 
 impl SeriesCache {
@@ -131,6 +157,8 @@ impl Point {
         self.user.clear();
         self.trail.clear();
         self.text.clear();
+        self.series_parts = 0;
+        self.series_id = None;
     }
 
     fn keep(&mut self, text: &str) -> Range<u32> {
@@ -160,12 +188,15 @@ impl Point {
         self.text.push_str(&series.text);
         self.lead = Some(series.lead.clone());
         self.user.extend(series.user.iter().cloned());
+        self.series_id = Some(SeriesId { generation: self.series.generation, slot: series.slot });
+        self.end_series();
         true
     }
 
     /// Keeps the point's lead and tags (all of its parts so far, parsed from `bytes`, the line's
     /// series part) for the next line whose series part has those bytes.
     pub(crate) fn keep_series(&mut self, bytes: &[u8]) {
+        self.end_series();
         let Some(lead) = self.lead.clone() else { return };
         if bytes.len() > SeriesCache::MAX_BYTES || !self.trail.is_empty() {
             return;
@@ -179,16 +210,48 @@ impl Point {
         {
             self.series.by_bytes.clear();
             self.series.bytes = 0;
+            self.series.generation = next_generation();
         }
+        let cache = &mut self.series;
+        if cache.generation == 0 {
+            cache.generation = next_generation();
+        }
+        // a series kept for another protocol under the same bytes is replaced, in its slot
+        let slot = match cache.by_bytes.get(bytes) {
+            Some(old) => old.slot,
+            None => {
+                cache.bytes += held;
+                cache.by_bytes.len() as u32
+            }
+        };
         let series = Series {
             protocol: self.protocol,
             lead,
             user: self.user.clone(),
             text: self.text.as_str().into(),
+            slot,
         };
-        if self.series.by_bytes.insert(bytes.into(), series).is_none() {
-            self.series.bytes += held;
-        }
+        cache.by_bytes.insert(bytes.into(), series);
+        self.series_id = Some(SeriesId { generation: cache.generation, slot });
+    }
+
+    /// Says that the parts so far (the lead and the tags) are the point's series
+    /// ([`Point::series_parts`]).
+    pub(crate) fn end_series(&mut self) {
+        self.series_parts = u32::from(self.lead.is_some()) + self.user.len() as u32;
+    }
+
+    /// How many of the point's first parts ([`Point::fields`]) are its series: the lead and
+    /// the tags, which every point of the series has the same (0 when the parser did not
+    /// say).
+    pub fn series_parts(&self) -> usize {
+        self.series_parts as usize
+    }
+
+    /// The kept series this point's is, if the point kept it: every point with this id has the
+    /// same first [`Point::series_parts`] parts, names, kinds and values.
+    pub fn series_id(&self) -> Option<SeriesId> {
+        self.series_id
     }
 
     /// Sets the protocol's lead part (`measurement`, `metric`, `path`).

@@ -131,6 +131,7 @@ pub fn decode_points(body: &[u8], mut each: impl FnMut(&Point)) -> Result<Counts
         for label in series.labels.iter().filter(|l| l.name != "__name__") {
             point.push_user(&label.name, PointValue::Text(&label.value));
         }
+        point.end_series();
         // the series' trailing parts, for the check (their names are all it reads)
         point.push_trail("value", PointValue::Double(0.0));
         point.push_trail("timestamp", PointValue::Long(0));

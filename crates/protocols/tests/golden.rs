@@ -5,11 +5,16 @@
 //! `{"malformed": "..."}` for a malformed line, nothing for a comment. A missing timestamp is
 //! "now", fixed here at 1700000000000. The lines are also parsed one after another into one
 //! reused point, as a source parses a connection's (the series it saw kept), and must give the
-//! same. `BLESS=1 cargo test -p needle-protocols --test golden`
+//! same, each point saying its series as the fuzz check requires (`check_series`).
+//! `BLESS=1 cargo test -p needle-protocols --test golden`
 //! rewrites the `.out` files (read the diff before committing it).
 
 use needle_protocols::{Format, Precision};
 use std::path::Path;
+
+#[path = "../../../fuzz/checks/protocols.rs"]
+#[allow(dead_code)]
+mod fuzz_check;
 
 const NOW_MS: i64 = 1_700_000_000_000;
 
@@ -25,11 +30,14 @@ fn format_of(dir: &str) -> Format {
 fn run(format: Format, input: &str) -> String {
     let mut out = String::new();
     let mut reused = needle_protocols::Point::new();
+    let mut series = std::collections::HashMap::new();
     for line in input.split('\n') {
         let alone = format.parse_line(line.as_bytes(), NOW_MS);
-        let in_turn = format
-            .parse_point(line.as_bytes(), NOW_MS, &mut reused)
-            .and_then(|some| some.then(|| reused.to_record()).transpose());
+        let parsed = format.parse_point(line.as_bytes(), NOW_MS, &mut reused);
+        if let Ok(true) = parsed {
+            fuzz_check::check_series(&reused, &mut series);
+        }
+        let in_turn = parsed.and_then(|some| some.then(|| reused.to_record()).transpose());
         assert_eq!(alone, in_turn, "{line:?} parsed after the lines before it");
         match alone {
             Ok(Some(record)) => out.push_str(&record.to_json()),

@@ -5,11 +5,17 @@
 //! points fill a column per part, every row whole. A point whose names the protocol renames (a
 //! tag called `timestamp`), or of a shape past [`MAX_SHAPES`] in one batch, is kept as a record,
 //! after the columns in the same [`Batch`].
+//!
+//! The text of a series' parts (the name and the tags, which the point says are its series)
+//! goes into a dictionary column: a row is a key into the batch's distinct values, so a name a
+//! batch holds a thousand times is held once. A series the point kept ([`Point::series_id`])
+//! has its keys kept too, so its next points add their keys with no text read at all.
 
 use super::ColumnBatch;
 use crate::framing::Batch;
-use arrow_array::{ArrayRef, RecordBatch};
-use arrow_schema::{Field, Schema};
+use arrow_array::types::Int32Type;
+use arrow_array::{ArrayRef, DictionaryArray, Int32Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
 use needle_engine::columnar::layout::{Kind, RESERVED};
 use needle_engine::columnar::ColumnBuilder;
 use needle_protocols::{Format, Names, Point, PointKind, PointValue, ProtocolError};
@@ -155,7 +161,7 @@ impl PointColumns {
     }
 
     fn rows(&self) -> usize {
-        self.shapes.iter().map(|shape| shape.columns.first().map_or(0, ColumnBuilder::len)).sum()
+        self.shapes.iter().map(|shape| shape.rows).sum()
     }
 
     /// A batch per shape, in the order the shapes came; the shapes are forgotten (the next
@@ -167,10 +173,59 @@ impl PointColumns {
 }
 
 /// The points of one shape: the names of their parts, in order, and the kind of each; a column
-/// each.
+/// each — the first ones, the text of a series' parts, as dictionaries (see the module doc).
 struct Shape {
     parts: Vec<(String, PointKind)>,
+    /// The columns of the first `dictionaries.len()` parts.
+    dictionaries: Vec<TextDictionary>,
+    /// The columns of the other parts.
     columns: Vec<ColumnBuilder>,
+    /// A kept series' keys, by its slot: (its generation, where its keys start in
+    /// `series_keys`); generation 0 is no series.
+    by_series: Vec<(u64, u32)>,
+    /// The keys of the series in `by_series`, `dictionaries.len()` each.
+    series_keys: Vec<i32>,
+    rows: usize,
+}
+
+/// A column of text as keys into its distinct values.
+struct TextDictionary {
+    keys: Vec<i32>,
+    values: Vec<Box<str>>,
+    key_of: hashbrown::HashMap<Box<str>, i32, foldhash::fast::FixedState>,
+}
+
+impl TextDictionary {
+    fn with_capacity(rows: usize) -> Self {
+        Self {
+            keys: Vec::with_capacity(rows),
+            values: Vec::new(),
+            key_of: hashbrown::HashMap::with_hasher(foldhash::fast::FixedState::default()),
+        }
+    }
+
+    /// The key of `text`, a new one if it is not among the values yet.
+    #[inline]
+    fn key(&mut self, text: &str) -> i32 {
+        if let Some(&key) = self.key_of.get(text) {
+            return key;
+        }
+        // at most a key a row, and a batch's rows fit an i32
+        let key = self.values.len() as i32;
+        self.values.push(text.into());
+        self.key_of.insert(text.into(), key);
+        key
+    }
+
+    fn finish(&mut self) -> ArrayRef {
+        let keys = Int32Array::from(std::mem::take(&mut self.keys));
+        let values = StringArray::from_iter_values(self.values.iter().map(|v| &**v));
+        self.values.clear();
+        self.key_of.clear();
+        let dictionary = DictionaryArray::<Int32Type>::try_new(keys, Arc::new(values))
+            .expect("every key is one of the values");
+        Arc::new(dictionary)
+    }
 }
 
 /// The kind of column that holds a part's value.
@@ -183,6 +238,11 @@ fn column_kind(kind: PointKind) -> Kind {
     }
 }
 
+/// The Arrow type of a text column kept as a dictionary.
+fn dictionary_type() -> DataType {
+    DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
+}
+
 impl Shape {
     /// The shape of `point`, with room for about `capacity` points; `None` when a row cannot
     /// hold it (a name like needle's own columns', more parts than a batch's columns).
@@ -192,22 +252,55 @@ impl Shape {
         if parts.len() > MAX_COLUMNS || parts.iter().any(|(n, _)| n.starts_with(RESERVED)) {
             return None;
         }
+        // the series' parts that are text (all of them, in every protocol) as dictionaries
+        let dictionaries = parts
+            .iter()
+            .take(point.series_parts())
+            .take_while(|(_, kind)| *kind == PointKind::Text)
+            .map(|_| TextDictionary::with_capacity(capacity))
+            .collect::<Vec<_>>();
         // a text column with room for its first value's length a point, a quarter more (the
-        // values of a part are mostly alike: a series' names), not grown doubling by doubling
-        let columns = point.fields().map(|(_, value)| {
+        // values of a part are mostly alike), not grown doubling by doubling
+        let columns = point.fields().skip(dictionaries.len()).map(|(_, value)| {
             let text_bytes = match value {
                 PointValue::Text(text) => (text.len() + text.len() / 4).max(8),
                 _ => 0,
             };
             ColumnBuilder::with_capacity(column_kind(value.kind()), capacity, capacity * text_bytes)
         });
-        Some(Shape { columns: columns.collect(), parts })
+        Some(Shape {
+            columns: columns.collect(),
+            dictionaries,
+            parts,
+            by_series: Vec::new(),
+            series_keys: Vec::new(),
+            rows: 0,
+        })
     }
 
     /// Appends a point of this shape.
     #[inline]
     fn push(&mut self, point: &Point) {
-        for (column, (_, value)) in self.columns.iter_mut().zip(point.fields()) {
+        let series = self.dictionaries.len();
+        match self.kept_keys(point) {
+            Some(start) => {
+                let keys = &self.series_keys[start..start + series];
+                for (dictionary, &key) in self.dictionaries.iter_mut().zip(keys) {
+                    dictionary.keys.push(key);
+                }
+            }
+            None => {
+                for (dictionary, (_, value)) in self.dictionaries.iter_mut().zip(point.fields()) {
+                    let PointValue::Text(text) = value else {
+                        unreachable!("a point is pushed to the shape it matches")
+                    };
+                    let key = dictionary.key(text);
+                    dictionary.keys.push(key);
+                }
+                self.keep_keys(point);
+            }
+        }
+        for (column, (_, value)) in self.columns.iter_mut().zip(point.fields().skip(series)) {
             match (column, value) {
                 (ColumnBuilder::Text(b), PointValue::Text(text)) => b.append_value(text),
                 (ColumnBuilder::Double(b), PointValue::Double(d)) => b.append_value(d),
@@ -216,15 +309,52 @@ impl Shape {
                 _ => unreachable!("a point is pushed to the shape it matches"),
             }
         }
+        self.rows += 1;
+    }
+
+    /// Where the keys of `point`'s series start in `series_keys`, if they were kept: the
+    /// point's dictionary parts are all its series' (a series always parses the same).
+    #[inline]
+    fn kept_keys(&self, point: &Point) -> Option<usize> {
+        let id = point.series_id()?;
+        if self.dictionaries.is_empty() || point.series_parts() < self.dictionaries.len() {
+            return None;
+        }
+        match self.by_series.get(id.slot as usize) {
+            Some(&(generation, start)) if generation == id.generation => Some(start as usize),
+            _ => None,
+        }
+    }
+
+    /// Keeps the keys just added for `point`'s series, if the point kept its series.
+    fn keep_keys(&mut self, point: &Point) {
+        let Some(id) = point.series_id() else { return };
+        if self.dictionaries.is_empty() || point.series_parts() < self.dictionaries.len() {
+            return;
+        }
+        let slot = id.slot as usize;
+        if self.by_series.len() <= slot {
+            self.by_series.resize(slot + 1, (0, 0));
+        }
+        let start = self.series_keys.len() as u32;
+        self.series_keys.extend(self.dictionaries.iter().map(|d| d.keys[d.keys.len() - 1]));
+        self.by_series[slot] = (id.generation, start);
     }
 
     fn finish(mut self) -> ColumnBatch {
+        let dictionaries = self.dictionaries.len();
         let fields: Vec<Field> = self
             .parts
             .iter()
-            .map(|(name, kind)| Field::new(name, column_kind(*kind).data_type(), true))
+            .enumerate()
+            .map(|(i, (name, kind))| match i < dictionaries {
+                true => Field::new(name, dictionary_type(), true),
+                false => Field::new(name, column_kind(*kind).data_type(), true),
+            })
             .collect();
-        let arrays: Vec<ArrayRef> = self.columns.iter_mut().map(|c| c.finish()).collect();
+        let arrays: Vec<ArrayRef> = (self.dictionaries.iter_mut().map(TextDictionary::finish))
+            .chain(self.columns.iter_mut().map(|c| c.finish()))
+            .collect();
         let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)
             .expect("a value in every column for every point");
         ColumnBatch::new(batch)
@@ -262,15 +392,47 @@ mod tests {
         })
     }
 
+    /// The records in `batches`' next batch, as JSON lines, sorted; and the batch's column
+    /// batches' fields that are text keyed into dictionaries.
+    fn finish_sorted(batches: &mut PointBatches) -> (Vec<String>, Vec<String>) {
+        let Some(batch) = batches.finish() else { return (Vec::new(), Vec::new()) };
+        assert!(batch.columns().len() <= MAX_SHAPES);
+        let keyed = batch
+            .columns()
+            .iter()
+            .flat_map(|c| c.record_batch().schema().fields().iter().cloned().collect::<Vec<_>>())
+            .filter(|f| f.data_type() == &dictionary_type())
+            .map(|f| f.name().clone())
+            .collect();
+        let text = String::from_utf8(batch.to_ndjson()).unwrap();
+        let mut got: Vec<String> = text.lines().map(str::to_owned).collect();
+        got.sort();
+        (got, keyed)
+    }
+
     proptest! {
         /// The points gathered as columns (and records) are the records the lines parse to,
-        /// each once; the lines that are not points are refused alike.
+        /// each once, however the lines are cut into batches (a series' keys kept in one batch
+        /// are not another's); the lines that are not points are refused alike; a series' name
+        /// and tags are text keyed into dictionaries.
         #[test]
-        fn batches_hold_the_records_the_lines_are(lines in prop::collection::vec(line(), 0..120)) {
+        fn batches_hold_the_records_the_lines_are(
+            lines in prop::collection::vec(line(), 0..120),
+            cut in 0usize..120,
+        ) {
             let format = Format::Influx(Precision::Seconds);
             let mut batches = PointBatches::new();
-            let mut want = Vec::new();
-            for line in &lines {
+            let (mut want, mut got) = (Vec::new(), Vec::new());
+            for (i, line) in lines.iter().enumerate() {
+                if i == cut {
+                    prop_assert_eq!(batches.points(), want.len());
+                    want.sort();
+                    let (records, keyed) = finish_sorted(&mut batches);
+                    prop_assert!(keyed.iter().all(|f| f == "measurement" || f == "host" || f == "dc"));
+                    prop_assert_eq!(&records, &want);
+                    want.clear();
+                    got.extend(records);
+                }
                 let parsed = format.parse_line(line.as_bytes(), 7);
                 let pushed = batches.push_line(format, line.as_bytes(), 7);
                 prop_assert_eq!(parsed.is_err(), pushed.is_err(), "{}", line);
@@ -279,17 +441,49 @@ mod tests {
                 }
             }
             prop_assert_eq!(batches.points(), want.len());
-            let batch = batches.finish();
-            prop_assert!(batch.as_ref().is_none_or(|b| b.columns().len() <= MAX_SHAPES));
-            let mut got: Vec<String> = batch
-                .map(|b| String::from_utf8(b.to_ndjson()).unwrap())
-                .unwrap_or_default()
-                .lines()
-                .map(str::to_owned)
-                .collect();
-            got.sort();
             want.sort();
-            prop_assert_eq!(got, want);
+            let (records, keyed) = finish_sorted(&mut batches);
+            prop_assert!(keyed.iter().all(|f| f == "measurement" || f == "host" || f == "dc"));
+            prop_assert_eq!(&records, &want);
         }
+    }
+
+    /// A connection sending more series than its point keeps (which then starts its kept
+    /// series again, their numbers reused), and points of two connections' points in one batch:
+    /// each row keeps its own series' name and tags.
+    #[test]
+    fn series_kept_again_or_by_another_point_keep_their_own_text() {
+        let format = Format::Graphite;
+        let line =
+            |i: usize| format!("s{i};host=h{};dc=d{} 1.5 {}", i % 7, i % 3, 1_700_000_000 + i);
+        let mut batches = PointBatches::new();
+        batches.expect(20_000);
+        let mut want = Vec::new();
+        // 5,000 series, twice over (more than the 4,096 a point keeps), then in reverse
+        let order = (0..5_000).chain(0..5_000).chain((0..5_000).rev());
+        for i in order {
+            let line = line(i);
+            batches.push_line(format, line.as_bytes(), 7).unwrap();
+            want.push(format.parse_line(line.as_bytes(), 7).unwrap().unwrap().to_json());
+        }
+        // and a second connection's point, whose first series has the slot the first's had
+        let mut other = Point::new();
+        for i in [4_999, 4_998, 4_999] {
+            let line = format!("t{i};host=x{i};dc=y 2.5 1700000000");
+            assert!(format.parse_point(line.as_bytes(), 7, &mut other).unwrap());
+            batches.push_point(&other).unwrap();
+            want.push(other.to_record().unwrap().to_json());
+        }
+        want.sort();
+        let (got, keyed) = finish_sorted(&mut batches);
+        assert_eq!(got.len(), want.len());
+        assert!(got == want, "the rows differ from their lines' records");
+        assert_eq!(keyed, ["path", "host", "dc"]);
+        // line protocol's string field is no part of the series: text, not keyed
+        let format = Format::Influx(Precision::Seconds);
+        for line in ["cpu,host=a,dc=x v=1,s=\"up\" 1", "cpu,host=b,dc=x v=2,s=\"up\" 2"] {
+            batches.push_line(format, line.as_bytes(), 7).unwrap();
+        }
+        assert_eq!(finish_sorted(&mut batches).1, ["measurement", "host", "dc"]);
     }
 }
