@@ -8,8 +8,11 @@
 //!
 //! The text of a series' parts (the name and the tags, which the point says are its series)
 //! goes into a dictionary column: a row is a key into the batch's distinct values, so a name a
-//! batch holds a thousand times is held once. A series the point kept ([`Point::series_id`])
-//! has its keys kept too, so its next points add their keys with no text read at all.
+//! batch holds a thousand times is held once. The shapes outlive a batch, and so do their
+//! dictionaries' values and the ids of the values of each series the point kept
+//! ([`Point::series_id`]): a series' next points, in this batch or a later one, add their keys
+//! with no text read or looked up at all. What is kept between batches is bounded (about
+//! 1 MiB of values a connection, 65,536 series' ids a shape), and starts again past that.
 
 use super::ColumnBatch;
 use crate::framing::Batch;
@@ -91,8 +94,9 @@ impl PointBatches {
         self.columns.rows() + self.records.len()
     }
 
-    /// The points added since the last call, as one batch: a batch of columns per shape, in
-    /// the order the shapes came, then the records; `None` when there were none.
+    /// The points added since the last call, as one batch: a batch of columns per shape that
+    /// had points, in the order the shapes were first seen, then the records; `None` when
+    /// there were none.
     pub fn finish(&mut self) -> Option<Batch> {
         let columns = self.columns.finish();
         if columns.is_empty() && self.records.is_empty() {
@@ -113,7 +117,7 @@ fn add_point(
     point: &Point,
 ) -> Result<(), ProtocolError> {
     // a point of a shape seen: its names were checked when the shape was made
-    if columns.add_to_known(point) {
+    if columns.add_to_known(point, capacity) {
         return Ok(());
     }
     match point.check()? {
@@ -125,7 +129,9 @@ fn add_point(
     }
 }
 
-/// Points gathered as columns, one set of columns per shape (see the module doc).
+/// Points gathered as columns, one set of columns per shape (see the module doc). The shapes
+/// outlive a batch: a connection's points are of a few shapes, found again batch after batch,
+/// with their dictionaries and their series' keys.
 #[derive(Default)]
 struct PointColumns {
     shapes: Vec<Shape>,
@@ -133,30 +139,47 @@ struct PointColumns {
     last: usize,
 }
 
+/// The bytes the shapes' dictionaries may hold between batches, all told (their values, and
+/// [`VALUE_OVERHEAD`] each); past them they start again empty (a connection's series' names
+/// and tags are a few kilobytes; one that sends a new tag value every point gains nothing from
+/// keeping them).
+const MAX_KEPT_TEXT_BYTES: usize = 1 << 20;
+/// The bytes a dictionary holds for a value beside its text, about (its two copies' headers,
+/// the map's entry, its key in the batch).
+const VALUE_OVERHEAD: usize = 64;
+
 impl PointColumns {
     /// Adds `point` to the columns of its shape, if one of the shapes seen; false otherwise.
     #[inline]
-    fn add_to_known(&mut self, point: &Point) -> bool {
+    fn add_to_known(&mut self, point: &Point, capacity: usize) -> bool {
         let found = match self.shapes.get(self.last) {
             Some(shape) if point.has_shape(&shape.parts) => Some(self.last),
             _ => self.shapes.iter().position(|shape| point.has_shape(&shape.parts)),
         };
         let Some(at) = found else { return false };
-        self.shapes[at].push(point);
+        self.shapes[at].push(point, capacity);
         self.last = at;
         true
     }
 
     /// Adds `point` (whose names are the record's, checked) to the columns of a new shape (for
-    /// about `capacity` points); false when no more can be made or a row cannot hold it.
+    /// about `capacity` points), in the place of a shape with no point in this batch when
+    /// there are [`MAX_SHAPES`]; false when none can be made or a row cannot hold it.
     fn add_new(&mut self, point: &Point, capacity: usize) -> bool {
-        if self.shapes.len() >= MAX_SHAPES {
-            return false;
+        let at = match self.shapes.len() < MAX_SHAPES {
+            true => self.shapes.len(),
+            false => match self.shapes.iter().position(|shape| shape.rows == 0) {
+                Some(unused) => unused,
+                None => return false,
+            },
+        };
+        let Some(mut shape) = Shape::of(point) else { return false };
+        shape.push(point, capacity);
+        match at == self.shapes.len() {
+            true => self.shapes.push(shape),
+            false => self.shapes[at] = shape,
         }
-        let Some(mut shape) = Shape::of(point, capacity) else { return false };
-        shape.push(point);
-        self.shapes.push(shape);
-        self.last = self.shapes.len() - 1;
+        self.last = at;
         true
     }
 
@@ -164,11 +187,15 @@ impl PointColumns {
         self.shapes.iter().map(|shape| shape.rows).sum()
     }
 
-    /// A batch per shape, in the order the shapes came; the shapes are forgotten (the next
-    /// batch's start anew).
+    /// A batch per shape that has points, in the order the shapes were first seen; the shapes
+    /// stay, empty, for the next batch's points.
     fn finish(&mut self) -> Vec<ColumnBatch> {
-        self.last = 0;
-        self.shapes.drain(..).map(Shape::finish).collect()
+        let batches = self.shapes.iter_mut().filter_map(Shape::finish).collect();
+        let kept: usize = self.shapes.iter().map(Shape::text_bytes).sum();
+        if kept > MAX_KEPT_TEXT_BYTES {
+            self.shapes.iter_mut().for_each(Shape::forget_text);
+        }
+        batches
     }
 }
 
@@ -178,53 +205,94 @@ struct Shape {
     parts: Vec<(String, PointKind)>,
     /// The columns of the first `dictionaries.len()` parts.
     dictionaries: Vec<TextDictionary>,
-    /// The columns of the other parts.
+    /// The columns of the other parts (made with room for a batch when its first point comes).
     columns: Vec<ColumnBuilder>,
-    /// A kept series' keys, by its slot: (its generation, where its keys start in
-    /// `series_keys`); generation 0 is no series.
+    /// The room a text column gets a point, by column.
+    text_bytes: Vec<usize>,
+    /// A kept series' text, by its slot: (its generation, where its ids start in
+    /// `series_ids`); generation 0 is no series.
     by_series: Vec<(u64, u32)>,
-    /// The keys of the series in `by_series`, `dictionaries.len()` each.
-    series_keys: Vec<i32>,
+    /// The ids, in the dictionaries, of the series in `by_series`: `dictionaries.len()` each.
+    series_ids: Vec<u32>,
+    /// Points in this batch.
     rows: usize,
 }
 
-/// A column of text as keys into its distinct values.
+/// Ids of kept series' text a shape holds at most; past them it starts again.
+const MAX_SERIES_IDS: usize = 1 << 16;
+
+/// A column of text as keys into its distinct values. The values outlive a batch, each with
+/// an id; a batch's column is the keys of its rows into the values it holds, each given its
+/// key in the batch when its first row comes.
+#[derive(Default)]
 struct TextDictionary {
+    /// This batch's rows.
     keys: Vec<i32>,
-    values: Vec<Box<str>>,
-    key_of: hashbrown::HashMap<Box<str>, i32, foldhash::fast::FixedState>,
+    /// The ids of this batch's values, by key.
+    batch_values: Vec<u32>,
+    /// Every value kept, by id, and its key in this batch: (the batch, the key).
+    values: Vec<(Box<str>, u32, i32)>,
+    id_of: hashbrown::HashMap<Box<str>, u32, foldhash::fast::FixedState>,
+    /// Bytes of the values kept, about (see [`VALUE_OVERHEAD`]).
+    text_bytes: usize,
+    /// The batch being gathered (counted from 1).
+    batch: u32,
 }
 
 impl TextDictionary {
-    fn with_capacity(rows: usize) -> Self {
-        Self {
-            keys: Vec::with_capacity(rows),
-            values: Vec::new(),
-            key_of: hashbrown::HashMap::with_hasher(foldhash::fast::FixedState::default()),
-        }
-    }
-
-    /// The key of `text`, a new one if it is not among the values yet.
+    /// Adds a row of `text`; returns its id.
     #[inline]
-    fn key(&mut self, text: &str) -> i32 {
-        if let Some(&key) = self.key_of.get(text) {
-            return key;
-        }
-        // at most a key a row, and a batch's rows fit an i32
-        let key = self.values.len() as i32;
-        self.values.push(text.into());
-        self.key_of.insert(text.into(), key);
-        key
+    fn push_text(&mut self, text: &str) -> u32 {
+        let id = match self.id_of.get(text) {
+            Some(&id) => id,
+            None => {
+                let id = self.values.len() as u32;
+                self.values.push((text.into(), 0, 0));
+                self.id_of.insert(text.into(), id);
+                self.text_bytes += text.len() + VALUE_OVERHEAD;
+                id
+            }
+        };
+        self.push_id(id);
+        id
     }
 
+    /// Adds a row of the value with id `id`.
+    #[inline]
+    fn push_id(&mut self, id: u32) {
+        let (_, batch, key) = &mut self.values[id as usize];
+        if *batch != self.batch {
+            // at most a key a row, and a batch's rows fit an i32
+            *key = self.batch_values.len() as i32;
+            *batch = self.batch;
+            self.batch_values.push(id);
+        }
+        self.keys.push(*key);
+    }
+
+    /// This batch's column; the next batch starts.
     fn finish(&mut self) -> ArrayRef {
         let keys = Int32Array::from(std::mem::take(&mut self.keys));
-        let values = StringArray::from_iter_values(self.values.iter().map(|v| &**v));
-        self.values.clear();
-        self.key_of.clear();
+        let values = StringArray::from_iter_values(
+            self.batch_values.iter().map(|&id| &*self.values[id as usize].0),
+        );
+        self.batch_values.clear();
+        if self.batch == u32::MAX {
+            // (after four billion batches: no value is in the next one)
+            self.values.iter_mut().for_each(|(_, batch, _)| *batch = 0);
+            self.batch = 0;
+        }
+        self.batch += 1;
         let dictionary = DictionaryArray::<Int32Type>::try_new(keys, Arc::new(values))
             .expect("every key is one of the values");
         Arc::new(dictionary)
+    }
+
+    /// Forgets the values kept (between batches).
+    fn forget(&mut self) {
+        self.values.clear();
+        self.id_of.clear();
+        self.text_bytes = 0;
     }
 }
 
@@ -244,9 +312,9 @@ fn dictionary_type() -> DataType {
 }
 
 impl Shape {
-    /// The shape of `point`, with room for about `capacity` points; `None` when a row cannot
-    /// hold it (a name like needle's own columns', more parts than a batch's columns).
-    fn of(point: &Point, capacity: usize) -> Option<Shape> {
+    /// The shape of `point`; `None` when a row cannot hold it (a name like needle's own
+    /// columns', more parts than a batch's columns).
+    fn of(point: &Point) -> Option<Shape> {
         let parts: Vec<(String, PointKind)> =
             point.fields().map(|(name, value)| (name.to_owned(), value.kind())).collect();
         if parts.len() > MAX_COLUMNS || parts.iter().any(|(n, _)| n.starts_with(RESERVED)) {
@@ -257,47 +325,61 @@ impl Shape {
             .iter()
             .take(point.series_parts())
             .take_while(|(_, kind)| *kind == PointKind::Text)
-            .map(|_| TextDictionary::with_capacity(capacity))
+            .map(|_| TextDictionary { batch: 1, ..TextDictionary::default() })
             .collect::<Vec<_>>();
         // a text column with room for its first value's length a point, a quarter more (the
         // values of a part are mostly alike), not grown doubling by doubling
-        let columns = point.fields().skip(dictionaries.len()).map(|(_, value)| {
-            let text_bytes = match value {
+        let text_bytes = point
+            .fields()
+            .skip(dictionaries.len())
+            .map(|(_, value)| match value {
                 PointValue::Text(text) => (text.len() + text.len() / 4).max(8),
                 _ => 0,
-            };
-            ColumnBuilder::with_capacity(column_kind(value.kind()), capacity, capacity * text_bytes)
-        });
+            })
+            .collect();
+        let columns = parts[dictionaries.len()..]
+            .iter()
+            .map(|(_, kind)| ColumnBuilder::with_capacity(column_kind(*kind), 0, 0))
+            .collect();
         Some(Shape {
-            columns: columns.collect(),
-            dictionaries,
             parts,
+            dictionaries,
+            columns,
+            text_bytes,
             by_series: Vec::new(),
-            series_keys: Vec::new(),
+            series_ids: Vec::new(),
             rows: 0,
         })
     }
 
-    /// Appends a point of this shape.
+    /// Appends a point of this shape; the batch's first is given room for about `capacity`.
     #[inline]
-    fn push(&mut self, point: &Point) {
+    fn push(&mut self, point: &Point, capacity: usize) {
+        if self.rows == 0 {
+            self.make_room(capacity);
+        }
         let series = self.dictionaries.len();
-        match self.kept_keys(point) {
+        match self.kept_ids(point) {
             Some(start) => {
-                let keys = &self.series_keys[start..start + series];
-                for (dictionary, &key) in self.dictionaries.iter_mut().zip(keys) {
-                    dictionary.keys.push(key);
+                let ids = &self.series_ids[start..start + series];
+                for (dictionary, &id) in self.dictionaries.iter_mut().zip(ids) {
+                    dictionary.push_id(id);
                 }
             }
             None => {
+                let keep = self.keeps(point);
                 for (dictionary, (_, value)) in self.dictionaries.iter_mut().zip(point.fields()) {
                     let PointValue::Text(text) = value else {
                         unreachable!("a point is pushed to the shape it matches")
                     };
-                    let key = dictionary.key(text);
-                    dictionary.keys.push(key);
+                    let id = dictionary.push_text(text);
+                    if keep.is_some() {
+                        self.series_ids.push(id);
+                    }
                 }
-                self.keep_keys(point);
+                if let Some((slot, generation, start)) = keep {
+                    self.by_series[slot] = (generation, start);
+                }
             }
         }
         for (column, (_, value)) in self.columns.iter_mut().zip(point.fields().skip(series)) {
@@ -312,10 +394,26 @@ impl Shape {
         self.rows += 1;
     }
 
-    /// Where the keys of `point`'s series start in `series_keys`, if they were kept: the
+    /// Columns with room for about `capacity` points (a batch's first point is coming).
+    fn make_room(&mut self, capacity: usize) {
+        for ((column, (_, kind)), text_bytes) in self
+            .columns
+            .iter_mut()
+            .zip(&self.parts[self.dictionaries.len()..])
+            .zip(&self.text_bytes)
+        {
+            *column =
+                ColumnBuilder::with_capacity(column_kind(*kind), capacity, capacity * text_bytes);
+        }
+        for dictionary in &mut self.dictionaries {
+            dictionary.keys.reserve(capacity);
+        }
+    }
+
+    /// Where the ids of `point`'s series start in `series_ids`, if they were kept: the
     /// point's dictionary parts are all its series' (a series always parses the same).
     #[inline]
-    fn kept_keys(&self, point: &Point) -> Option<usize> {
+    fn kept_ids(&self, point: &Point) -> Option<usize> {
         let id = point.series_id()?;
         if self.dictionaries.is_empty() || point.series_parts() < self.dictionaries.len() {
             return None;
@@ -326,22 +424,30 @@ impl Shape {
         }
     }
 
-    /// Keeps the keys just added for `point`'s series, if the point kept its series.
-    fn keep_keys(&mut self, point: &Point) {
-        let Some(id) = point.series_id() else { return };
+    /// Whether the ids of `point`'s text are to be kept for its series: its slot, generation
+    /// and where its ids will start, with room made for them.
+    fn keeps(&mut self, point: &Point) -> Option<(usize, u64, u32)> {
+        let id = point.series_id()?;
         if self.dictionaries.is_empty() || point.series_parts() < self.dictionaries.len() {
-            return;
+            return None;
+        }
+        if self.series_ids.len() >= MAX_SERIES_IDS {
+            self.by_series.clear();
+            self.series_ids.clear();
         }
         let slot = id.slot as usize;
         if self.by_series.len() <= slot {
             self.by_series.resize(slot + 1, (0, 0));
         }
-        let start = self.series_keys.len() as u32;
-        self.series_keys.extend(self.dictionaries.iter().map(|d| d.keys[d.keys.len() - 1]));
-        self.by_series[slot] = (id.generation, start);
+        Some((slot, id.generation, self.series_ids.len() as u32))
     }
 
-    fn finish(mut self) -> ColumnBatch {
+    /// The batch's points as columns, if it had any; the shape is empty for the next.
+    fn finish(&mut self) -> Option<ColumnBatch> {
+        if self.rows == 0 {
+            return None;
+        }
+        self.rows = 0;
         let dictionaries = self.dictionaries.len();
         let fields: Vec<Field> = self
             .parts
@@ -357,7 +463,19 @@ impl Shape {
             .collect();
         let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)
             .expect("a value in every column for every point");
-        ColumnBatch::new(batch)
+        Some(ColumnBatch::new(batch))
+    }
+
+    /// Bytes of text the shape's dictionaries keep.
+    fn text_bytes(&self) -> usize {
+        self.dictionaries.iter().map(|d| d.text_bytes).sum()
+    }
+
+    /// Forgets the text kept, and so the series' ids in it (between batches).
+    fn forget_text(&mut self) {
+        self.dictionaries.iter_mut().for_each(TextDictionary::forget);
+        self.by_series.clear();
+        self.series_ids.clear();
     }
 }
 
@@ -412,19 +530,20 @@ mod tests {
 
     proptest! {
         /// The points gathered as columns (and records) are the records the lines parse to,
-        /// each once, however the lines are cut into batches (a series' keys kept in one batch
-        /// are not another's); the lines that are not points are refused alike; a series' name
-        /// and tags are text keyed into dictionaries.
+        /// each once, however the lines are cut into batches (the shapes, their dictionaries
+        /// and their series' ids kept from batch to batch; a shape with no point in a batch
+        /// making room for a new one); the lines that are not points are refused alike; a
+        /// series' name and tags are text keyed into dictionaries.
         #[test]
         fn batches_hold_the_records_the_lines_are(
-            lines in prop::collection::vec(line(), 0..120),
-            cut in 0usize..120,
+            lines in prop::collection::vec(line(), 0..240),
+            every in 1usize..60,
         ) {
             let format = Format::Influx(Precision::Seconds);
             let mut batches = PointBatches::new();
             let (mut want, mut got) = (Vec::new(), Vec::new());
             for (i, line) in lines.iter().enumerate() {
-                if i == cut {
+                if i % every == 0 {
                     prop_assert_eq!(batches.points(), want.len());
                     want.sort();
                     let (records, keyed) = finish_sorted(&mut batches);
@@ -485,5 +604,26 @@ mod tests {
             batches.push_line(format, line.as_bytes(), 7).unwrap();
         }
         assert_eq!(finish_sorted(&mut batches).1, ["measurement", "host", "dc"]);
+    }
+
+    /// A connection that sends a new tag value every point: its dictionaries start again
+    /// whenever they hold more than they may between batches, and every batch's rows stay
+    /// right.
+    #[test]
+    fn the_text_kept_between_batches_stays_bounded() {
+        let format = Format::Graphite;
+        let mut batches = PointBatches::new();
+        for batch in 0..60 {
+            let mut want = Vec::new();
+            for i in 0..1_000 {
+                let line = format!("m;host=h{batch}-{i};dc=d{} 1.5 1700000000", i % 3);
+                batches.push_line(format, line.as_bytes(), 7).unwrap();
+                want.push(format.parse_line(line.as_bytes(), 7).unwrap().unwrap().to_json());
+            }
+            want.sort();
+            assert!(finish_sorted(&mut batches).0 == want, "batch {batch}");
+            let kept: usize = batches.columns.shapes.iter().map(Shape::text_bytes).sum();
+            assert!(kept <= MAX_KEPT_TEXT_BYTES, "{kept} bytes kept after batch {batch}");
+        }
     }
 }
