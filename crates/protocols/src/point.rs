@@ -361,6 +361,30 @@ impl Point {
                 .all(|((name, kind), (n, v))| *kind == held_kind(v) && name == n)
     }
 
+    /// [`Point::has_shape`] for a point whose first `known` parts are known to be `shape`'s (a
+    /// point of the same kept series had the shape: [`Point::series_id`]): the number of
+    /// parts and the others are compared.
+    #[inline]
+    pub fn has_shape_past(&self, shape: &[(String, PointKind)], known: usize) -> bool {
+        if known == 0 || self.lead.is_none() {
+            return self.has_shape(shape);
+        }
+        let parts = 1 + self.user.len() + self.trail.len();
+        if shape.len() != parts || known > 1 + self.user.len() {
+            return false;
+        }
+        let from = known - 1;
+        let user = &shape[known..1 + self.user.len()];
+        let trail = &shape[1 + self.user.len()..];
+        user.iter()
+            .zip(&self.user[from..])
+            .all(|((name, kind), (n, v))| *kind == held_kind(v) && name == self.text(n))
+            && trail
+                .iter()
+                .zip(&self.trail)
+                .all(|((name, kind), (n, v))| *kind == held_kind(v) && name == n)
+    }
+
     /// The parts in record order, names as given: the record's fields when [`Point::check`]
     /// says [`Names::AsGiven`].
     pub fn fields(&self) -> impl Iterator<Item = (&str, PointValue<'_>)> + '_ {
@@ -467,5 +491,21 @@ mod tests {
         let mut text = point(&["host"]);
         text.push_user("dc", PointValue::Text("x"));
         assert!(!a.has_shape(&shape_of(&text)), "the same names, another kind");
+        // past the parts known to be the shape's, the same answers
+        let shapes = [shape_of(&a), shape_of(&text), shape_of(&point(&["host", "dc", "x"]))];
+        for shape in &shapes {
+            for known in 0..=3 {
+                let agree = (0..known).all(|i| shape.get(i) == shape_of(&a).get(i));
+                if agree {
+                    assert_eq!(a.has_shape_past(shape, known), a.has_shape(shape), "{known}");
+                }
+            }
+        }
+        let mut other = shape_of(&a);
+        other[4].0 = "time".into();
+        assert!(!a.has_shape_past(&other, 3), "a trailing part's name");
+        other = shape_of(&a);
+        other[3].1 = PointKind::Long;
+        assert!(!a.has_shape_past(&other, 3), "a trailing part's kind");
     }
 }

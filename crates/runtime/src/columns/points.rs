@@ -137,6 +137,12 @@ struct PointColumns {
     shapes: Vec<Shape>,
     /// The shape the last point had: tried first.
     last: usize,
+    /// The shape a kept series' last point had, by the series' slot: (the series' generation,
+    /// the shape's place, the shape's number); a series' points, all of one shape most often,
+    /// need only their parts past the series' compared.
+    shape_of_series: Vec<(u64, u32, u64)>,
+    /// The number the next shape made gets (a place's shape may be replaced).
+    shapes_made: u64,
 }
 
 /// The bytes the shapes' dictionaries may hold between batches, all told (their values, and
@@ -152,6 +158,11 @@ impl PointColumns {
     /// Adds `point` to the columns of its shape, if one of the shapes seen; false otherwise.
     #[inline]
     fn add_to_known(&mut self, point: &Point, capacity: usize) -> bool {
+        if let Some(at) = self.shape_of_kept_series(point) {
+            self.shapes[at].push(point, capacity);
+            self.last = at;
+            return true;
+        }
         let found = match self.shapes.get(self.last) {
             Some(shape) if point.has_shape(&shape.parts) => Some(self.last),
             _ => self.shapes.iter().position(|shape| point.has_shape(&shape.parts)),
@@ -159,7 +170,28 @@ impl PointColumns {
         let Some(at) = found else { return false };
         self.shapes[at].push(point, capacity);
         self.last = at;
+        self.remember_series_shape(point, at);
         true
+    }
+
+    /// The place of the shape `point` has, if a point of its kept series had it.
+    #[inline]
+    fn shape_of_kept_series(&self, point: &Point) -> Option<usize> {
+        let id = point.series_id()?;
+        let &(generation, at, made) = self.shape_of_series.get(id.slot as usize)?;
+        let shape = self.shapes.get(at as usize)?;
+        let same = generation == id.generation && shape.made == made;
+        (same && point.has_shape_past(&shape.parts, point.series_parts())).then_some(at as usize)
+    }
+
+    /// Notes that `point`'s kept series, if it is one, has the shape at `at`.
+    fn remember_series_shape(&mut self, point: &Point, at: usize) {
+        let Some(id) = point.series_id() else { return };
+        let slot = id.slot as usize;
+        if self.shape_of_series.len() <= slot {
+            self.shape_of_series.resize(slot + 1, (0, 0, 0));
+        }
+        self.shape_of_series[slot] = (id.generation, at as u32, self.shapes[at].made);
     }
 
     /// Adds `point` (whose names are the record's, checked) to the columns of a new shape (for
@@ -174,12 +206,15 @@ impl PointColumns {
             },
         };
         let Some(mut shape) = Shape::of(point) else { return false };
+        self.shapes_made += 1;
+        shape.made = self.shapes_made;
         shape.push(point, capacity);
         match at == self.shapes.len() {
             true => self.shapes.push(shape),
             false => self.shapes[at] = shape,
         }
         self.last = at;
+        self.remember_series_shape(point, at);
         true
     }
 
@@ -216,6 +251,8 @@ struct Shape {
     series_ids: Vec<u32>,
     /// Points in this batch.
     rows: usize,
+    /// The shape's number among those its connection made (from 1).
+    made: u64,
 }
 
 /// Ids of kept series' text a shape holds at most; past them it starts again.
@@ -349,6 +386,7 @@ impl Shape {
             by_series: Vec::new(),
             series_ids: Vec::new(),
             rows: 0,
+            made: 0,
         })
     }
 
