@@ -910,7 +910,7 @@ fn decode_rates(protocol: Protocol, rendered: &Rendered, points: u64) -> Result<
             let handed_on = per_cpu_second(points, what, || {
                 let mut n = 0;
                 for body in bodies.iter() {
-                    let mut batches = needle_runtime::columns::PointBatches::new();
+                    let mut batches = needle_runtime::columns::PointBatches::for_one_request();
                     let counts = remote_write::decode_points(body, |point| {
                         let _ = batches.push_point(point);
                     })

@@ -40,7 +40,16 @@ pub struct PointBatches {
 }
 
 impl PointBatches {
+    /// Batches for a connection's points, one batch after another: a series' name and tags as
+    /// dictionaries kept from batch to batch (see the module doc).
     pub fn new() -> Self {
+        Self { capacity: 1024, columns: PointColumns::keyed(), ..Self::default() }
+    }
+
+    /// One batch, of one request's points: their text as it is. A dictionary made for one
+    /// batch costs more than it saves when the batch's series come once each (an agent's
+    /// write request: every value new to it, looked up, kept and dropped).
+    pub fn for_one_request() -> Self {
         Self { capacity: 1024, ..Self::default() }
     }
 
@@ -143,6 +152,8 @@ struct PointColumns {
     shape_of_series: Vec<(u64, u32, u64)>,
     /// The number the next shape made gets (a place's shape may be replaced).
     shapes_made: u64,
+    /// Whether a series' text parts go into dictionaries.
+    keyed: bool,
 }
 
 /// The bytes the shapes' dictionaries may hold between batches, all told (their values, and
@@ -155,6 +166,11 @@ const MAX_KEPT_TEXT_BYTES: usize = 1 << 20;
 const VALUE_OVERHEAD: usize = 64;
 
 impl PointColumns {
+    /// Columns whose series' text parts go into dictionaries.
+    fn keyed() -> Self {
+        Self { keyed: true, ..Self::default() }
+    }
+
     /// Adds `point` to the columns of its shape, if one of the shapes seen; false otherwise.
     #[inline]
     fn add_to_known(&mut self, point: &Point, capacity: usize) -> bool {
@@ -205,7 +221,7 @@ impl PointColumns {
                 None => return false,
             },
         };
-        let Some(mut shape) = Shape::of(point) else { return false };
+        let Some(mut shape) = Shape::of(point, self.keyed) else { return false };
         self.shapes_made += 1;
         shape.made = self.shapes_made;
         shape.push(point, capacity);
@@ -349,9 +365,10 @@ fn dictionary_type() -> DataType {
 }
 
 impl Shape {
-    /// The shape of `point`; `None` when a row cannot hold it (a name like needle's own
-    /// columns', more parts than a batch's columns).
-    fn of(point: &Point) -> Option<Shape> {
+    /// The shape of `point`, its series' text parts as dictionaries if `keyed`; `None` when a
+    /// row cannot hold it (a name like needle's own columns', more parts than a batch's
+    /// columns).
+    fn of(point: &Point, keyed: bool) -> Option<Shape> {
         let parts: Vec<(String, PointKind)> =
             point.fields().map(|(name, value)| (name.to_owned(), value.kind())).collect();
         if parts.len() > MAX_COLUMNS || parts.iter().any(|(n, _)| n.starts_with(RESERVED)) {
@@ -360,7 +377,7 @@ impl Shape {
         // the series' parts that are text (all of them, in every protocol) as dictionaries
         let dictionaries = parts
             .iter()
-            .take(point.series_parts())
+            .take(if keyed { point.series_parts() } else { 0 })
             .take_while(|(_, kind)| *kind == PointKind::Text)
             .map(|_| TextDictionary { batch: 1, ..TextDictionary::default() })
             .collect::<Vec<_>>();
@@ -571,21 +588,24 @@ mod tests {
         /// each once, however the lines are cut into batches (the shapes, their dictionaries
         /// and their series' ids kept from batch to batch; a shape with no point in a batch
         /// making room for a new one); the lines that are not points are refused alike; a
-        /// series' name and tags are text keyed into dictionaries.
+        /// series' name and tags are text keyed into dictionaries, but for one request's.
         #[test]
         fn batches_hold_the_records_the_lines_are(
             lines in prop::collection::vec(line(), 0..240),
             every in 1usize..60,
+            keyed in any::<bool>(),
         ) {
             let format = Format::Influx(Precision::Seconds);
-            let mut batches = PointBatches::new();
+            let mut batches =
+                if keyed { PointBatches::new() } else { PointBatches::for_one_request() };
             let (mut want, mut got) = (Vec::new(), Vec::new());
             for (i, line) in lines.iter().enumerate() {
                 if i % every == 0 {
                     prop_assert_eq!(batches.points(), want.len());
                     want.sort();
-                    let (records, keyed) = finish_sorted(&mut batches);
-                    prop_assert!(keyed.iter().all(|f| f == "measurement" || f == "host" || f == "dc"));
+                    let (records, keyed_fields) = finish_sorted(&mut batches);
+                    let series = ["measurement", "host", "dc"];
+                    prop_assert!(keyed_fields.iter().all(|f| keyed && series.contains(&f.as_str())));
                     prop_assert_eq!(&records, &want);
                     want.clear();
                     got.extend(records);
@@ -599,8 +619,9 @@ mod tests {
             }
             prop_assert_eq!(batches.points(), want.len());
             want.sort();
-            let (records, keyed) = finish_sorted(&mut batches);
-            prop_assert!(keyed.iter().all(|f| f == "measurement" || f == "host" || f == "dc"));
+            let (records, keyed_fields) = finish_sorted(&mut batches);
+            let series = ["measurement", "host", "dc"];
+            prop_assert!(keyed_fields.iter().all(|f| keyed && series.contains(&f.as_str())));
             prop_assert_eq!(&records, &want);
         }
     }

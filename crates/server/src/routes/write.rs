@@ -145,7 +145,7 @@ pub async fn remote_write(
             .into_response();
     }
     // each series' samples as points, gathered as columns per shape (no record, no JSON)
-    let mut points = PointBatches::new();
+    let mut points = PointBatches::for_one_request();
     let decoded = needle_protocols::remote_write::decode_points(&body, |point| {
         // the decoder checked each series' names
         let _ = points.push_point(point);
@@ -500,7 +500,7 @@ pub fn convert_points(body: &str, from: &str, format: Format) -> Converted {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
     let mut out = Converted::default();
-    let mut points = PointBatches::new();
+    let mut points = PointBatches::for_one_request();
     points.expect(body.len() / 48 + 16);
     for (index, line) in body.split('\n').enumerate() {
         if let Err(error) = points.push_line(format, line.as_bytes(), now_ms) {
