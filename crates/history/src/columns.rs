@@ -57,8 +57,10 @@ pub struct StoredRecord {
 }
 
 /// Rows given as columns, each with its time: a batch whose columns are named by their fields
-/// and typed as [`Kind::data_type`] says (no JSON columns), a row's fields being the columns
-/// where it is not NULL, in the columns' order — events as the sources and pushers gather them.
+/// and typed as [`Kind::data_type`] says (no JSON columns; text may also come as an
+/// `Int32`-keyed dictionary, as a metrics source gathers a series' name and tags), a row's
+/// fields being the columns where it is not NULL, in the columns' order — events as the
+/// sources and pushers gather them.
 #[derive(Debug, Clone)]
 pub struct ColumnChunk {
     pub batch: RecordBatch,
