@@ -400,7 +400,7 @@ function statusText(r: Run): string {
   const secs = ((Date.now() - r.started) / 1000).toFixed(1);
   const rows = resultRows(r).length;
   const state = r.done ? 'Done' : 'Running';
-  return `${state}: ${rows.toLocaleString()} rows, ${r.emissions.length} result${r.emissions.length === 1 ? '' : 's'}${r.windowed ? ' (windows)' : ''}, ${secs} s`;
+  return `${state}: ${rows.toLocaleString()} row${rows === 1 ? '' : 's'}, ${r.emissions.length} result${r.emissions.length === 1 ? '' : 's'}${r.windowed ? ' (windows)' : ''}, ${secs} s`;
 }
 
 function stop(): void {
