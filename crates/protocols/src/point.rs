@@ -346,19 +346,8 @@ impl Point {
     #[inline]
     pub fn has_shape(&self, shape: &[(String, PointKind)]) -> bool {
         let Some((lead, _)) = &self.lead else { return false };
-        let parts = 1 + self.user.len() + self.trail.len();
-        if shape.len() != parts || shape[0].0 != *lead || shape[0].1 != PointKind::Text {
-            return false;
-        }
-        let user = &shape[1..1 + self.user.len()];
-        let trail = &shape[1 + self.user.len()..];
-        user.iter()
-            .zip(&self.user)
-            .all(|((name, kind), (n, v))| *kind == held_kind(v) && name == self.text(n))
-            && trail
-                .iter()
-                .zip(&self.trail)
-                .all(|((name, kind), (n, v))| *kind == held_kind(v) && name == n)
+        matches!(shape.first(), Some((name, PointKind::Text)) if name == lead)
+            && self.has_shape_past(shape, 1)
     }
 
     /// [`Point::has_shape`] for a point whose first `known` parts are known to be `shape`'s (a
@@ -366,8 +355,11 @@ impl Point {
     /// parts and the others are compared.
     #[inline]
     pub fn has_shape_past(&self, shape: &[(String, PointKind)], known: usize) -> bool {
-        if known == 0 || self.lead.is_none() {
+        if known == 0 {
             return self.has_shape(shape);
+        }
+        if self.lead.is_none() {
+            return false;
         }
         let parts = 1 + self.user.len() + self.trail.len();
         if shape.len() != parts || known > 1 + self.user.len() {
